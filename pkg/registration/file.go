@@ -1,0 +1,353 @@
+package registration
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// lockName is the advisory lock shared by writers and removers.
+	lockName = ".mountcontainers.lock"
+	// tempInfix separates the target name from the random part of a
+	// temporary file: ".kubernetes.io~glusterfs.json.tmp-1234".
+	tempInfix = ".tmp-"
+	// lockTimeout bounds the wait for another writer.
+	lockTimeout = 10 * time.Second
+	// fileMode is the mode of registration files: they hold no secret.
+	fileMode = 0o644
+	// dirMode is the mode of a directory created by Write.
+	dirMode = 0o755
+)
+
+// ErrUntrusted is wrapped by every error that refuses a file or directory
+// because of its type, owner, mode or size rather than its content.
+var ErrUntrusted = errors.New("untrusted")
+
+// Read returns the registration of plugin in dir. ok is false, with a nil
+// error, when there is no registration file (or no directory): the plugin is
+// not registered. A file that exists but cannot be trusted or decoded is an
+// error naming the file and the reason.
+func Read(dir, plugin string) (r Registration, ok bool, err error) {
+	path, err := Path(dir, plugin)
+	if err != nil {
+		return Registration{}, false, err
+	}
+	if err := checkDir(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Registration{}, false, nil
+		}
+		return Registration{}, false, err
+	}
+	return readFile(path)
+}
+
+// readFile opens path without following symlinks or blocking, and checks it
+// before decoding it.
+func readFile(path string) (Registration, bool, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			return Registration{}, false, nil
+		case errors.Is(err, unix.ELOOP):
+			return Registration{}, false, fmt.Errorf("registration %s: %w: is a symbolic link", path, ErrUntrusted)
+		}
+		return Registration{}, false, fmt.Errorf("registration %s: open: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return Registration{}, false, fmt.Errorf("registration %s: stat: %w", path, err)
+	}
+	if err := checkFile(&st); err != nil {
+		return Registration{}, false, fmt.Errorf("registration %s: %w", path, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return Registration{}, false, fmt.Errorf("registration %s: read: %w", path, err)
+	}
+	r, err := Decode(data)
+	if err != nil {
+		return Registration{}, false, fmt.Errorf("registration %s: %w", path, err)
+	}
+	return r, true, nil
+}
+
+// checkFile applies the trust rules to an open file.
+func checkFile(st *unix.Stat_t) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("%w: not a regular file (%s)", ErrUntrusted, fileType(st.Mode))
+	}
+	if euid := uint32(os.Geteuid()); st.Uid != 0 && st.Uid != euid {
+		return fmt.Errorf("%w: owned by uid %d, want 0 or %d", ErrUntrusted, st.Uid, euid)
+	}
+	if st.Mode&0o022 != 0 {
+		return fmt.Errorf("%w: mode %04o is writable by group or others", ErrUntrusted, st.Mode&0o7777)
+	}
+	if st.Size > MaxFileSize {
+		return fmt.Errorf("%w: %d bytes, more than the limit of %d", ErrUntrusted, st.Size, MaxFileSize)
+	}
+	return nil
+}
+
+// checkDir applies the trust rules to the registration directory. A missing
+// directory is returned as an error wrapping fs.ErrNotExist.
+func checkDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("registration directory %s: %w", dir, fs.ErrNotExist)
+		}
+		return fmt.Errorf("registration directory %s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("registration directory %s: %w: not a directory (%s)", dir, ErrUntrusted, fileType(st.Mode))
+	}
+	if euid := uint32(os.Geteuid()); st.Uid != 0 && st.Uid != euid {
+		return fmt.Errorf("registration directory %s: %w: owned by uid %d, want 0 or %d", dir, ErrUntrusted, st.Uid, euid)
+	}
+	if st.Mode&0o022 != 0 {
+		return fmt.Errorf("registration directory %s: %w: mode %04o is writable by group or others", dir, ErrUntrusted, st.Mode&0o7777)
+	}
+	return nil
+}
+
+func fileType(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "regular file"
+	case unix.S_IFDIR:
+		return "directory"
+	case unix.S_IFLNK:
+		return "symbolic link"
+	case unix.S_IFIFO:
+		return "FIFO"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFBLK:
+		return "block device"
+	}
+	return "unknown type"
+}
+
+// Write registers r for plugin in dir, replacing any earlier registration
+// (such as a leftover of an older pod). The directory is created if missing.
+// The write is atomic and durable; see the package documentation.
+func Write(dir, plugin string, r Registration) error {
+	path, err := Path(dir, plugin)
+	if err != nil {
+		return err
+	}
+	data, err := Encode(r)
+	if err != nil {
+		return fmt.Errorf("registration %s: %w", path, err)
+	}
+	if err := os.MkdirAll(dir, dirMode); err != nil {
+		return fmt.Errorf("create registration directory: %w", err)
+	}
+	if err := checkDir(dir); err != nil {
+		return err
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	removeStaleTemps(dir, filepath.Base(path))
+	if err := writeAtomic(path, data); err != nil {
+		return fmt.Errorf("write registration %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeAtomic writes data to a dot-named temporary file next to path, syncs
+// it, renames it over path and syncs the directory.
+func writeAtomic(path string, data []byte) (err error) {
+	dir, base := filepath.Split(path)
+	f, err := os.CreateTemp(dir, "."+base+tempInfix+"*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err = f.Chmod(fileMode); err != nil {
+		return err
+	}
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// removeStaleTemps deletes the temporary files of base left by writers that
+// died. It is called with the lock held, so no live writer owns one. Only
+// regular files are removed; anything else is left for a human.
+func removeStaleTemps(dir, base string) {
+	matches, _ := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+tempInfix+"*"))
+	for _, m := range matches {
+		if fi, err := os.Lstat(m); err == nil && fi.Mode().IsRegular() {
+			os.Remove(m)
+		}
+	}
+}
+
+func globEscape(s string) string {
+	r := strings.NewReplacer(`*`, `\*`, `?`, `\?`, `[`, `\[`, `\`, `\\`)
+	return r.Replace(s)
+}
+
+// lockDir takes the directory's advisory lock, waiting at most lockTimeout.
+func lockDir(dir string) (unlock func(), err error) {
+	path := filepath.Join(dir, lockName)
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("lock %s: %w: not a regular file", path, ErrUntrusted)
+	}
+	deadline := time.Now().Add(lockTimeout)
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if time.Now().After(deadline) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("lock %s: still held by another writer after %s", path, lockTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return func() { unix.Close(fd) }, nil
+}
+
+// RemoveIfOwned removes the registration of plugin only if it still names the
+// pod with podUID, and reports whether it did. The check and the removal
+// happen under the directory lock, so a registration that a newer pod writes
+// concurrently through [Write] is never removed. A missing file is not an
+// error. A file that cannot be trusted or decoded is left in place and
+// reported.
+func RemoveIfOwned(dir, plugin, podUID string) (bool, error) {
+	path, err := Path(dir, plugin)
+	if err != nil {
+		return false, err
+	}
+	if podUID == "" {
+		return false, fmt.Errorf("remove registration %s: empty pod UID", path)
+	}
+	if err := checkDir(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	r, ok, err := readFile(path)
+	if err != nil || !ok || r.PodUID != podUID {
+		return false, err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("remove registration %s: %w", path, err)
+	}
+	return true, syncDir(dir)
+}
+
+// Entry is one registration found by [List].
+type Entry struct {
+	// Plugin is the plugin name decoded from the file name.
+	Plugin string
+	// Path is the registration file.
+	Path string
+	// Registration is the decoded content; valid only when Err is nil.
+	Registration Registration
+	// Err says why the file was refused, if it was.
+	Err error
+}
+
+// List returns every registration in dir, sorted by file name. Dotfiles and
+// files without the ".json" suffix are skipped. A file that cannot be trusted
+// or decoded, or whose name is not a valid plugin name, is returned with Err
+// set rather than failing the listing. A missing directory lists as empty.
+func List(dir string) ([]Entry, error) {
+	if err := checkDir(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list registrations in %s: %w", dir, err)
+	}
+	var out []Entry
+	for _, de := range des {
+		name := de.Name()
+		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, FileSuffix) {
+			continue
+		}
+		e := Entry{Path: filepath.Join(dir, name)}
+		e.Plugin, e.Err = PluginFromFileName(name)
+		if e.Err == nil {
+			var ok bool
+			e.Registration, ok, e.Err = readFile(e.Path)
+			if e.Err == nil && !ok {
+				continue // removed since ReadDir
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// isNotExist is errors.Is(err, fs.ErrNotExist) for both os and raw errno errors.
+func isNotExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOENT)
+}
