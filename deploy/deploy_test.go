@@ -1,0 +1,195 @@
+// Package deploy_test renders every overlay of deploy/ with the kustomize
+// API, decodes the result strictly into the Kubernetes API types and checks
+// the invariants the mount pod depends on.
+package deploy_test
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// render builds the kustomization in dir and decodes every object strictly
+// (unknown or duplicate fields are errors).
+func render(t *testing.T, dir string) []runtime.Object {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	ser := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
+		json.SerializerOptions{Yaml: true, Strict: true})
+	var objs []runtime.Object
+	for _, res := range rm.Resources() {
+		y, err := res.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := ser.Decode(y, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: strict decode of %s/%s: %v", dir, res.GetKind(), res.GetName(), err)
+		}
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+func TestPluginOverlays(t *testing.T) {
+	for _, tc := range []struct{ overlay, plugin string }{
+		{"glusterfs", "kubernetes.io/glusterfs"},
+		{"rbd", "kubernetes.io/rbd"},
+	} {
+		t.Run(tc.overlay, func(t *testing.T) {
+			objs := render(t, tc.overlay)
+			if len(objs) != 1 {
+				t.Fatalf("%d objects, want one DaemonSet", len(objs))
+			}
+			ds, ok := objs[0].(*appsv1.DaemonSet)
+			if !ok {
+				t.Fatalf("got %T, want a DaemonSet", objs[0])
+			}
+			checkDaemonSet(t, ds, tc.overlay, tc.plugin)
+		})
+	}
+}
+
+func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, overlay, plugin string) {
+	t.Helper()
+	expect := func(cond bool, format string, args ...any) {
+		t.Helper()
+		if !cond {
+			t.Errorf("%s: "+format, append([]any{ds.Name}, args...)...)
+		}
+	}
+	expect(ds.Name == overlay+"-mountpod", "name, want %s-mountpod", overlay)
+	expect(ds.Namespace == "kube-system", "namespace %q", ds.Namespace)
+	expect(ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType, "update strategy %q, want OnDelete", ds.Spec.UpdateStrategy.Type)
+	for _, l := range []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/part-of"} {
+		expect(ds.Labels[l] != "", "label %s missing", l)
+		expect(ds.Spec.Template.Labels[l] != "", "pod label %s missing", l)
+	}
+	expect(ds.Spec.Selector.MatchLabels["app.kubernetes.io/instance"] == overlay+"-mountpod",
+		"selector %v does not single out this overlay's pods", ds.Spec.Selector.MatchLabels)
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		expect(ds.Spec.Template.Labels[k] == v, "selector %s=%s does not match the pod template", k, v)
+	}
+
+	pod := ds.Spec.Template.Spec
+	expect(pod.HostNetwork, "not host network")
+	expect(pod.DNSPolicy == corev1.DNSClusterFirstWithHostNet, "dnsPolicy %q", pod.DNSPolicy)
+	expect(pod.PriorityClassName == "system-node-critical", "priorityClassName %q", pod.PriorityClassName)
+	expect(slices.ContainsFunc(pod.Tolerations, func(tol corev1.Toleration) bool {
+		return tol.Key == "mountcontainers.io/upgrading" && tol.Effect == corev1.TaintEffectNoSchedule &&
+			tol.Operator == corev1.TolerationOpExists
+	}), "does not tolerate the rollout taint: %+v", pod.Tolerations)
+
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	expect(c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged, "container not privileged")
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	for name, field := range map[string]string{"POD_NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name", "POD_UID": "metadata.uid"} {
+		e := env[name]
+		expect(e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == field,
+			"env %s is not the downward API field %s", name, field)
+	}
+	expect(env["CONTAINER_NAME"].Value == c.Name, "CONTAINER_NAME %q, container is %q", env["CONTAINER_NAME"].Value, c.Name)
+	expect(env["MOUNTPOD_PLUGINS"].Value == plugin, "MOUNTPOD_PLUGINS %q, want %q", env["MOUNTPOD_PLUGINS"].Value, plugin)
+	regDir := env["PLUGIN_CONTAINERS_DIR"].Value
+
+	expect(c.ReadinessProbe != nil && c.ReadinessProbe.Exec != nil &&
+		strings.HasSuffix(c.ReadinessProbe.Exec.Command[0], "mountpod") &&
+		slices.Equal(c.ReadinessProbe.Exec.Command[1:], []string{"check"}),
+		"readiness probe is not `mountpod check`: %+v", c.ReadinessProbe)
+	expect(!c.Resources.Requests.Cpu().IsZero() && !c.Resources.Requests.Memory().IsZero(), "no resource requests")
+
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m
+		v, ok := vols[m.Name]
+		expect(ok, "volume mount %s has no volume", m.Name)
+		expect(ok && v.HostPath != nil, "volume %s is not a hostPath", m.Name)
+	}
+	kubelet := mounts["kubelet-dir"]
+	expect(kubelet.MountPropagation != nil && *kubelet.MountPropagation == corev1.MountPropagationBidirectional,
+		"kubelet directory mount is not Bidirectional")
+	expect(vols["kubelet-dir"].HostPath != nil && vols["kubelet-dir"].HostPath.Path == kubelet.MountPath,
+		"kubelet directory mounted at %s, host path differs: mount paths would not match", kubelet.MountPath)
+	expect(strings.HasPrefix(regDir, kubelet.MountPath+"/"), "registration dir %s is not under the kubelet mount %s", regDir, kubelet.MountPath)
+	expect(mounts["dev"].MountPath == "/dev", "/dev not mounted")
+	for _, ro := range []string{"sys", "lib-modules"} {
+		expect(mounts[ro].MountPath != "" && mounts[ro].ReadOnly, "%s not mounted read-only", ro)
+	}
+}
+
+func TestRolloutRBAC(t *testing.T) {
+	objs := render(t, "rbac")
+	var role *rbacv1.ClusterRole
+	var binding *rbacv1.ClusterRoleBinding
+	var sa *corev1.ServiceAccount
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *rbacv1.ClusterRole:
+			role = o
+		case *rbacv1.ClusterRoleBinding:
+			binding = o
+		case *corev1.ServiceAccount:
+			sa = o
+		}
+	}
+	if role == nil || binding == nil || sa == nil {
+		t.Fatalf("rbac renders %d objects, want a ServiceAccount, ClusterRole and ClusterRoleBinding", len(objs))
+	}
+	if binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 ||
+		binding.Subjects[0].Name != sa.Name || binding.Subjects[0].Namespace != sa.Namespace {
+		t.Fatalf("binding %+v does not bind %s to %s/%s", binding, role.Name, sa.Namespace, sa.Name)
+	}
+	allowed := func(group, resource, verb string) bool {
+		for _, r := range role.Rules {
+			if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, need := range [][3]string{
+		{"", "nodes", "patch"}, {"", "pods", "list"}, {"", "pods", "delete"}, {"", "pods/eviction", "create"},
+		{"apps", "daemonsets", "patch"}, {"apps", "controllerrevisions", "list"}, {"", "events", "create"},
+	} {
+		if !allowed(need[0], need[1], need[2]) {
+			t.Errorf("rollout role cannot %s %s (group %q)", need[2], need[1], need[0])
+		}
+	}
+}
+
+// TestStrictDecodeCatchesTypos guards the guard: a misspelled field must fail.
+func TestStrictDecodeCatchesTypos(t *testing.T) {
+	ser := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
+		json.SerializerOptions{Yaml: true, Strict: true})
+	y := []byte("apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: x\nspec:\n  updateStrategi:\n    type: OnDelete\n")
+	if _, _, err := ser.Decode(y, nil, nil); err == nil {
+		t.Fatal("strict decoding accepted a misspelled field")
+	} else if !bytes.Contains([]byte(fmt.Sprint(err)), []byte("updateStrategi")) {
+		t.Fatalf("error does not name the field: %v", err)
+	}
+}
