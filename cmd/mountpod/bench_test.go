@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; it
+// is 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// BenchmarkServeStorm runs the real mountpod binary and measures, from
+// /proc, its steady-state RSS and the CPU it uses while the benchmark writes
+// to the registration directory at stormRate writes per second; one op is
+// one write. For the figure in BENCHMARKS.md (a 10 s storm):
+//
+//	go test ./cmd/mountpod -run '^$' -bench ServeStorm -benchtime 10000x
+//
+// Reported: writes/s (the storm's real rate), daemon-cpu-% (of one core, over the storm), daemon-cpu/writer-cpu
+// (the daemon's CPU time against the writer's own, measured in the same run),
+// rss-KiB (after start, before the storm) and peak-rss-KiB (VmHWM at the end).
+func BenchmarkServeStorm(b *testing.B) {
+	bin := filepath.Join(b.TempDir(), "mountpod")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	other := registration.Registration{PodNamespace: "kube-system", PodName: "mount-other", PodUID: "0c9f6a2e-9999-4222-8333-444455556666", ContainerName: "mount"}
+	foreign, err := registration.Encode(other)
+	if err != nil {
+		b.Fatal(err)
+	}
+	storms := []struct {
+		name string
+		// target is the plugin whose file is written; the daemon serves
+		// kubernetes.io/rbd and kubernetes.io/glusterfs.
+		target  string
+		content []byte
+		atomic  bool
+	}{
+		// Another pod's registration renamed over the daemon's own file,
+		// as a competing mount pod writes it: the daemon yields once.
+		{"foreign", "kubernetes.io/glusterfs", foreign, true},
+		// Garbage written in place over the daemon's own file: restored at
+		// most once per second.
+		{"garbage", "kubernetes.io/glusterfs", []byte("garbage"), false},
+		// Registrations of a plugin the daemon does not serve.
+		{"unrelated", "kubernetes.io/cephfs", foreign, true},
+	}
+	for _, s := range storms {
+		b.Run(s.name, func(b *testing.B) {
+			dir := filepath.Join(b.TempDir(), "plugin-containers")
+			cmd := exec.Command(bin, "serve")
+			cmd.Env = append(os.Environ(),
+				"POD_NAMESPACE="+pod.PodNamespace, "POD_NAME="+pod.PodName, "POD_UID="+pod.PodUID, "CONTAINER_NAME="+pod.ContainerName,
+				"PLUGIN_CONTAINERS_DIR="+dir, "MOUNTPOD_PLUGINS=kubernetes.io/rbd,kubernetes.io/glusterfs", "MOUNTPOD_REQUIRE_TOOLS=")
+			var logs bytes.Buffer
+			cmd.Stderr = &logs
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer func() {
+				cmd.Process.Signal(syscall.SIGTERM)
+				if err := cmd.Wait(); err != nil {
+					b.Errorf("mountpod serve: %v\n%s", err, logs.String())
+				}
+			}()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if r, ok, _ := registration.Read(dir, "kubernetes.io/glusterfs"); ok && r == pod {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("not registered within 10s\n%s", logs.String())
+				}
+			}
+			time.Sleep(time.Second) // settle: steady state
+			pid := cmd.Process.Pid
+			rss := procStatusKiB(b, pid, "VmRSS")
+
+			path, _ := registration.Path(dir, s.target)
+			tmp := filepath.Join(dir, ".storm.tmp")
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			cpu0, writer0 := procCPU(b, pid), threadCPU(b)
+			b.ResetTimer()
+			start := time.Now()
+			for i := range b.N {
+				// Pace to stormRate without drifting.
+				if d := time.Until(start.Add(time.Duration(i) * time.Second / stormRate)); d > 0 {
+					time.Sleep(d)
+				}
+				if s.atomic {
+					if err := os.WriteFile(tmp, s.content, 0o644); err != nil {
+						b.Fatal(err)
+					}
+					if err := os.Rename(tmp, path); err != nil {
+						b.Fatal(err)
+					}
+				} else if err := os.WriteFile(path, s.content, 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "writes/s")
+			// Let the last batch (at most MaxDelay behind) be handled.
+			time.Sleep(registration.DefaultMaxDelay + 100*time.Millisecond)
+			wall := time.Since(start)
+			b.StopTimer()
+			cpu, writer := procCPU(b, pid)-cpu0, threadCPU(b)-writer0
+			b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "daemon-cpu-%")
+			if writer > 0 {
+				b.ReportMetric(cpu.Seconds()/writer.Seconds(), "daemon-cpu/writer-cpu")
+			}
+			b.ReportMetric(float64(rss), "rss-KiB")
+			b.ReportMetric(float64(procStatusKiB(b, pid, "VmHWM")), "peak-rss-KiB")
+		})
+	}
+}
+
+// stormRate is the writes per second of BenchmarkServeStorm.
+const stormRate = 1000
+
+// procCPU returns the user+system CPU time of process pid, all threads.
+func procCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The command name, in parentheses, may contain spaces: split after it.
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	// fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("parse /proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// threadCPU returns the CPU time of the calling OS thread.
+func threadCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procStatusKiB returns a "kB" field of /proc/PID/status.
+func procStatusKiB(b *testing.B, pid int, field string) int64 {
+	b.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), ":")
+		if ok && name == field {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mountcontainers/mountcontainers/pkg/mountpod"
+)
+
+func checkCommand(stdout io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:  "check",
+		Usage: "Exit 0 if every configured plugin is registered to this pod and every required tool is present; otherwise print why not and exit 1. Meant for the readiness probe.",
+		Flags: settingsFlags(),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return cli.Exit("check takes no arguments", exitUsage)
+			}
+			cfg := configFrom(c)
+			if problems := mountpod.Check(cfg); len(problems) > 0 {
+				fmt.Fprintln(stdout, "not ready:")
+				for _, p := range problems {
+					fmt.Fprintln(stdout, "  "+strings.ReplaceAll(p, "\n", "\n    "))
+				}
+				return cli.Exit("", exitFailure)
+			}
+			fmt.Fprintf(stdout, "ready: %s registered to %s/%s (uid %s, container %s)\n",
+				strings.Join(cfg.Plugins, ", "), cfg.Pod.PodNamespace, cfg.Pod.PodName, cfg.Pod.PodUID, cfg.Pod.ContainerName)
+			return nil
+		},
+	}
+}

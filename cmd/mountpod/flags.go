@@ -1,0 +1,40 @@
+package main
+
+import (
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mountcontainers/mountcontainers/pkg/mountpod"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+// settingsFlags are the flags shared by serve and check: both must see the
+// same pod, plugins, directory and tools.
+func settingsFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "pod-namespace", EnvVars: []string{"POD_NAMESPACE"}, Usage: "Namespace of this pod (downward API: metadata.namespace)."},
+		&cli.StringFlag{Name: "pod-name", EnvVars: []string{"POD_NAME"}, Usage: "Name of this pod (downward API: metadata.name)."},
+		&cli.StringFlag{Name: "pod-uid", EnvVars: []string{"POD_UID"}, Usage: "UID of this pod (downward API: metadata.uid)."},
+		&cli.StringFlag{Name: "container-name", EnvVars: []string{"CONTAINER_NAME"}, Usage: "Name of this container in the pod; the downward API cannot give it."},
+		&cli.StringSliceFlag{Name: "plugin", EnvVars: []string{"MOUNTPOD_PLUGINS"}, Usage: "Volume plugin to register, such as kubernetes.io/rbd; repeat the flag or separate names with commas."},
+		&cli.StringFlag{Name: "registration-dir", EnvVars: []string{"PLUGIN_CONTAINERS_DIR"}, Value: registration.DefaultDir, Usage: "Directory of the registration files."},
+		&cli.StringSliceFlag{Name: "require-tool", EnvVars: []string{"MOUNTPOD_REQUIRE_TOOLS"}, Usage: "Executable that must be on PATH before registering; repeat the flag or separate names with commas (empty means none)."},
+	}
+}
+
+// configFrom builds the daemon configuration from the flags of c.
+func configFrom(c *cli.Context) mountpod.Config {
+	return mountpod.Config{
+		Pod: registration.Registration{
+			PodNamespace:  c.String("pod-namespace"),
+			PodName:       c.String("pod-name"),
+			PodUID:        c.String("pod-uid"),
+			ContainerName: c.String("container-name"),
+		},
+		Plugins:       c.StringSlice("plugin"),
+		Dir:           c.String("registration-dir"),
+		RequiredTools: c.StringSlice("require-tool"),
+		SearchPath:    os.Getenv("PATH"),
+	}
+}

@@ -1,0 +1,77 @@
+// Command mountpod is the daemon of a MountContainers mount pod: it
+// registers the pod's container as the carrier of volume plugins' utilities
+// and keeps the registrations in place while it runs. See package
+// github.com/mountcontainers/mountcontainers/pkg/mountpod.
+//
+// In the image it runs under tini ("tini -- mountpod serve"): tini is PID 1
+// and reaps the orphans of utilities that daemonize, such as FUSE clients.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		// A second signal kills at once.
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(run(ctx, os.Args, os.Stdout, os.Stderr))
+}
+
+// run runs the application and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return 0
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(stderr, msg)
+		}
+		return ec.ExitCode()
+	}
+	fmt.Fprintln(stderr, "mountpod:", err)
+	return exitUsage
+}
+
+const (
+	// exitFailure: the daemon failed, or check found the pod not ready.
+	exitFailure = 1
+	// exitUsage: bad flags or configuration.
+	exitUsage = 2
+)
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:      "mountpod",
+		Usage:     "Register this container as the carrier of volume plugins' utilities (MountContainers).",
+		Version:   version,
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Commands:  []*cli.Command{serveCommand(stderr), checkCommand(stdout)},
+		// main, not the library, turns errors into exit codes.
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+}
+
+// newLogger logs text records to w.
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, nil))
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+var pod = registration.Registration{PodNamespace: "kube-system", PodName: "mount-x7k2p", PodUID: "0c9f6a2e-1111-4222-8333-444455556666", ContainerName: "mount"}
+
+// setPodEnv sets the downward-API environment of pod and returns a fresh
+// registration directory, also set in the environment.
+func setPodEnv(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "plugin-containers")
+	t.Setenv("POD_NAMESPACE", pod.PodNamespace)
+	t.Setenv("POD_NAME", pod.PodName)
+	t.Setenv("POD_UID", pod.PodUID)
+	t.Setenv("CONTAINER_NAME", pod.ContainerName)
+	t.Setenv("PLUGIN_CONTAINERS_DIR", dir)
+	t.Setenv("MOUNTPOD_PLUGINS", "kubernetes.io/rbd, kubernetes.io/glusterfs")
+	t.Setenv("MOUNTPOD_REQUIRE_TOOLS", "")
+	return dir
+}
+
+func runApp(ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(ctx, append([]string{"mountpod"}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestServeRegistersFromEnvAndUnregistersOnCancel(t *testing.T) {
+	dir := setPodEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var stderr string
+	go func() {
+		var code int
+		code, _, stderr = runApp(ctx, "serve")
+		done <- code
+	}()
+	// Poll the files, not "mountpod check": urfave/cli keeps global state
+	// (the help and version flags) that two apps running at once race on.
+	registered := func() bool {
+		for _, p := range []string{"kubernetes.io/rbd", "kubernetes.io/glusterfs"} {
+			if r, ok, err := registration.Read(dir, p); err != nil || !ok || r != pod {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(5 * time.Second); !registered(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not registered 5s after serve started")
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d after cancel, want 0; stderr:\n%s", code, stderr)
+	}
+	if entries, err := registration.List(dir); err != nil || len(entries) != 0 {
+		t.Errorf("registrations left after serve stopped: %v, %v", entries, err)
+	}
+}
+
+func TestCheckReady(t *testing.T) {
+	dir := setPodEnv(t)
+	for _, p := range []string{"kubernetes.io/rbd", "kubernetes.io/glusterfs"} {
+		if err := registration.Write(dir, p, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, stderr := runApp(context.Background(), "check")
+	want := "ready: kubernetes.io/rbd, kubernetes.io/glusterfs registered to kube-system/mount-x7k2p (uid 0c9f6a2e-1111-4222-8333-444455556666, container mount)\n"
+	if code != 0 || out != want || stderr != "" {
+		t.Errorf("check = %d, %q, %q; want 0, %q and nothing on stderr", code, out, stderr, want)
+	}
+}
+
+func TestFlagsOverrideEnv(t *testing.T) {
+	setPodEnv(t)
+	other := filepath.Join(t.TempDir(), "other")
+	t.Setenv("MOUNTPOD_PLUGINS", "kubernetes.io/nope")
+	if err := registration.Write(other, "example.com/a", pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := registration.Write(other, "example.com/b", pod); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runApp(context.Background(), "check", "--registration-dir", other, "--plugin", "example.com/a", "--plugin", "example.com/b")
+	if code != 0 {
+		t.Errorf("check with flags = %d, %q, %q; want 0", code, out, stderr)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		name       string
+		env        map[string]string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{"version", nil, []string{"--version"}, 0, "mountpod version dev", ""},
+		{"check not registered", nil, []string{"check"}, 1, "not ready:\n  plugin kubernetes.io/glusterfs: not registered", ""},
+		{"check missing tool", map[string]string{"MOUNTPOD_REQUIRE_TOOLS": "sh,no-such-tool-here"}, []string{"check"}, 1, "not ready:\n  missing required tools: no-such-tool-here", ""},
+		{"serve missing tools", map[string]string{"MOUNTPOD_REQUIRE_TOOLS": "no-such-tool-here,sh,nor-this"}, []string{"serve"}, 1, "", "missing required tools: no-such-tool-here, nor-this"},
+		{"serve without pod UID", map[string]string{"POD_UID": ""}, []string{"serve"}, 2, "", "podUID is missing"},
+		{"serve without plugins", map[string]string{"MOUNTPOD_PLUGINS": ""}, []string{"serve"}, 2, "", "no plugin to register"},
+		{"serve with an argument", nil, []string{"serve", "extra"}, 2, "", "serve takes no arguments"},
+		{"unknown flag", nil, []string{"serve", "--bogus"}, 2, "", "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := setPodEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			code, stdout, stderr := runApp(context.Background(), tt.args...)
+			if code != tt.wantCode || !strings.Contains(stdout, tt.wantStdout) || !strings.Contains(stderr, tt.wantStderr) {
+				t.Errorf("mountpod %q = %d\nstdout: %s\nstderr: %s\nwant %d, stdout containing %q, stderr containing %q",
+					tt.args, code, stdout, stderr, tt.wantCode, tt.wantStdout, tt.wantStderr)
+			}
+			if tt.args[0] == "serve" {
+				if entries, _ := registration.List(dir); len(entries) != 0 {
+					t.Errorf("serve that failed left registrations: %v", entries)
+				}
+			}
+		})
+	}
+}
+
+func TestMain(m *testing.M) {
+	// The process's PATH must hold sh for the tool tests.
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		os.Setenv("PATH", os.Getenv("PATH")+":/bin")
+	}
+	os.Exit(m.Run())
+}

@@ -1,0 +1,95 @@
+// Package exec runs a volume plugin's utilities where the MountContainers
+// rule says: in the plugin's registered mount container when it is running,
+// otherwise on the host. It is a drop-in k8s.io/utils/exec.Interface for
+// volume hosts.
+//
+//	r := exec.NewResolver(exec.Options{})   // registration dir, CRI endpoint, host executor
+//	defer r.Close()
+//	e, err := r.For("kubernetes.io/glusterfs") // a utilexec.Interface
+//	out, err := e.Command("mount", "-t", "glusterfs", src, dir).CombinedOutput()
+//
+// # Decision
+//
+// Every command is placed when it starts, never from a cached answer: the
+// registration is read afresh ([registration.Read]) and, if there is one, the
+// runtime is asked for the registered pod's container (ListContainers with
+// the labels io.kubernetes.pod.uid and io.kubernetes.container.name, state
+// RUNNING), whose pod name and namespace labels must match the
+// registration.
+//
+//   - Running: the command runs in it through CRI ExecSync.
+//   - No registration, or no running container (stopped, restarting, or the
+//     pod was replaced and its successor has not registered yet): the host.
+//   - Untrusted or invalid registration, or a pod name or namespace that does
+//     not match ([ErrMismatch]): an error naming the file and the reason.
+//   - The runtime cannot be asked while a registration exists: an error
+//     naming the plugin and the endpoint ([ErrRuntimeUnavailable]), unless
+//     [Options].FallbackOnRuntimeError is set.
+//
+// [Resolver.Resolve] returns the [Decision] (plugin, container or host,
+// reason) for logs and status commands; [Cmd.Decision] tells where a command
+// ran.
+//
+// # Container cache
+//
+// The registration is read and validated for every command (a few system
+// calls). The ListContainers call is what costs (about a millisecond, a few
+// per cent of an ExecSync), so a command reuses the container found for the
+// same registration content, and the runtime itself confirms it: an exec in
+// a container that is not running fails before anything starts (NotFound
+// once removed; containerd's "container is in CONTAINER_EXITED state",
+// CRI-O's "container is not created or running"), and then the entry is
+// dropped and the decision taken afresh. This gives the same placement as
+// asking every time: a pod runs at most one container of a name at a time,
+// container labels never change, and any change of the registration (a new
+// pod registering, a removal) misses the cache. [Resolver.Resolve] never
+// uses the cache; [Options].NoContainerCache turns it off. With
+// FallbackOnRuntimeError, a cached decision that meets an unreachable
+// runtime is taken afresh too, so that the fallback applies.
+//
+// # Commands in a container
+//
+// A command in a container is one ExecSync call, and that shapes it:
+//
+//   - It always has a timeout: the CommandContext deadline, else
+//     [Options].Timeout ([DefaultTimeout], 2 minutes). containerd waits for
+//     the exec's stdout and stderr to close, which a daemonising utility may
+//     never do. The runtime gets the timeout in whole seconds, rounded up; the
+//     gRPC call may last a little longer so that the runtime reports first. A
+//     timeout is an error matching both [ErrTimeout] and
+//     context.DeadlineExceeded.
+//   - A non-zero exit is a utilexec.CodeExitError and a missing executable is
+//     exactly utilexec.ErrExecutableNotFound, both unwrapped, because
+//     k8s.io/mount-utils type-asserts and compares them. Output keeps stdout
+//     and stderr apart; CombinedOutput returns all of stdout then all of
+//     stderr (their interleaving is lost).
+//   - There is no standard input: a reader that may hold data fails with
+//     [ErrStdinUnsupported].
+//   - SetDir and SetEnv wrap the command: /bin/sh -c 'cd -- "$1" ...' and
+//     env -i -- NAME=VALUE... (SetEnv replaces the whole environment, as in
+//     os/exec). A wrapped command that exits 127 (the shell's and env's "not
+//     found") is reported as utilexec.ErrExecutableNotFound.
+//   - SetStdout, SetStderr and the pipes get the output when the command has
+//     finished. Start runs the call in a goroutine; Wait returns its result.
+//   - Stop cancels the call. The process in the container runs on until it
+//     exits or the runtime's timeout kills it: the CRI cannot kill an exec.
+//   - If the container stops between the decision and the call (NotFound or
+//     FailedPrecondition), the decision is taken once more.
+//
+// # Host
+//
+// On the host, commands are the host executor's: k8s.io/utils/exec by
+// default, or [Nsenter] for a caller that runs in a container and reaches
+// the host's mount namespace through the host's init process.
+//
+// # Mounts
+//
+// [Mounter] is a k8s.io/mount-utils mount.Interface whose Mount and Unmount
+// run through a plugin's executor, so that
+//
+//	mount.SafeFormatAndMount{Interface: exec.NewMounter(e, nil), Exec: e}
+//
+// checks, formats and mounts entirely in the mount container. Mount-point
+// queries are answered in the caller's mount namespace, which sees the mount
+// container's mounts through mount propagation.
+package exec

@@ -1,0 +1,374 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/mountcontainers/mountcontainers/pkg/cri"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+const (
+	// DefaultTimeout bounds a command run in a container when its context
+	// has no deadline. ExecSync always gets a timeout: containerd waits for
+	// the exec's stdout and stderr to close, which a daemonising utility may
+	// never do.
+	DefaultTimeout = 2 * time.Minute
+
+	// DefaultRuntimeTimeout bounds the ListContainers call of a decision.
+	DefaultRuntimeTimeout = 10 * time.Second
+)
+
+var (
+	// ErrRuntimeUnavailable is wrapped by the error of a decision when a
+	// registration exists but the runtime could not be asked about it, and
+	// the caller did not opt into falling back to the host.
+	ErrRuntimeUnavailable = errors.New("container runtime unavailable")
+
+	// ErrMismatch is wrapped by the error of a decision when the running
+	// container with the registered pod UID belongs to a pod of another
+	// name or namespace than the registration says.
+	ErrMismatch = errors.New("registration does not match the running pod")
+
+	// ErrTimeout is wrapped, together with [context.DeadlineExceeded], by the
+	// error of a command in a container that ran out of time.
+	ErrTimeout = errors.New("command timed out")
+
+	// ErrStdinUnsupported is returned by a command in a container that was
+	// given standard input: ExecSync has none.
+	ErrStdinUnsupported = errors.New("standard input is not supported in a container (CRI ExecSync has no stdin)")
+)
+
+// Options configures a [Resolver]. The zero value is usable: the default
+// registration directory, the runtime endpoint from the environment or the
+// probed defaults, and k8s.io/utils/exec on the host.
+type Options struct {
+	// Dir is the registration directory; default [registration.DefaultDir].
+	Dir string
+	// Endpoint is the CRI runtime endpoint; see [cri.ResolveEndpoint] for
+	// what an empty one means. Ignored when Conn is set.
+	Endpoint string
+	// Conn is an existing runtime connection to share. The resolver does
+	// not close it. When nil, the resolver dials Endpoint on first need and
+	// closes that connection in [Resolver.Close].
+	Conn *cri.Conn
+	// Host runs commands on the host; default utilexec.New(). Use
+	// [NewNsenter] when the caller itself runs in a container.
+	Host utilexec.Interface
+	// FallbackOnRuntimeError runs commands on the host when a registration
+	// exists but the runtime cannot be reached or fails to list containers.
+	// The default is to fail closed.
+	FallbackOnRuntimeError bool
+	// Timeout bounds a command in a container whose context has no
+	// deadline; default [DefaultTimeout].
+	Timeout time.Duration
+	// RuntimeTimeout bounds the ListContainers call of each decision;
+	// default [DefaultRuntimeTimeout].
+	RuntimeTimeout time.Duration
+	// Logger receives one debug record per decision; nil discards them.
+	Logger *slog.Logger
+	// NoContainerCache makes every command ask the runtime for the running
+	// container instead of reusing the one found for the same registration;
+	// see "Container cache" in the package documentation.
+	NoContainerCache bool
+}
+
+// Resolver decides, each time a command runs, whether a volume plugin's
+// utility runs in the plugin's registered mount container or on the host,
+// and hands out a utilexec.Interface per plugin that follows the decision.
+// It is safe for concurrent use; all plugins share one runtime connection.
+type Resolver struct {
+	dir            string
+	endpoint       string
+	host           utilexec.Interface
+	fallback       bool
+	timeout        time.Duration
+	runtimeTimeout time.Duration
+	log            *slog.Logger
+
+	mu      sync.Mutex
+	conn    *cri.Conn
+	ownConn bool
+	closed  bool
+	noCache bool
+	cache   map[string]cached // plugin -> container found for a registration
+}
+
+// cached is the running container found for a registration.
+type cached struct {
+	reg         registration.Registration
+	containerID string
+	endpoint    string
+}
+
+// NewResolver returns a resolver. It does no I/O: the registration is read
+// and the runtime dialled when a command runs.
+func NewResolver(opts Options) *Resolver {
+	r := &Resolver{
+		dir:            opts.Dir,
+		endpoint:       opts.Endpoint,
+		host:           opts.Host,
+		fallback:       opts.FallbackOnRuntimeError,
+		timeout:        opts.Timeout,
+		runtimeTimeout: opts.RuntimeTimeout,
+		log:            opts.Logger,
+		conn:           opts.Conn,
+		noCache:        opts.NoContainerCache,
+		cache:          map[string]cached{},
+	}
+	if r.dir == "" {
+		r.dir = registration.DefaultDir
+	}
+	if r.host == nil {
+		r.host = utilexec.New()
+	}
+	if r.timeout <= 0 {
+		r.timeout = DefaultTimeout
+	}
+	if r.runtimeTimeout <= 0 {
+		r.runtimeTimeout = DefaultRuntimeTimeout
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if r.conn != nil {
+		r.endpoint = r.conn.Endpoint()
+	}
+	return r
+}
+
+// For returns the executor of plugin, which must be a valid plugin name
+// (see [registration.ValidatePluginName]).
+func (r *Resolver) For(plugin string) (*Exec, error) {
+	if err := registration.ValidatePluginName(plugin); err != nil {
+		return nil, err
+	}
+	return &Exec{r: r, plugin: plugin}, nil
+}
+
+// Close closes the runtime connection the resolver opened. Executors handed
+// out before keep working on the host; a decision that needs the runtime
+// fails afterwards.
+func (r *Resolver) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if r.conn != nil && r.ownConn {
+		return r.conn.Close()
+	}
+	return nil
+}
+
+// Dir returns the registration directory.
+func (r *Resolver) Dir() string { return r.dir }
+
+// Reason says why a [Decision] was taken.
+type Reason string
+
+// The reasons of a decision.
+const (
+	// ReasonRunning: the registered container is running; commands run in it.
+	ReasonRunning Reason = "registered container is running"
+	// ReasonNotRegistered: there is no registration; commands run on the host.
+	ReasonNotRegistered Reason = "not registered"
+	// ReasonNotRunning: the registered pod has no running container of the
+	// registered name (stopped, restarting, or the pod was replaced and its
+	// successor has not registered yet); commands run on the host.
+	ReasonNotRunning Reason = "registered container is not running"
+	// ReasonRuntimeFallback: the runtime could not be asked and the caller
+	// opted into falling back; commands run on the host.
+	ReasonRuntimeFallback Reason = "runtime unavailable, falling back to the host"
+)
+
+// Decision is where a plugin's commands run at one moment, and why.
+type Decision struct {
+	// Plugin is the volume plugin name.
+	Plugin string
+	// Registration is the plugin's registration; nil when not registered.
+	Registration *registration.Registration
+	// ContainerID is the container commands run in; empty for the host.
+	ContainerID string
+	// Endpoint is the runtime endpoint asked; empty when it was not needed.
+	Endpoint string
+	// Reason says why.
+	Reason Reason
+	// Detail is the runtime error behind [ReasonRuntimeFallback].
+	Detail string
+	// Cached is true when the container was the one found before for the
+	// same registration rather than asked of the runtime this time.
+	Cached bool
+}
+
+// OnHost reports whether commands run on the host.
+func (d Decision) OnHost() bool { return d.ContainerID == "" }
+
+// Where returns "container <ID>" or "host".
+func (d Decision) Where() string {
+	if d.OnHost() {
+		return "host"
+	}
+	return "container " + d.ContainerID
+}
+
+// String returns a one-line summary for logs and the status command.
+func (d Decision) String() string {
+	s := fmt.Sprintf("plugin %s: %s (%s", d.Plugin, d.Where(), d.Reason)
+	if d.Registration != nil {
+		s += "; pod " + d.Registration.String()
+	}
+	if d.Detail != "" {
+		s += "; " + d.Detail
+	}
+	return s + ")"
+}
+
+// LogValue groups the decision's fields in structured logs.
+func (d Decision) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.String("plugin", d.Plugin),
+		slog.String("where", d.Where()),
+		slog.String("reason", string(d.Reason)),
+	}
+	if d.Registration != nil {
+		attrs = append(attrs,
+			slog.String("pod", d.Registration.PodNamespace+"/"+d.Registration.PodName),
+			slog.String("podUID", d.Registration.PodUID),
+			slog.String("container", d.Registration.ContainerName))
+	}
+	if d.Detail != "" {
+		attrs = append(attrs, slog.String("detail", d.Detail))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// Resolve decides where plugin's commands run now: it reads the
+// registration afresh and, if there is one, asks the runtime for the
+// registered pod's running container (never from the cache). An untrusted or invalid registration,
+// a running container of another pod name or namespace, and (unless the
+// caller opted into falling back) a runtime that cannot be asked are errors:
+// a registered plugin never silently runs on the host.
+func (r *Resolver) Resolve(ctx context.Context, plugin string) (Decision, error) {
+	return r.decide(ctx, plugin, false)
+}
+
+// decide is Resolve that may reuse the container found for the same
+// registration when useCache is set.
+func (r *Resolver) decide(ctx context.Context, plugin string, useCache bool) (Decision, error) {
+	d, err := r.resolve(ctx, plugin, useCache && !r.noCache)
+	if err != nil {
+		r.log.DebugContext(ctx, "exec decision failed", "plugin", plugin, "err", err)
+		return d, err
+	}
+	r.log.DebugContext(ctx, "exec decision", "decision", d)
+	return d, nil
+}
+
+func (r *Resolver) resolve(ctx context.Context, plugin string, useCache bool) (Decision, error) {
+	d := Decision{Plugin: plugin}
+	reg, ok, err := registration.Read(r.dir, plugin)
+	if err != nil {
+		r.forget(plugin, "")
+		return d, fmt.Errorf("plugin %s: %w", plugin, err)
+	}
+	if !ok {
+		r.forget(plugin, "")
+		d.Reason = ReasonNotRegistered
+		return d, nil
+	}
+	d.Registration = &reg
+	if useCache {
+		r.mu.Lock()
+		c, hit := r.cache[plugin]
+		r.mu.Unlock()
+		if hit && c.reg == reg {
+			d.ContainerID, d.Endpoint, d.Reason, d.Cached = c.containerID, c.endpoint, ReasonRunning, true
+			return d, nil
+		}
+	}
+	r.forget(plugin, "")
+	d.Endpoint = r.endpoint
+	conn, err := r.connection()
+	if err != nil {
+		return r.runtimeFailed(d, err)
+	}
+	d.Endpoint = conn.Endpoint()
+	lctx, cancel := context.WithTimeout(ctx, r.runtimeTimeout)
+	defer cancel()
+	cs, err := conn.FindRunning(lctx, reg.PodUID, reg.ContainerName)
+	if err != nil {
+		if ctx.Err() != nil {
+			// The caller gave up; that says nothing about the runtime.
+			return d, fmt.Errorf("plugin %s: %w: %w", plugin, ctx.Err(), err)
+		}
+		return r.runtimeFailed(d, err)
+	}
+	if len(cs) == 0 {
+		d.Reason = ReasonNotRunning
+		return d, nil
+	}
+	c := cs[0]
+	l := c.GetLabels()
+	if l[cri.LabelPodName] != reg.PodName || l[cri.LabelPodNamespace] != reg.PodNamespace {
+		path, _ := registration.Path(r.dir, plugin)
+		return d, fmt.Errorf("plugin %s: registration %s: %w: it names pod %s/%s but container %s of pod UID %s belongs to pod %s/%s",
+			plugin, path, ErrMismatch, reg.PodNamespace, reg.PodName, c.GetId(), reg.PodUID,
+			l[cri.LabelPodNamespace], l[cri.LabelPodName])
+	}
+	d.ContainerID = c.GetId()
+	d.Reason = ReasonRunning
+	r.mu.Lock()
+	r.cache[plugin] = cached{reg: reg, containerID: d.ContainerID, endpoint: d.Endpoint}
+	r.mu.Unlock()
+	return d, nil
+}
+
+// forget drops the cached container of plugin (only if it is containerID,
+// when that is not empty).
+func (r *Resolver) forget(plugin, containerID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.cache[plugin]; ok && (containerID == "" || c.containerID == containerID) {
+		delete(r.cache, plugin)
+	}
+}
+
+// runtimeFailed fails closed, or falls back when the caller opted in.
+func (r *Resolver) runtimeFailed(d Decision, err error) (Decision, error) {
+	if r.fallback {
+		d.Reason = ReasonRuntimeFallback
+		d.Detail = err.Error()
+		return d, nil
+	}
+	ep := d.Endpoint
+	if ep == "" {
+		ep = "(none found)"
+	}
+	return d, fmt.Errorf("plugin %s is registered to pod %s but runtime %s cannot be asked: %w: %w",
+		d.Plugin, d.Registration, ep, ErrRuntimeUnavailable, err)
+}
+
+// connection returns the shared runtime connection, dialling it on first
+// need. A failed dial (no endpoint found) is not remembered: the runtime may
+// appear later.
+func (r *Resolver) connection() (*cri.Conn, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errors.New("resolver closed")
+	}
+	if r.conn == nil {
+		c, err := cri.Dial(r.endpoint)
+		if err != nil {
+			return nil, err
+		}
+		r.conn, r.ownConn = c, true
+	}
+	return r.conn, nil
+}

@@ -1,0 +1,285 @@
+package mountpod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+const (
+	// retryMin and retryMax bound the back-off of a failed write.
+	retryMin = time.Second
+	retryMax = 30 * time.Second
+	// dirMode is the mode of a registration directory the daemon creates.
+	dirMode = 0o755
+)
+
+// Daemon keeps a mount pod's registrations in place. Create it with [New]
+// and call [Daemon.Run] once.
+type Daemon struct {
+	cfg Config
+	log *slog.Logger
+
+	// registered is closed once every registration has been written and
+	// the watch is running.
+	registered chan struct{}
+
+	mu sync.Mutex
+	// yielded holds, for each plugin taken over by another pod, the
+	// registration that took it.
+	yielded map[string]registration.Registration
+	// failing holds the plugins whose last write failed, to retry.
+	failing map[string]bool
+	// reads and writes count registration reads and writes, for tests.
+	reads, writes int
+}
+
+// New validates cfg and returns a daemon for it.
+func New(cfg Config) (*Daemon, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	return &Daemon{
+		cfg:        cfg,
+		log:        cfg.Logger.With("pod", cfg.Pod.PodNamespace+"/"+cfg.Pod.PodName, "podUID", cfg.Pod.PodUID, "container", cfg.Pod.ContainerName),
+		registered: make(chan struct{}),
+		yielded:    map[string]registration.Registration{},
+		failing:    map[string]bool{},
+	}, nil
+}
+
+// Registered is closed once [Daemon.Run] has written every registration and
+// is watching the directory.
+func (d *Daemon) Registered() <-chan struct{} { return d.registered }
+
+// Yielded returns the plugins that another pod has taken over, with the
+// registration that took each one.
+func (d *Daemon) Yielded() map[string]registration.Registration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]registration.Registration, len(d.yielded))
+	for p, r := range d.yielded {
+		out[p] = r
+	}
+	return out
+}
+
+// Run checks the required tools, registers every plugin and keeps the
+// registrations in place until ctx ends; it then removes those that still
+// name this pod and returns nil. It returns a [*MissingToolsError] without
+// registering anything if a tool is missing, and an error if a registration
+// cannot be written at start or the directory is found deleted from under
+// its mount.
+func (d *Daemon) Run(ctx context.Context) error {
+	if err := checkTools(d.cfg); err != nil {
+		return err
+	}
+	if len(d.cfg.RequiredTools) > 0 {
+		d.log.Info("required tools present", "tools", d.cfg.RequiredTools)
+	}
+	if os.Getpid() == 1 {
+		d.log.Warn("running as PID 1: orphans of daemonizing utilities will not be reaped; run under an init such as tini")
+	}
+	if err := os.MkdirAll(d.cfg.Dir, dirMode); err != nil {
+		return fmt.Errorf("create registration directory: %w", err)
+	}
+
+	files := map[string]string{}
+	for _, p := range d.cfg.Plugins {
+		name, _ := registration.FileName(p)
+		files[name] = p
+	}
+	w, err := newDirWatch(d.cfg.Dir, files, d.cfg.Debounce, d.cfg.MaxDelay)
+	if err != nil {
+		return err
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	events := make(chan batch)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		w.run(wctx, events)
+	}()
+	defer func() { <-watchDone }()
+	for _, p := range d.cfg.Plugins {
+		if err := d.write(p, "registered"); err != nil {
+			// Leave nothing half-done behind: a pod that cannot register
+			// every plugin crash-loops.
+			d.removeOwned()
+			return err
+		}
+	}
+	close(d.registered)
+	d.log.Info("serving", "plugins", d.cfg.Plugins, "dir", d.cfg.Dir)
+
+	// retry fires while some plugin's last write failed.
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	retrying := false
+	backoff := retryMin
+	resync := time.NewTicker(d.cfg.ResyncPeriod)
+	defer resync.Stop()
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case b, ok := <-events:
+			if !ok {
+				if ctx.Err() == nil {
+					runErr = errors.New("registration watch ended unexpectedly")
+				}
+				break loop
+			}
+			if b.all {
+				if err := checkDirLinked(d.cfg.Dir); err != nil {
+					runErr = err
+					break loop
+				}
+			}
+			for _, p := range d.cfg.Plugins {
+				if b.all || b.plugins[p] {
+					d.reconcile(p)
+				}
+			}
+		case <-retry.C:
+			retrying = false
+			for _, p := range d.failingPlugins() {
+				d.reconcile(p)
+			}
+			backoff = min(2*backoff, retryMax)
+		case <-resync.C:
+			if err := checkDirLinked(d.cfg.Dir); err != nil {
+				runErr = err
+				break loop
+			}
+			for _, p := range d.cfg.Plugins {
+				d.reconcile(p)
+			}
+		}
+		switch failing := len(d.failingPlugins()) > 0; {
+		case !failing:
+			retry.Stop()
+			retrying, backoff = false, retryMin
+		case !retrying:
+			retry.Reset(backoff)
+			retrying = true
+		}
+	}
+	stopWatch()
+	if err := d.removeOwned(); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+// reconcile reads the registration of plugin and repairs it if needed.
+func (d *Daemon) reconcile(plugin string) {
+	d.mu.Lock()
+	_, yielded := d.yielded[plugin]
+	d.reads++
+	d.mu.Unlock()
+	if yielded {
+		return
+	}
+	r, ok, err := registration.Read(d.cfg.Dir, plugin)
+	switch {
+	case err != nil:
+		d.log.Warn("registration is unreadable, restoring it", "plugin", plugin, "err", err)
+		d.write(plugin, "restored")
+	case !ok:
+		d.log.Warn("registration was removed, re-creating it", "plugin", plugin)
+		d.write(plugin, "re-created")
+	case r == d.cfg.Pod:
+		d.setFailing(plugin, false)
+	default:
+		d.mu.Lock()
+		d.yielded[plugin] = r
+		delete(d.failing, plugin)
+		d.mu.Unlock()
+		d.log.Warn("another pod registered for the plugin; yielding: this pod is not ready for it until restarted",
+			"plugin", plugin, "otherPod", r.PodNamespace+"/"+r.PodName, "otherPodUID", r.PodUID, "otherContainer", r.ContainerName)
+	}
+}
+
+// write registers plugin and logs it with what; a failure is logged and
+// marks the plugin for retry.
+func (d *Daemon) write(plugin, what string) error {
+	d.mu.Lock()
+	d.writes++
+	d.mu.Unlock()
+	path, _ := registration.Path(d.cfg.Dir, plugin)
+	if err := registration.Write(d.cfg.Dir, plugin, d.cfg.Pod); err != nil {
+		d.log.Error("cannot write registration", "plugin", plugin, "path", path, "err", err)
+		d.setFailing(plugin, true)
+		return err
+	}
+	d.setFailing(plugin, false)
+	d.log.Info(what, "plugin", plugin, "path", path)
+	return nil
+}
+
+// removeOwned removes every registration that still names this pod.
+func (d *Daemon) removeOwned() error {
+	var errs []error
+	for _, p := range d.cfg.Plugins {
+		path, _ := registration.Path(d.cfg.Dir, p)
+		removed, err := registration.RemoveIfOwned(d.cfg.Dir, p, d.cfg.Pod.PodUID)
+		switch {
+		case err != nil:
+			d.log.Error("cannot remove registration", "plugin", p, "path", path, "err", err)
+			errs = append(errs, err)
+		case removed:
+			d.log.Info("unregistered", "plugin", p, "path", path)
+		default:
+			d.log.Info("registration no longer names this pod, left in place", "plugin", p, "path", path)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Daemon) setFailing(plugin string, failing bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if failing {
+		d.failing[plugin] = true
+	} else {
+		delete(d.failing, plugin)
+	}
+}
+
+func (d *Daemon) failingPlugins() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for _, p := range d.cfg.Plugins {
+		if d.failing[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// checkDirLinked fails when dir is a directory that has been deleted while
+// still mounted here (link count zero): writes to it are lost.
+func checkDirLinked(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return nil // a missing directory is re-created by the next write
+	}
+	if st.Nlink == 0 {
+		return fmt.Errorf("registration directory %s has been deleted on the node while mounted here; restart the container to mount it again", dir)
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+// Package shim is the logic of kubelet-exec-shim, the host-side binary that
+// runs a volume plugin's utilities in the plugin's mount pod for programs
+// that can only exec a command (Flexvolume drivers, scripts, a kubelet
+// calling a mount helper).
+//
+// # Exit codes
+//
+// The shim's exit code is exactly the utility's. Its own failures use the
+// codes of docker and podman run:
+//
+//	124  the utility timed out (--timeout)
+//	125  the shim or the runtime failed: usage, a bad or untrusted
+//	     registration, the runtime unreachable while a registration is live
+//	126  the utility exists but cannot be invoked
+//	127  the utility was not found (in the pod or on the host)
+//
+// A utility killed by a signal exits 128+signal, as in a shell.
+//
+// # Multi-call
+//
+// `kubelet-exec-shim install --dir DIR --plugin P TOOL...` places a copy of
+// the shim in DIR and a symbolic link DIR/TOOL to it for each tool, each
+// written as a dotfile and renamed into place, and records the tool-to-plugin
+// mapping in DIR/kubelet-exec-shim.json. Invoked under a tool's name, the
+// shim behaves as `run --plugin P -- TOOL args...`. When the command falls
+// back to the host, the host's own TOOL is searched on PATH skipping DIR and
+// any file that is the shim itself (same device and inode), so the shim never
+// runs itself.
+//
+// # Standard input
+//
+// On the host the utility gets the shim's standard input. In a container it
+// gets none (CRI ExecSync has no stdin): a terminal or /dev/null is then
+// simply not passed on, and a pipe or a non-empty file is an error (125)
+// rather than silently dropped data.
+package shim

@@ -1,0 +1,123 @@
+package shim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	utilexec "k8s.io/utils/exec"
+)
+
+// selfSkippingExec is the host executor of the shim in os mode: it looks
+// commands up on PATH like os/exec, but never finds the shim itself (its
+// install directory, or any file with its device and inode), so a tool name
+// that falls back to the host cannot recurse into the shim.
+type selfSkippingExec struct {
+	exec    utilexec.Interface
+	selfDir string
+	self    *syscall.Stat_t // nil when the shim's own file cannot be found
+	path    string          // PATH to search
+}
+
+var _ utilexec.Interface = (*selfSkippingExec)(nil)
+
+func newSelfSkippingExec() *selfSkippingExec {
+	e := &selfSkippingExec{exec: utilexec.New(), path: os.Getenv("PATH")}
+	if exe, err := os.Executable(); err == nil {
+		e.selfDir = filepath.Dir(exe)
+		var st syscall.Stat_t
+		if syscall.Stat(exe, &st) == nil {
+			e.self = &st
+		}
+	}
+	return e
+}
+
+func (e *selfSkippingExec) Command(cmd string, args ...string) utilexec.Cmd {
+	return e.CommandContext(context.Background(), cmd, args...)
+}
+
+func (e *selfSkippingExec) CommandContext(ctx context.Context, cmd string, args ...string) utilexec.Cmd {
+	p, err := e.LookPath(cmd)
+	if err != nil {
+		return &failedCmd{err: err}
+	}
+	return e.exec.CommandContext(ctx, p, args...)
+}
+
+// LookPath finds file on PATH, skipping the shim. A name with a slash is
+// used as it is, unless it is the shim.
+func (e *selfSkippingExec) LookPath(file string) (string, error) {
+	if strings.Contains(file, "/") {
+		if e.isSelf(file) {
+			return "", fmt.Errorf("%s is kubelet-exec-shim itself: %w", file, utilexec.ErrExecutableNotFound)
+		}
+		// k8s.io/utils/exec reports every start failure as "not found";
+		// tell "cannot be invoked" apart here.
+		fi, err := os.Stat(file)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("%s: %w", file, utilexec.ErrExecutableNotFound)
+		case fi.IsDir():
+			return "", &fs.PathError{Op: "exec", Path: file, Err: syscall.EISDIR}
+		case fi.Mode()&0o111 == 0:
+			return "", &fs.PathError{Op: "exec", Path: file, Err: fs.ErrPermission}
+		}
+		return file, nil
+	}
+	for _, dir := range filepath.SplitList(e.path) {
+		if dir == "" {
+			dir = "."
+		}
+		if e.selfDir != "" && sameDir(dir, e.selfDir) {
+			continue
+		}
+		p := filepath.Join(dir, file)
+		fi, err := os.Stat(p)
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 || e.isSelf(p) {
+			continue
+		}
+		return p, nil
+	}
+	return "", utilexec.ErrExecutableNotFound
+}
+
+func (e *selfSkippingExec) isSelf(p string) bool {
+	var st syscall.Stat_t
+	return e.self != nil && syscall.Stat(p, &st) == nil && st.Dev == e.self.Dev && st.Ino == e.self.Ino
+}
+
+func sameDir(a, b string) bool {
+	a, b = filepath.Clean(a), filepath.Clean(b)
+	if a == b {
+		return true
+	}
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	return err1 == nil && err2 == nil && ra == rb
+}
+
+// failedCmd is a command that could not be created; every way of running it
+// returns the error.
+type failedCmd struct{ err error }
+
+var _ utilexec.Cmd = (*failedCmd)(nil)
+
+func (c *failedCmd) Run() error                         { return c.err }
+func (c *failedCmd) CombinedOutput() ([]byte, error)    { return nil, c.err }
+func (c *failedCmd) Output() ([]byte, error)            { return nil, c.err }
+func (c *failedCmd) SetDir(string)                      {}
+func (c *failedCmd) SetStdin(io.Reader)                 {}
+func (c *failedCmd) SetStdout(io.Writer)                {}
+func (c *failedCmd) SetStderr(io.Writer)                {}
+func (c *failedCmd) SetEnv([]string)                    {}
+func (c *failedCmd) StdoutPipe() (io.ReadCloser, error) { return nil, c.err }
+func (c *failedCmd) StderrPipe() (io.ReadCloser, error) { return nil, c.err }
+func (c *failedCmd) Start() error                       { return c.err }
+func (c *failedCmd) Wait() error                        { return c.err }
+func (c *failedCmd) Stop()                              {}

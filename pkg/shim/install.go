@@ -1,0 +1,316 @@
+package shim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+const (
+	// BinaryName is the shim's own name, in its install directory too.
+	BinaryName = "kubelet-exec-shim"
+	// MappingFile records, in the install directory, which plugin each
+	// tool belongs to.
+	MappingFile = BinaryName + ".json"
+	// maxMappingSize bounds the mapping file a reader accepts.
+	maxMappingSize = 1 << 20
+)
+
+// Mapping is the content of [MappingFile].
+type Mapping struct {
+	// Tools maps a tool name (a link in the directory) to its plugin.
+	Tools map[string]string `json:"tools"`
+	// RegistrationDir, RuntimeEndpoint, HostMode and HostRoot are the
+	// settings a tool invocation uses unless its environment sets them.
+	RegistrationDir string `json:"registrationDir,omitempty"`
+	RuntimeEndpoint string `json:"runtimeEndpoint,omitempty"`
+	HostMode        string `json:"hostMode,omitempty"`
+	HostRoot        string `json:"hostRoot,omitempty"`
+}
+
+// InstallOptions says what [Install] places.
+type InstallOptions struct {
+	// Dir receives the shim, the links and the mapping.
+	Dir string
+	// Source is the shim binary to copy; default the running executable.
+	Source string
+	// Plugin the tools belong to.
+	Plugin string
+	// Tools are the names of the links, e.g. "mount.glusterfs".
+	Tools []string
+	// Settings recorded for tool invocations; see [Mapping].
+	RegistrationDir, RuntimeEndpoint, HostMode, HostRoot string
+}
+
+// Install places the shim and a link named after each tool into
+// opts.Dir and records the mapping. Every file is written as a dotfile and
+// renamed into place, so a program that runs a tool concurrently sees the
+// old file or the new one. A file at Dir/TOOL or Dir/kubelet-exec-shim that
+// this package did not place is never overwritten: Install fails before
+// changing anything.
+func Install(opts InstallOptions) error {
+	if opts.Dir == "" {
+		return errors.New("install: no directory given")
+	}
+	if err := registration.ValidatePluginName(opts.Plugin); err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	if len(opts.Tools) == 0 {
+		return errors.New("install: no tools given")
+	}
+	for _, t := range opts.Tools {
+		if err := validateTool(t); err != nil {
+			return fmt.Errorf("install: %w", err)
+		}
+	}
+	src := opts.Source
+	if src == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("install: find the running shim: %w", err)
+		}
+		src = exe
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	m, managed, err := readMapping(opts.Dir)
+	if err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	bin := filepath.Join(opts.Dir, BinaryName)
+	if _, err := os.Lstat(bin); err == nil && !managed {
+		return fmt.Errorf("install: %s exists and was not installed by %s (no %s next to it); remove it first", bin, BinaryName, MappingFile)
+	}
+	for _, t := range opts.Tools {
+		if err := checkOurs(opts.Dir, t); err != nil {
+			return fmt.Errorf("install: %w", err)
+		}
+	}
+
+	if !sameFile(src, bin) {
+		if err := copyAtomic(src, bin); err != nil {
+			return fmt.Errorf("install: copy %s to %s: %w", src, bin, err)
+		}
+	}
+	for _, t := range opts.Tools {
+		if err := symlinkAtomic(BinaryName, filepath.Join(opts.Dir, t)); err != nil {
+			return fmt.Errorf("install: link %s: %w", t, err)
+		}
+		m.Tools[t] = opts.Plugin
+	}
+	m.RegistrationDir, m.RuntimeEndpoint = opts.RegistrationDir, opts.RuntimeEndpoint
+	m.HostMode, m.HostRoot = opts.HostMode, opts.HostRoot
+	return writeMapping(opts.Dir, m)
+}
+
+// Uninstall removes the given tools' links from dir (all of them when tools
+// is empty), and the shim and its mapping once no tool is left. Links that
+// are not the shim's are left alone and reported.
+func Uninstall(dir string, tools []string) error {
+	m, managed, err := readMapping(dir)
+	if err != nil {
+		return fmt.Errorf("uninstall: %w", err)
+	}
+	if !managed {
+		return fmt.Errorf("uninstall: %s has no %s: nothing of %s is installed there", dir, MappingFile, BinaryName)
+	}
+	if len(tools) == 0 {
+		for t := range m.Tools {
+			tools = append(tools, t)
+		}
+		sort.Strings(tools)
+	}
+	var errs []error
+	for _, t := range tools {
+		if err := validateTool(t); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := checkOurs(dir, t); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, t)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		delete(m.Tools, t)
+	}
+	if len(m.Tools) > 0 {
+		errs = append(errs, writeMapping(dir, m))
+		return errors.Join(errs...)
+	}
+	for _, name := range []string{BinaryName, MappingFile} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, syncDir(dir))
+	return errors.Join(errs...)
+}
+
+func validateTool(t string) error {
+	switch {
+	case t == "" || t == "." || t == "..":
+		return fmt.Errorf("invalid tool name %q", t)
+	case strings.ContainsAny(t, "/\x00"):
+		return fmt.Errorf("invalid tool name %q: must not contain '/' or NUL", t)
+	case strings.HasPrefix(t, "."):
+		return fmt.Errorf("invalid tool name %q: must not start with '.'", t)
+	case t == BinaryName || t == MappingFile:
+		return fmt.Errorf("invalid tool name %q: reserved", t)
+	}
+	return nil
+}
+
+// checkOurs fails when dir/tool exists and is not a link to the shim.
+func checkOurs(dir, tool string) error {
+	p := filepath.Join(dir, tool)
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if target, err := os.Readlink(p); err == nil && target == BinaryName {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s exists and is not a link to %s: refusing to replace it", p, BinaryName)
+}
+
+// readMapping returns the directory's mapping and whether it has one.
+func readMapping(dir string) (Mapping, bool, error) {
+	m := Mapping{Tools: map[string]string{}}
+	p := filepath.Join(dir, MappingFile)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, false, nil
+	}
+	if err != nil {
+		return m, false, fmt.Errorf("open %s: %w", p, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return m, false, fmt.Errorf("%s is not a regular file", p)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxMappingSize+1))
+	if err != nil {
+		return m, false, fmt.Errorf("read %s: %w", p, err)
+	}
+	if len(data) > maxMappingSize {
+		return m, false, fmt.Errorf("%s is larger than %d bytes", p, maxMappingSize)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, false, fmt.Errorf("decode %s: %w", p, err)
+	}
+	if m.Tools == nil {
+		m.Tools = map[string]string{}
+	}
+	return m, true, nil
+}
+
+func writeMapping(dir string, m Mapping) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, MappingFile), append(data, '\n'), 0o644)
+}
+
+func sameFile(a, b string) bool {
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
+
+func copyAtomic(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return writeAtomic(dst, 0o755, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	})
+}
+
+func writeFileAtomic(dst string, data []byte, mode os.FileMode) error {
+	return writeAtomic(dst, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeAtomic writes a dot-named temporary file next to dst, syncs it and
+// renames it over dst.
+func writeAtomic(dst string, mode os.FileMode, fill func(io.Writer) error) (err error) {
+	dir, base := filepath.Split(dst)
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err = fill(f); err != nil {
+		return err
+	}
+	if err = f.Chmod(mode); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(f.Name(), dst); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func symlinkAtomic(target, dst string) error {
+	dir, base := filepath.Split(dst)
+	for i := 0; ; i++ {
+		tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%d-%d", base, os.Getpid(), i))
+		err := os.Symlink(target, tmp)
+		if errors.Is(err, fs.ErrExist) && i < 100 {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, dst); err != nil {
+			os.Remove(tmp)
+			return err
+		}
+		return syncDir(dir)
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

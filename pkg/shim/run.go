@@ -1,0 +1,157 @@
+package shim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+)
+
+func runCommand(cfg *Config, stdio IO) *cli.Command {
+	var plugin string
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "Run a utility for a plugin: in its mount pod when that is live, otherwise on the host.",
+		ArgsUsage: "-- COMMAND [ARGS...]",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "plugin", Usage: "Volume plugin name, e.g. kubernetes.io/glusterfs.", Required: true, Destination: &plugin},
+		},
+		Action: func(c *cli.Context) error {
+			argv := c.Args().Slice()
+			if len(argv) == 0 {
+				return cli.Exit("run: no command given (usage: run --plugin NAME -- COMMAND [ARGS...])", ExitShimFailed)
+			}
+			return exitWith(runUtility(c.Context, cfg, plugin, argv, stdio))
+		},
+	}
+}
+
+// exitWith turns a code into the error urfave/cli hands back to Main.
+func exitWith(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return cli.Exit("", code)
+}
+
+// runUtility runs argv for plugin and returns the exit code: the utility's
+// own, or one of the shim's after a diagnostic on stderr.
+func runUtility(ctx context.Context, cfg *Config, plugin string, argv []string, stdio IO) int {
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stdio.Stderr, "%s: %s\n", BinaryName, fmt.Sprintf(format, args...))
+		return code
+	}
+	r := cfg.resolver(stdio.Stderr)
+	defer r.Close()
+	e, err := r.For(plugin)
+	if err != nil {
+		return fail(ExitShimFailed, "%v", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+
+	d, err := e.Resolve(tctx)
+	if err != nil {
+		if tctx.Err() != nil {
+			return fail(interruptedOr(ctx, ExitTimeout), "%s: %v", argv[0], err)
+		}
+		return fail(ExitShimFailed, "%v", err)
+	}
+	cmd := e.CommandContext(tctx, argv[0], argv[1:]...)
+	cmd.SetStdout(stdio.Stdout)
+	cmd.SetStderr(stdio.Stderr)
+	if stdio.Stdin != nil && (d.OnHost() || stdinHasData(stdio.Stdin)) {
+		// In a container a pipe or a non-empty file fails clearly instead
+		// of losing its data; a terminal or /dev/null is not passed on.
+		cmd.SetStdin(stdio.Stdin)
+	}
+	err = cmd.Run()
+	if err == nil {
+		return 0
+	}
+	if ctx.Err() != nil {
+		return fail(interruptedOr(ctx, ExitShimFailed), "%s: interrupted", argv[0])
+	}
+	if tctx.Err() == context.DeadlineExceeded {
+		return fail(ExitTimeout, "%s (plugin %s, %s): timed out after %s", argv[0], plugin, d.Where(), cfg.Timeout)
+	}
+	code := exitCodeOf(err)
+	if isExitStatus(err) {
+		return code // the utility's own code; its stderr said why
+	}
+	return fail(code, "%s (plugin %s, %s): %v", argv[0], plugin, d.Where(), err)
+}
+
+// interruptedOr returns 130 when ctx was cancelled by a signal, else code.
+func interruptedOr(ctx context.Context, code int) int {
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return exitInterrupted
+	}
+	return code
+}
+
+// stdinHasData reports whether in may carry input: anything but a
+// terminal, a character device such as /dev/null, or an empty regular file.
+func stdinHasData(in *os.File) bool {
+	fi, err := in.Stat()
+	if err != nil {
+		return false
+	}
+	switch {
+	case fi.Mode()&os.ModeCharDevice != 0:
+		return false
+	case fi.Mode().IsRegular():
+		return fi.Size() > 0
+	}
+	return true
+}
+
+// multiCall runs the shim invoked under a tool's name: `run --plugin P --
+// TOOL args...` with P and the settings recorded at install time; the
+// environment overrides the recorded settings.
+func multiCall(ctx context.Context, tool string, args []string, stdio IO) int {
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "%s (as %s): find own executable: %v\n", BinaryName, tool, err)
+		return ExitShimFailed
+	}
+	dir := filepath.Dir(exe)
+	m, ok, err := readMapping(dir)
+	if err == nil && !ok {
+		err = fmt.Errorf("no %s in %s", MappingFile, dir)
+	}
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "%s (as %s): %v\n", BinaryName, tool, err)
+		return ExitShimFailed
+	}
+	plugin, ok := m.Tools[tool]
+	if !ok {
+		fmt.Fprintf(stdio.Stderr, "%s: invoked as %q, which %s does not map to a plugin\n", BinaryName, tool, filepath.Join(dir, MappingFile))
+		return ExitShimFailed
+	}
+	cfg := &Config{
+		RegistrationDir: envOr(EnvRegistrationDir, m.RegistrationDir, "/var/lib/kubelet/plugin-containers"),
+		RuntimeEndpoint: envOr("CONTAINER_RUNTIME_ENDPOINT", m.RuntimeEndpoint, ""),
+		HostMode:        envOr(EnvHostMode, m.HostMode, "os"),
+		HostRoot:        envOr(EnvHostRoot, m.HostRoot, "/host"),
+		Timeout:         DefaultTimeout,
+		Verbose:         os.Getenv(EnvVerbose) != "",
+	}
+	if err := cfg.check(); err != nil {
+		return report(stdio.Stderr, err)
+	}
+	return runUtility(ctx, cfg, plugin, append([]string{tool}, args...), stdio)
+}
+
+func envOr(name, recorded, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	if recorded != "" {
+		return recorded
+	}
+	return def
+}

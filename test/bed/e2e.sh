@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# e2e.sh: the one entry point of the end-to-end tests (the Makefile calls it).
+#   setup.sh (packages) -> build-kube.sh (cached) -> images.sh all (cached) ->
+#   go test -tags e2e ./test/e2e/... (the suite brings the bed up and down) ->
+#   down.sh again and check-clean.sh (nothing of the bed is left on the host).
+# Exits non-zero on any failure; prints timings and image sizes at the end.
+# Environment: see test/README.md (BED_DIR, E2E_RUN, E2E_TIMEOUT, BED_KEEP, ...).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$here/lib.sh"
+
+[[ $EUID -eq 0 ]] || die "e2e.sh must run as root (it starts a kubelet and containerd)"
+cd "$REPO_ROOT"
+timings=()
+now() { date +%s; }
+step() {
+	local name=$1 t0 rc=0
+	shift
+	log "=== $name"
+	t0=$(now)
+	"$@" || rc=$?
+	timings+=("$(printf '%-32s %5ss%s' "$name" "$(($(now) - t0))" "$( ((rc == 0)) || echo " (FAILED, exit $rc)")")")
+	return "$rc"
+}
+
+snapshot=$(mktemp "${TMPDIR:-/tmp}/mc-e2e-sysctl.XXXXXX")
+status=0
+finish() {
+	local rc=$?
+	((status != 0)) || status=$rc
+	trap - EXIT INT TERM
+	if [[ ${BED_KEEP:-0} != 1 ]]; then
+		log "=== teardown check"
+		"$here/down.sh" || status=1
+		if ! "$here/check-clean.sh" "$snapshot"; then
+			status=1
+		fi
+	fi
+	rm -f "$snapshot" "$snapshot.paths"
+	log "=== timings"
+	for t in "${timings[@]}"; do printf '  %s\n' "$t" >&2; done
+	[[ -f $BED_DIR/logs/timings ]] && sed 's/^/  /' "$BED_DIR/logs/timings" >&2
+	log "=== images"
+	"$here/images.sh" sizes 2>/dev/null | sed 's/^/  /' >&2 || true
+	if ((status == 0)); then
+		log "e2e: PASS"
+	else
+		log "e2e: FAIL (exit $status; component logs in $BED_DIR/logs)"
+	fi
+	exit "$status"
+}
+trap finish EXIT
+trap 'status=130; exit 130' INT TERM
+
+step "setup (packages)" "$here/setup.sh"
+# A bed left over from an interrupted run would spoil the host snapshot.
+if [[ -e $BED_DIR/env || -e $BED_DIR/state ]] || bed_leftovers; then
+	"$here/down.sh"
+fi
+"$here/sysctl-snapshot.sh" "$snapshot"
+step "build kubernetes $(kube_version)" "$here/build-kube.sh" >/dev/null
+step "images" "$here/images.sh" all
+
+gotest=(go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-60m}")
+[[ -z ${E2E_RUN:-} ]] || gotest+=(-run "$E2E_RUN")
+step "e2e suite (bed up+tests+down)" "${gotest[@]}" ./test/e2e/...

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# lib.sh: shared settings and helpers for the test-bed scripts. Source it.
+# shellcheck disable=SC2034 # variables are used by the scripts that source this.
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BED_DIR=${BED_DIR:-/var/tmp/mountcontainers-bed}
+CACHE_DIR=${MC_CACHE_DIR:-/var/cache/mountcontainers}
+KUBE_CACHE_DIR=${KUBE_CACHE_DIR:-$CACHE_DIR/kube}
+IMAGE_CACHE_DIR=${IMAGE_CACHE_DIR:-$CACHE_DIR/images}
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+	log "ERROR: $*"
+	exit 1
+}
+
+# kube_version prints the k8s.io/kubernetes version pinned in test/cluster/go.mod
+# (the one place it is pinned).
+kube_version() {
+	awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$REPO_ROOT/test/cluster/go.mod"
+}
+
+# kube_bin_dir prints the cache directory of the binaries for the pinned version
+# built with the current Go toolchain.
+kube_bin_dir() {
+	local gov
+	gov=$(go env GOVERSION)
+	echo "$KUBE_CACHE_DIR/$(kube_version)-$gov/bin"
+}
+
+# wait_for DESCRIPTION TIMEOUT_SECONDS COMMAND...: run COMMAND every second until
+# it succeeds; fail after TIMEOUT_SECONDS.
+wait_for() {
+	local what=$1 timeout=$2 start
+	shift 2
+	start=$(date +%s)
+	until "$@" >/dev/null 2>&1; do
+		if (($(date +%s) - start >= timeout)); then
+			log "timed out after ${timeout}s waiting for $what"
+			return 1
+		fi
+		sleep 1
+	done
+}
+
+# What the bed changes on the host outside $BED_DIR; up.sh saves, down.sh restores.
+BED_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
+	kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
+# Paths the kubelet, containerd and CNI create whatever their configured roots;
+# down.sh removes those that did not exist before up.sh (deepest first).
+BED_HOST_PATHS=(/var/lib/kubelet/device-plugins /var/lib/kubelet/pod-resources /var/lib/kubelet
+	/var/log/containers /var/log/pods /var/lib/cni /run/containerd /run/netns /var/run/kubernetes
+	/usr/libexec/kubernetes /opt/containerd /etc/cni)
+BED_BRIDGE=mcbed0
+BED_CNI_NETWORK=mountcontainers-bed
+BED_POD_CIDR=10.244.250.0/24
+
+# bed_pids own|kubepods prints the PIDs of every process that belongs to the
+# bed: its components (their command lines name $BED_DIR), containerd shims,
+# and the containers' processes (root file system under $BED_DIR; with
+# kubepods also any process in a kubepods cgroup, which is right only when the
+# bed's kubelet created those cgroups). It never prints the calling shell or
+# its ancestors.
+bed_pids() {
+	local p pid root skip=" " a=$$ kubepods=0
+	[[ $1 == kubepods ]] && kubepods=1
+	while [[ $a -gt 1 ]]; do
+		skip+="$a "
+		a=$(awk '{print $4}' "/proc/$a/stat" 2>/dev/null || echo 1)
+	done
+	for p in /proc/[0-9]*; do
+		pid=${p#/proc/}
+		[[ $skip == *" $pid "* ]] && continue
+		[[ -r $p/cmdline ]] || continue
+		if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$BED_DIR"; then
+			echo "$pid"
+			continue
+		fi
+		root=$(readlink "$p/root" 2>/dev/null || true)
+		if [[ $root == "$BED_DIR"/* ]]; then
+			echo "$pid"
+			continue
+		fi
+		if ((kubepods)) && grep -qE ':/kubepods(/|$)' "$p/cgroup" 2>/dev/null; then
+			echo "$pid"
+		fi
+	done
+	return 0
+}
+
+# bed_mounts prints the mount points under $BED_DIR, deepest first.
+bed_mounts() {
+	local mp
+	awk '{print $5}' /proc/self/mountinfo | while IFS= read -r mp; do
+		mp=$(printf '%b' "$mp") # mountinfo escapes blanks as \040
+		if [[ $mp == "$BED_DIR" || $mp == "$BED_DIR"/* ]]; then echo "$mp"; fi
+	done | awk '{print length($0) "\t" $0}' | sort -rn | cut -f2- | uniq
+}
+
+# bed_loops prints the loop devices backed by files under $BED_DIR.
+bed_loops() {
+	losetup -l -n -O NAME,BACK-FILE 2>/dev/null | awk -v d="$BED_DIR/" 'index($2, d) == 1 {print $1}' || true
+}
+
+# kubepods_cgroups prints the kubelet's top cgroup in every v1 hierarchy.
+kubepods_cgroups() {
+	local c
+	for c in /sys/fs/cgroup/*/; do
+		[[ -f ${c}cgroup.procs ]] && echo "${c}kubepods"
+	done
+	return 0
+}
+
+# bed_leftovers succeeds when anything of a bed is still there.
+bed_leftovers() {
+	[[ -n $(bed_pids own) || -n $(bed_mounts) || -n $(bed_loops) ]] || ip link show "$BED_BRIDGE" >/dev/null 2>&1
+}

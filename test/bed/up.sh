@@ -1,0 +1,366 @@
+#!/usr/bin/env bash
+# up.sh: start a single-node Kubernetes test bed on this machine, entirely under
+# $BED_DIR: a private containerd, etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler and a kubelet whose root directory stands in for /var/lib/kubelet.
+# Needs root, the packages of setup.sh, the binaries of build-kube.sh and the image
+# archives of images.sh. A bed left over from an earlier run is torn down first.
+# On success it writes $BED_DIR/env (KEY=value lines) for tests and people:
+#   . "$BED_DIR/env"; "$KUBECTL" get nodes
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$here/lib.sh"
+
+# missing WHAT: a prerequisite is missing; exit status 3 tells the e2e suite so.
+missing() {
+	log "MISSING PREREQUISITE: $*"
+	exit 3
+}
+
+[[ $EUID -eq 0 ]] || missing "up.sh must run as root"
+
+KUBE_BIN=$(kube_bin_dir)
+for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
+	[[ -x $KUBE_BIN/$c ]] || missing "$KUBE_BIN/$c: run test/bed/build-kube.sh"
+done
+for c in containerd containerd-shim-runc-v2 runc ctr etcd openssl iptables ip curl; do
+	command -v "$c" >/dev/null || missing "$c: run test/bed/setup.sh"
+done
+[[ -x /usr/lib/cni/bridge ]] || missing "CNI plugins in /usr/lib/cni: run test/bed/setup.sh"
+for i in pause base; do
+	[[ -e $IMAGE_CACHE_DIR/current/$i.tar ]] || missing "image archive $IMAGE_CACHE_DIR/current/$i.tar: run test/bed/images.sh"
+done
+
+if [[ -e $BED_DIR/env || -e $BED_DIR/state ]] || bed_leftovers; then
+	log "tearing down a bed left over from an earlier run"
+	"$here/down.sh"
+fi
+
+start_all=$(date +%s)
+NODE_NAME=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
+NODE_IP=${NODE_IP:-$(ip -4 -o addr show scope global | awk '{sub(/\/.*/, "", $4); print $4; exit}')}
+[[ -n $NODE_IP ]] || die "no non-loopback IPv4 address for the node; set NODE_IP"
+
+PKI=$BED_DIR/pki
+LOGS=$BED_DIR/logs
+STATE=$BED_DIR/state
+CTRD=$BED_DIR/containerd
+CRI_SOCKET=$CTRD/containerd.sock
+KUBELET_ROOT=$BED_DIR/kubelet
+VOLUME_PLUGIN_DIR=$BED_DIR/volume-plugins
+API_PORT=16443
+ETCD_PORT=23790
+KUBECONFIG_ADMIN=$PKI/admin.kubeconfig
+KUBECTL=$KUBE_BIN/kubectl
+KUBE_VERSION=$(kube_version)
+
+mkdir -p "$PKI" "$STATE/pids" "$CTRD" "$BED_DIR/cni/net.d" "$BED_DIR/cni/ipam" "$BED_DIR/runc" \
+	"$BED_DIR/etcd" "$KUBELET_ROOT" "$VOLUME_PLUGIN_DIR" "$BED_DIR/pod-logs" "$BED_DIR/loop"
+rm -rf "$LOGS"
+mkdir -p "$LOGS"
+chmod 0700 "$PKI"
+cd "$BED_DIR"
+
+# --- host state that the bed changes and down.sh restores -------------------------
+save_host_state() {
+	local k p
+	for k in "${BED_SYSCTLS[@]}"; do
+		echo "$k=$(sysctl -n "$k")"
+	done >"$STATE/sysctl"
+	for p in "${BED_HOST_PATHS[@]}"; do
+		[[ -e $p ]] || echo "$p"
+	done >"$STATE/absent-paths"
+	for p in $(kubepods_cgroups); do
+		[[ -e $p ]] || echo "$p"
+	done >"$STATE/absent-cgroups"
+}
+save_host_state
+
+# start NAME COMMAND...: run COMMAND detached, logging to $LOGS/NAME.log.
+start() {
+	local name=$1
+	shift
+	setsid "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
+	echo $! >"$STATE/pids/$name.pid"
+}
+
+alive() { kill -0 "$(cat "$STATE/pids/$1.pid")" 2>/dev/null; }
+
+# fail WHAT COMPONENT...: report a failed wait with the components' log tails.
+fail() {
+	local what=$1 c
+	shift
+	for c in "$@"; do
+		if [[ -f $LOGS/$c.log ]]; then
+			alive "$c" || log "$c is not running"
+			log "last lines of $LOGS/$c.log:"
+			tail -25 "$LOGS/$c.log" >&2
+		fi
+	done
+	die "$what (logs in $LOGS; tear down with test/bed/down.sh)"
+}
+
+# --- certificates -------------------------------------------------------------------
+log "certificates in $PKI"
+openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+	-keyout "$PKI/ca.key" -out "$PKI/ca.crt" -days 30 -subj "/CN=mountcontainers-bed-ca" \
+	-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+	2>/dev/null
+
+# cert NAME SUBJECT USAGE [SAN]: a key pair signed by the bed's CA.
+cert() {
+	local name=$1 subj=$2 usage=$3 san=${4:-}
+	openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+		-keyout "$PKI/$name.key" -out "$PKI/$name.csr" -subj "$subj" 2>/dev/null
+	{
+		echo "basicConstraints=CA:FALSE"
+		echo "keyUsage=critical,digitalSignature,keyEncipherment"
+		echo "extendedKeyUsage=$usage"
+		[[ -z $san ]] || echo "subjectAltName=$san"
+	} >"$PKI/$name.ext"
+	openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+		-days 30 -extfile "$PKI/$name.ext" -out "$PKI/$name.crt" 2>/dev/null
+	rm -f "$PKI/$name.csr" "$PKI/$name.ext"
+}
+
+cert apiserver "/CN=kube-apiserver" serverAuth \
+	"IP:127.0.0.1,IP:$NODE_IP,IP:10.96.0.1,DNS:localhost,DNS:$NODE_NAME,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+cert kubelet-serving "/CN=$NODE_NAME" serverAuth "IP:$NODE_IP,IP:127.0.0.1,DNS:$NODE_NAME"
+cert admin "/O=system:masters/CN=kubernetes-admin" clientAuth
+cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+cert controller-manager "/CN=system:kube-controller-manager" clientAuth
+cert scheduler "/CN=system:kube-scheduler" clientAuth
+cert node "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
+openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+
+# kubeconfig NAME: $PKI/NAME.kubeconfig with the client certificate NAME.
+kubeconfig() {
+	cat >"$PKI/$1.kubeconfig" <<-EOF
+		apiVersion: v1
+		kind: Config
+		clusters:
+		- name: bed
+		  cluster:
+		    server: https://127.0.0.1:$API_PORT
+		    certificate-authority: $PKI/ca.crt
+		users:
+		- name: $1
+		  user:
+		    client-certificate: $PKI/$1.crt
+		    client-key: $PKI/$1.key
+		contexts:
+		- name: bed
+		  context:
+		    cluster: bed
+		    user: $1
+		current-context: bed
+	EOF
+}
+for k in admin controller-manager scheduler node; do kubeconfig "$k"; done
+
+# --- containerd ---------------------------------------------------------------------
+cat >"$BED_DIR/cni/net.d/10-bed.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "$BED_CNI_NETWORK",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BED_BRIDGE",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$BED_DIR/cni/ipam",
+        "ranges": [[{"subnet": "$BED_POD_CIDR"}]]
+      }
+    }
+  ]
+}
+EOF
+
+cat >"$CTRD/config.toml" <<EOF
+version = 2
+root = "$CTRD/root"
+state = "$CTRD/state"
+oom_score = 0
+
+[grpc]
+  address = "$CRI_SOCKET"
+
+[ttrpc]
+  address = "$CTRD/containerd.sock.ttrpc"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$CTRD/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/mountcontainers/pause:dev"
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  disable_tcp_service = true
+  stream_server_address = "127.0.0.1"
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "$BED_DIR/runc"
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$BED_DIR/cni/net.d"
+EOF
+
+log "starting containerd ($CRI_SOCKET)"
+start containerd containerd --config "$CTRD/config.toml"
+wait_for "containerd" 30 ctr -a "$CRI_SOCKET" version || fail "containerd did not start" containerd
+for i in "$IMAGE_CACHE_DIR"/current/*.tar; do
+	ctr -a "$CRI_SOCKET" -n k8s.io images import "$(readlink -f "$i")" >>"$LOGS/images.log" 2>&1 ||
+		fail "importing $(readlink -f "$i") failed" images
+done
+
+# --- etcd ---------------------------------------------------------------------------
+log "starting etcd (127.0.0.1:$ETCD_PORT)"
+start etcd etcd --name bed --data-dir "$BED_DIR/etcd" \
+	--listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+	--listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 10))" --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 10))" \
+	--initial-cluster "bed=http://127.0.0.1:$((ETCD_PORT + 10))" --listen-metrics-urls "" \
+	--quota-backend-bytes 2147483648 --log-level warn
+wait_for "etcd" 30 curl -fsS "http://127.0.0.1:$ETCD_PORT/health" || fail "etcd did not start" etcd
+
+# --- control plane ------------------------------------------------------------------
+log "starting kube-apiserver (https://127.0.0.1:$API_PORT)"
+start kube-apiserver "$KUBE_BIN/kube-apiserver" \
+	--etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+	--bind-address 127.0.0.1 --secure-port "$API_PORT" --advertise-address "$NODE_IP" \
+	--cert-dir "$PKI/apiserver" \
+	--tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+	--client-ca-file "$PKI/ca.crt" \
+	--kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+	--kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+	--kubelet-certificate-authority "$PKI/ca.crt" \
+	--kubelet-preferred-address-types InternalIP \
+	--service-account-issuer https://kubernetes.default.svc.cluster.local \
+	--service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+	--service-cluster-ip-range 10.96.0.0/16 \
+	--authorization-mode Node,RBAC --allow-privileged=true \
+	--profiling=false --v=1
+wait_for "kube-apiserver" 90 "$KUBECTL" --kubeconfig "$KUBECONFIG_ADMIN" get --raw /readyz ||
+	fail "kube-apiserver did not become ready" kube-apiserver etcd
+
+log "starting kube-controller-manager and kube-scheduler"
+start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
+	--kubeconfig "$PKI/controller-manager.kubeconfig" \
+	--authentication-kubeconfig "$PKI/controller-manager.kubeconfig" \
+	--authorization-kubeconfig "$PKI/controller-manager.kubeconfig" \
+	--bind-address 127.0.0.1 --secure-port 10357 --cert-dir "$PKI/controller-manager" \
+	--leader-elect=false --use-service-account-credentials \
+	--service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+	--cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+	--flex-volume-plugin-dir "$VOLUME_PLUGIN_DIR" \
+	--profiling=false --v=1
+start kube-scheduler "$KUBE_BIN/kube-scheduler" \
+	--kubeconfig "$PKI/scheduler.kubeconfig" \
+	--authentication-kubeconfig "$PKI/scheduler.kubeconfig" \
+	--authorization-kubeconfig "$PKI/scheduler.kubeconfig" \
+	--bind-address 127.0.0.1 --secure-port 10359 --cert-dir "$PKI/scheduler" \
+	--leader-elect=false --profiling=false --v=1
+
+# --- kubelet ------------------------------------------------------------------------
+# The kubelet root stands in for /var/lib/kubelet; Bidirectional hostPaths under
+# it need a shared mount.
+mount --bind "$KUBELET_ROOT" "$KUBELET_ROOT"
+mount --make-rshared "$KUBELET_ROOT"
+mkdir -p "$KUBELET_ROOT/plugin-containers"
+
+cat >"$BED_DIR/kubelet-config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $NODE_IP
+port: 10350
+healthzBindAddress: 127.0.0.1
+healthzPort: 10348
+readOnlyPort: 0
+containerRuntimeEndpoint: unix://$CRI_SOCKET
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: $PKI/ca.crt
+authorization:
+  mode: Webhook
+tlsCertFile: $PKI/kubelet-serving.crt
+tlsPrivateKeyFile: $PKI/kubelet-serving.key
+makeIPTablesUtilChains: false
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+oomScoreAdj: 0
+volumePluginDir: $VOLUME_PLUGIN_DIR
+podLogsDir: $BED_DIR/pod-logs
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: 50Mi
+  nodefs.available: 1%
+  nodefs.inodesFree: 1%
+  imagefs.available: 1%
+resolvConf: /etc/resolv.conf
+serializeImagePulls: false
+registerNode: true
+EOF
+
+log "starting kubelet (node $NODE_NAME, $NODE_IP, root $KUBELET_ROOT)"
+start_kubelet=$(date +%s)
+start kubelet "$KUBE_BIN/kubelet" \
+	--config "$BED_DIR/kubelet-config.yaml" \
+	--kubeconfig "$PKI/node.kubeconfig" \
+	--root-dir "$KUBELET_ROOT" \
+	--hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
+	--v=1
+
+K=("$KUBECTL" --kubeconfig "$KUBECONFIG_ADMIN")
+wait_for "node $NODE_NAME to register" 90 "${K[@]}" get node "$NODE_NAME" ||
+	fail "node $NODE_NAME did not register" kubelet kube-apiserver containerd
+if ! "${K[@]}" wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >/dev/null; then
+	"${K[@]}" describe node "$NODE_NAME" | tail -30 >&2 || true
+	fail "node $NODE_NAME did not become Ready" kubelet containerd
+fi
+ready_s=$(($(date +%s) - start_all))
+wait_for "the default ServiceAccount" 90 "${K[@]}" -n default get serviceaccount default ||
+	fail "the default ServiceAccount was not created" kube-controller-manager
+sa_s=$(($(date +%s) - start_all))
+
+cat >"$BED_DIR/env.tmp" <<EOF
+export BED_DIR=$BED_DIR
+export KUBECONFIG=$KUBECONFIG_ADMIN
+export KUBECTL=$KUBECTL
+export KUBE_BIN_DIR=$KUBE_BIN
+export KUBE_VERSION=$KUBE_VERSION
+export API_SERVER=https://127.0.0.1:$API_PORT
+export CRI_SOCKET=$CRI_SOCKET
+export CRI_ENDPOINT=unix://$CRI_SOCKET
+export CONTAINERD_NAMESPACE=k8s.io
+export KUBELET_ROOT=$KUBELET_ROOT
+export VOLUME_PLUGIN_DIR=$VOLUME_PLUGIN_DIR
+export REGISTRATION_DIR=$KUBELET_ROOT/plugin-containers
+export LOOP_DIR=$BED_DIR/loop
+export LOG_DIR=$LOGS
+export NODE_NAME=$NODE_NAME
+export NODE_IP=$NODE_IP
+export MOUNTPOD_IMAGE=localhost/mountcontainers/mountpod:dev
+export BASE_IMAGE=localhost/mountcontainers/base:dev
+export PAUSE_IMAGE=localhost/mountcontainers/pause:dev
+EOF
+mv "$BED_DIR/env.tmp" "$BED_DIR/env"
+log "bed up: node Ready after ${ready_s}s (kubelet $(($(date +%s) - start_kubelet))s), default ServiceAccount after ${sa_s}s"
+log "use it with: . $BED_DIR/env; \"\$KUBECTL\" get nodes"
+echo "up.sh: node Ready after ${ready_s}s, default ServiceAccount after ${sa_s}s" >>"$LOGS/timings"

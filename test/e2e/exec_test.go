@@ -1,0 +1,425 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/mount-utils"
+	utilexec "k8s.io/utils/exec"
+
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+	"github.com/mountcontainers/mountcontainers/test/framework"
+)
+
+// mountPod is a mount-pod DaemonSet of the mountpod image, registered for
+// one plugin of its own in the bed's registration directory.
+type mountPod struct {
+	bed     *framework.Bed
+	ns      string
+	plugin  string
+	hostDir string // Bidirectional hostPath, mounted at the same path in the pod
+}
+
+// startMountPod applies the DaemonSet and waits for its pod to register.
+func startMountPod(t *testing.T, bed *framework.Bed, prefix string) (*mountPod, *corev1.Pod) {
+	t.Helper()
+	if bed.Env.MountpodImage == "" {
+		t.Fatal("the bed has no mount-pod image (MountpodImage is empty)")
+	}
+	ns := bed.CreateNamespace(t, prefix)
+	m := &mountPod{
+		bed:     bed,
+		ns:      ns,
+		plugin:  "e2e.mountcontainers.io/" + ns,
+		hostDir: filepath.Join(bed.Env.KubeletRoot, "exec-e2e", ns),
+	}
+	t.Cleanup(func() {
+		// Nothing the test mounted may outlive it.
+		out, _ := os.ReadFile("/proc/self/mounts")
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], m.hostDir+"/") {
+				_ = exec.Command("umount", "-l", f[1]).Run()
+			}
+		}
+		_ = os.RemoveAll(m.hostDir)
+	})
+	bed.Apply(t, m.manifest())
+	return m, m.waitRegistered(t, "")
+}
+
+func (m *mountPod) manifest() string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: mount
+  namespace: %[1]s
+spec:
+  selector:
+    matchLabels: {app: mount}
+  template:
+    metadata:
+      labels: {app: mount}
+    spec:
+      hostNetwork: true
+      terminationGracePeriodSeconds: 2
+      nodeSelector: {kubernetes.io/hostname: %[2]s}
+      containers:
+      - name: mount
+        image: %[3]s
+        imagePullPolicy: Never
+        securityContext: {privileged: true}
+        env:
+        - name: POD_NAMESPACE
+          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+        - name: POD_NAME
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+        - name: POD_UID
+          valueFrom: {fieldRef: {fieldPath: metadata.uid}}
+        - {name: CONTAINER_NAME, value: mount}
+        - {name: MOUNTPOD_PLUGINS, value: %[4]q}
+        - {name: PLUGIN_CONTAINERS_DIR, value: %[5]q}
+        volumeMounts:
+        - {name: registration, mountPath: %[5]q}
+        - {name: mounts, mountPath: %[6]q, mountPropagation: Bidirectional}
+      volumes:
+      - name: registration
+        hostPath: {path: %[5]q, type: DirectoryOrCreate}
+      - name: mounts
+        hostPath: {path: %[6]q, type: DirectoryOrCreate}
+`, m.ns, m.bed.Env.NodeName, m.bed.Env.MountpodImage, m.plugin, m.bed.Env.RegistrationDir, m.hostDir)
+}
+
+// waitRegistered waits for a running pod of the DaemonSet other than
+// notUID and for its registration, and returns the pod.
+func (m *mountPod) waitRegistered(t *testing.T, notUID types.UID) *corev1.Pod {
+	t.Helper()
+	var pod corev1.Pod
+	err := framework.Poll(context.Background(), "mount pod registered for "+m.plugin, 250*time.Millisecond, 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := m.bed.Client.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=mount"})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			var state []string
+			for _, p := range pods.Items {
+				if p.UID == notUID || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+					state = append(state, p.Name+" "+string(p.Status.Phase))
+					continue
+				}
+				r, ok, err := registration.Read(m.bed.Env.RegistrationDir, m.plugin)
+				if err != nil {
+					return false, "", err
+				}
+				if !ok || r.PodUID != string(p.UID) {
+					return false, fmt.Sprintf("pod %s running, registration %v (%v)", p.Name, r, ok), nil
+				}
+				pod = p
+				return true, "", nil
+			}
+			return false, fmt.Sprintf("pods: %v", state), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pod
+}
+
+// countingHost is the host executor of the tests that must run nothing on
+// the host: it counts the commands it is asked for.
+type countingHost struct {
+	utilexec.Interface
+	n atomic.Int32
+}
+
+func (c *countingHost) Command(cmd string, args ...string) utilexec.Cmd {
+	c.n.Add(1)
+	return c.Interface.Command(cmd, args...)
+}
+
+func (c *countingHost) CommandContext(ctx context.Context, cmd string, args ...string) utilexec.Cmd {
+	c.n.Add(1)
+	return c.Interface.CommandContext(ctx, cmd, args...)
+}
+
+func (m *mountPod) executor(t *testing.T, opts mcexec.Options) *mcexec.Exec {
+	t.Helper()
+	opts.Dir = m.bed.Env.RegistrationDir
+	opts.Endpoint = m.bed.Env.CRIEndpoint
+	r := mcexec.NewResolver(opts)
+	t.Cleanup(func() { r.Close() })
+	x, err := r.For(m.plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// rawLoopDevice attaches an unformatted file of sizeMiB MiB to a loop device.
+func rawLoopDevice(t *testing.T, bed *framework.Bed, sizeMiB int64) string {
+	t.Helper()
+	dir := bed.Env.LoopDir
+	if dir == "" {
+		dir = filepath.Join(bed.Env.BedDir, "loop")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(dir, "raw-*.img")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := f.Name()
+	t.Cleanup(func() { _ = os.Remove(file) })
+	err = f.Truncate(sizeMiB << 20)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup %s: %v: %s", file, err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+			t.Logf("detach %s: %v: %s", dev, err, out)
+		}
+	})
+	return dev
+}
+
+func exitStatus(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
+		return 0
+	}
+	ee, ok := err.(utilexec.ExitError) //nolint:errorlint // mount-utils type-asserts; so do we
+	if !ok {
+		t.Fatalf("error %v (%T) is not a utilexec.ExitError", err, err)
+	}
+	return ee.ExitStatus()
+}
+
+// TestExecResolver runs the resolver against a mount pod the kubelet runs:
+// commands land in its container, results pass through unchanged, and the
+// host takes over exactly when the rule says.
+func TestExecResolver(t *testing.T) {
+	bed := framework.Current(t)
+	// Before the pod: a privileged container's /dev is a snapshot.
+	dev := rawLoopDevice(t, bed, 64)
+	m, pod := startMountPod(t, bed, "exec")
+	host := &countingHost{Interface: utilexec.New()}
+	x := m.executor(t, mcexec.Options{Host: host})
+	ctx := context.Background()
+
+	d, err := x.Resolve(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := bed.RunningContainerID(t, pod.UID, "mount", 30*time.Second)
+	if d.ContainerID != id || d.Reason != mcexec.ReasonRunning {
+		t.Fatalf("decision %v, want container %s", d, id)
+	}
+	t.Logf("decision: %v", d)
+
+	t.Run("exit codes and outputs", func(t *testing.T) {
+		for _, code := range []int{0, 1, 32, 255} {
+			var stderr bytes.Buffer
+			cmd := x.Command("sh", "-c", `echo "out $0"; echo "err $0" >&2; exit "$0"`, strconv.Itoa(code))
+			cmd.SetStderr(&stderr)
+			out, err := cmd.Output()
+			if got := exitStatus(t, err); got != code {
+				t.Errorf("exit %d: got %d (%v)", code, got, err)
+			}
+			if want := fmt.Sprintf("out %d\n", code); string(out) != want {
+				t.Errorf("exit %d: stdout %q, want %q", code, out, want)
+			}
+			if want := fmt.Sprintf("err %d\n", code); stderr.String() != want {
+				t.Errorf("exit %d: stderr %q, want %q", code, stderr.String(), want)
+			}
+		}
+	})
+
+	t.Run("tool only in the image", func(t *testing.T) {
+		var tool string
+		for _, c := range []string{"rbd", "mount.glusterfs", "xfs_repair", "tini"} {
+			if _, err := exec.LookPath(c); err != nil {
+				tool = c
+				break
+			}
+		}
+		if tool == "" {
+			t.Fatal("every candidate tool is installed on the host; cannot tell where a command ran")
+		}
+		p, err := x.LookPath(tool)
+		if err != nil {
+			t.Fatalf("LookPath(%s) in the container: %v", tool, err)
+		}
+		arg := "--version"
+		if tool == "mount.glusterfs" {
+			arg = "-V"
+		}
+		out, err := x.Command(p, arg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v: %s", p, arg, err, out)
+		}
+		t.Logf("%s %s: %s", p, arg, strings.SplitN(string(out), "\n", 2)[0])
+	})
+
+	t.Run("missing binary", func(t *testing.T) {
+		for _, name := range []string{"no-such-tool-mc", "/usr/sbin/no-such-tool-mc"} {
+			if err := x.Command(name).Run(); err != utilexec.ErrExecutableNotFound { //nolint:errorlint // compared by equality
+				t.Errorf("%s: %v (%T), want exactly ErrExecutableNotFound", name, err, err)
+			}
+		}
+		if _, err := x.LookPath("no-such-tool-mc"); err != utilexec.ErrExecutableNotFound { //nolint:errorlint // compared by equality
+			t.Errorf("LookPath: %v", err)
+		}
+	})
+
+	t.Run("concurrent", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for i := range 32 {
+			wg.Go(func() {
+				want := fmt.Sprintf("%d %s", i, pod.UID)
+				out, err := x.Command("sh", "-c", `echo "$0 $POD_UID"; exit $(($0 % 5))`, strconv.Itoa(i)).Output()
+				if exitStatus(t, err) != i%5 || strings.TrimSpace(string(out)) != want {
+					t.Errorf("goroutine %d: %q, %v; want %q, exit %d", i, out, err, want, i%5)
+				}
+			})
+		}
+		wg.Wait()
+	})
+
+	t.Run("SafeFormatAndMount", func(t *testing.T) {
+		target := filepath.Join(m.hostDir, "disk")
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		sfm := mount.SafeFormatAndMount{Interface: mcexec.NewMounter(x, nil), Exec: x}
+		if f, err := sfm.GetDiskFormat(dev); err != nil || f != "" {
+			t.Fatalf("GetDiskFormat(%s) before = %q, %v; want unformatted", dev, f, err)
+		}
+		if err := sfm.FormatAndMount(dev, target, "ext4", nil); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := sfm.Unmount(target); err != nil {
+				t.Error(err)
+			}
+			if mounted, _ := sfm.IsMountPoint(target); mounted {
+				t.Errorf("%s still mounted on the host after Unmount", target)
+			}
+		}()
+		if mounted, err := sfm.IsMountPoint(target); err != nil || !mounted {
+			t.Fatalf("%s is not a mount point on the host: %v", target, err)
+		}
+		if err := os.WriteFile(filepath.Join(target, "hello"), []byte("hello"), 0o644); err != nil {
+			t.Fatalf("write through the host's view of the mount: %v", err)
+		}
+		out, err := x.Command("cat", filepath.Join(target, "hello")).Output()
+		if err != nil || string(out) != "hello" {
+			t.Errorf("read in the pod: %q, %v", out, err)
+		}
+		if f, err := sfm.GetDiskFormat(dev); err != nil || f != "ext4" {
+			t.Errorf("GetDiskFormat after = %q, %v", f, err)
+		}
+		if n := host.n.Load(); n != 0 {
+			t.Errorf("%d commands ran on the host", n)
+		}
+	})
+
+	t.Run("container stopped", func(t *testing.T) {
+		id := bed.RunningContainerID(t, pod.UID, "mount", 30*time.Second)
+		rs := bed.CRI(t)
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if _, err := rs.StopContainer(sctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 2}); err != nil {
+			t.Fatal(err)
+		}
+		// The kubelet restarts it soon; until then the host runs commands.
+		// (mountpod removes its registration on SIGTERM, so the reason is
+		// "not registered" or, if the file is still there, "not running".)
+		cmd := x.Command("sh", "-c", `echo "${POD_UID:-host}"`)
+		out, err := cmd.Output()
+		d, _ := cmd.(*mcexec.Cmd).Decision()
+		if err != nil || strings.TrimSpace(string(out)) != "host" || !d.OnHost() {
+			t.Errorf("after stop: %q, %v, decision %v", out, err, d)
+		}
+		t.Logf("after stop: %v", d)
+		if d.Reason != mcexec.ReasonNotRunning && d.Reason != mcexec.ReasonNotRegistered {
+			t.Errorf("reason %q", d.Reason)
+		}
+		// And back to the (restarted) container once it registers again.
+		m.waitRegistered(t, "")
+		nid := bed.RunningContainerID(t, pod.UID, "mount", time.Minute)
+		if d, err := x.Resolve(ctx); err != nil || d.ContainerID != nid || nid == id {
+			t.Errorf("after restart: %v, %v; want container %s (was %s)", d, err, nid, id)
+		}
+	})
+
+	t.Run("pod replaced, old registration stays", func(t *testing.T) {
+		old, ok, err := registration.Read(bed.Env.RegistrationDir, m.plugin)
+		if err != nil || !ok {
+			t.Fatalf("registration: %v, %v", ok, err)
+		}
+		// Keep the DaemonSet from recreating the pod until the stale
+		// registration is in place, as after a mount pod that crashed.
+		patch := func(node string) {
+			bed.Kubectl(t, "patch", "daemonset", "mount", "-n", m.ns, "--type=merge", "-p",
+				fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeSelector":{"kubernetes.io/hostname":%q}}}}}`, node))
+		}
+		patch("nowhere")
+		bed.WaitPodGone(t, m.ns, pod.Name, pod.UID, 2*time.Minute)
+		if err := registration.Write(bed.Env.RegistrationDir, m.plugin, old); err != nil {
+			t.Fatal(err)
+		}
+		d, err := x.Resolve(ctx)
+		if err != nil || !d.OnHost() || d.Reason != mcexec.ReasonNotRunning || d.Registration.PodUID != string(pod.UID) {
+			t.Fatalf("stale registration: %v, %v; want host, not running", d, err)
+		}
+		out, err := x.Command("sh", "-c", `echo "${POD_UID:-host}"`).Output()
+		if err != nil || strings.TrimSpace(string(out)) != "host" {
+			t.Errorf("stale registration: %q, %v", out, err)
+		}
+		patch(bed.Env.NodeName)
+		newPod := m.waitRegistered(t, pod.UID)
+		out, err = x.Command("sh", "-c", `echo "$POD_UID"`).Output()
+		if err != nil || strings.TrimSpace(string(out)) != string(newPod.UID) {
+			t.Errorf("new pod: %q, %v; want %s", out, err, newPod.UID)
+		}
+	})
+
+	t.Run("runtime unreachable fails closed", func(t *testing.T) {
+		r := mcexec.NewResolver(mcexec.Options{Dir: bed.Env.RegistrationDir, Endpoint: "unix:///nonexistent/cri.sock"})
+		defer r.Close()
+		y, err := r.For(m.plugin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = y.Command("true").Run()
+		if !errors.Is(err, mcexec.ErrRuntimeUnavailable) || !strings.Contains(err.Error(), "/nonexistent/cri.sock") {
+			t.Errorf("err = %v", err)
+		}
+	})
+}
