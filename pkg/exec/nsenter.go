@@ -164,10 +164,19 @@ func (c *nsenterCmd) build() (utilexec.Cmd, error) {
 // SetDir sets the working directory, a host path (nsenter --wd).
 func (c *nsenterCmd) SetDir(dir string) { c.dir = dir }
 
-func (c *nsenterCmd) SetStdin(in io.Reader)   { c.stdin = in }
+// SetStdin sets standard input.
+func (c *nsenterCmd) SetStdin(in io.Reader) { c.stdin = in }
+
+// SetStdout sets standard output.
 func (c *nsenterCmd) SetStdout(out io.Writer) { c.stdout = out }
+
+// SetStderr sets standard error.
 func (c *nsenterCmd) SetStderr(out io.Writer) { c.stderr = out }
-func (c *nsenterCmd) SetEnv(env []string)     { c.env = env }
+
+// SetEnv sets the environment of nsenter, which the command inherits.
+func (c *nsenterCmd) SetEnv(env []string) { c.env = env }
+
+// StdoutPipe builds the command and returns its stdout pipe.
 func (c *nsenterCmd) StdoutPipe() (io.ReadCloser, error) {
 	cmd, err := c.build()
 	if err != nil {
@@ -176,6 +185,7 @@ func (c *nsenterCmd) StdoutPipe() (io.ReadCloser, error) {
 	return cmd.StdoutPipe()
 }
 
+// StderrPipe builds the command and returns its stderr pipe.
 func (c *nsenterCmd) StderrPipe() (io.ReadCloser, error) {
 	cmd, err := c.build()
 	if err != nil {
@@ -184,6 +194,7 @@ func (c *nsenterCmd) StderrPipe() (io.ReadCloser, error) {
 	return cmd.StderrPipe()
 }
 
+// Start builds and starts the command.
 func (c *nsenterCmd) Start() error {
 	cmd, err := c.build()
 	if err != nil {
@@ -192,6 +203,7 @@ func (c *nsenterCmd) Start() error {
 	return cmd.Start()
 }
 
+// Wait waits for the started command.
 func (c *nsenterCmd) Wait() error {
 	if c.cmd == nil {
 		if c.err != nil {
@@ -202,6 +214,7 @@ func (c *nsenterCmd) Wait() error {
 	return c.cmd.Wait()
 }
 
+// Run builds and runs the command.
 func (c *nsenterCmd) Run() error {
 	cmd, err := c.build()
 	if err != nil {
@@ -210,6 +223,7 @@ func (c *nsenterCmd) Run() error {
 	return cmd.Run()
 }
 
+// Output builds and runs the command and returns its stdout.
 func (c *nsenterCmd) Output() ([]byte, error) {
 	cmd, err := c.build()
 	if err != nil {
@@ -218,6 +232,7 @@ func (c *nsenterCmd) Output() ([]byte, error) {
 	return cmd.Output()
 }
 
+// CombinedOutput builds and runs the command and returns its output.
 func (c *nsenterCmd) CombinedOutput() ([]byte, error) {
 	cmd, err := c.build()
 	if err != nil {
@@ -226,6 +241,7 @@ func (c *nsenterCmd) CombinedOutput() ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
+// Stop signals the started command.
 func (c *nsenterCmd) Stop() {
 	if c.cmd != nil {
 		c.cmd.Stop()

@@ -316,4 +316,3 @@ func TestInstallRefusesForeignShim(t *testing.T) {
 		}
 	}
 }
-
