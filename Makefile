@@ -11,7 +11,9 @@ LDFLAGS     := -s -w -X github.com/mountcontainers/mountcontainers/pkg/version.V
 BIN         ?= bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
+REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 IMAGE       ?= localhost/mountcontainers/mountpod:$(VERSION)
+IMAGE_ARGS  := -f images/Dockerfile --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE)
 
 export CGO_ENABLED ?= 0
 
@@ -52,9 +54,9 @@ demo: ## Run the demo (a GlusterFS volume mounted through the mount pod).
 .PHONY: image
 image: ## Build the mount-pod image from images/Dockerfile with docker or buildah.
 	@if command -v docker >/dev/null && docker info >/dev/null 2>&1; then \
-		docker build -f images/Dockerfile -t $(IMAGE) . ; \
+		docker build $(IMAGE_ARGS) . ; \
 	elif command -v buildah >/dev/null; then \
-		buildah bud --isolation=chroot -f images/Dockerfile -t $(IMAGE) . ; \
+		buildah bud --isolation=chroot $(IMAGE_ARGS) . ; \
 	else echo "image: neither docker nor buildah is available" >&2; exit 1; fi
 
 .PHONY: clean

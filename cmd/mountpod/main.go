@@ -18,10 +18,12 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	mcversion "github.com/mountcontainers/mountcontainers/pkg/version"
 )
 
-// version is set at build time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version is the build's version; see package version.
+var version = mcversion.Version
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
