@@ -21,6 +21,10 @@ func TestMain(m *testing.M) {
 		crashWriter(dir)
 		os.Exit(0)
 	}
+	if dir := os.Getenv(watchChildEnv); dir != "" {
+		watchChild(dir)
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 

@@ -46,4 +46,11 @@
 // and its parent (to survive the directory being removed and created again),
 // coalesces bursts and limits the rate under a storm of changes. When the
 // kernel's event queue overflows it reports every plugin it knows of.
+//
+// During a burst the watcher sleeps a debounce period at a time and takes
+// what queued up meanwhile, so it reports at most once per MaxDelay under
+// continuous change. fsnotify still wakes up once per inotify event to queue
+// it: BenchmarkWatchStorm measures about 5% of a core for 1000 file writes a
+// second on a 2-core machine. A daemon that must stay below that under a
+// storm (the mount pod's) reads inotify itself in batches.
 package registration

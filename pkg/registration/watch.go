@@ -21,6 +21,9 @@ const (
 	// change: at most one report per MaxDelay, as the kubelet's Flexvolume
 	// prober does.
 	DefaultMaxDelay = time.Second
+
+	// eventBuffer is how many events fsnotify may queue for the watcher.
+	eventBuffer = 1024
 )
 
 // WatchOptions tunes [Watch]. The zero value gives the defaults.
@@ -67,7 +70,8 @@ func newWatcher(dir string, opts WatchOptions) (*watcher, error) {
 		opts.Logger = slog.Default()
 	}
 	dir = filepath.Clean(dir)
-	fw, err := fsnotify.NewWatcher()
+	// A buffer lets fsnotify queue a burst while the watcher sleeps.
+	fw, err := fsnotify.NewBufferedWatcher(eventBuffer)
 	if err != nil {
 		return nil, fmt.Errorf("watch registrations in %s: %w", dir, err)
 	}
@@ -151,6 +155,7 @@ func (w *watcher) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
+		// Idle: block until something happens.
 		select {
 		case <-ctx.Done():
 			return
@@ -163,28 +168,64 @@ func (w *watcher) run(ctx context.Context) {
 			if !ok {
 				return
 			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				w.opts.Logger.Warn("registration watch overflowed, rescanning", "dir", w.dir)
-			} else {
-				w.opts.Logger.Warn("registration watch error, rescanning", "dir", w.dir, "err", err)
+			w.handleError(err)
+		}
+		// Collecting: rather than waking up for every event of a burst,
+		// sleep a debounce period at a time and take what queued up
+		// meanwhile, until a period passes quietly or MaxDelay is reached.
+		// Under a storm this reads the queue a few times per MaxDelay
+		// instead of once per event.
+		for {
+			timer.Reset(w.opts.Debounce)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
 			}
-			w.addDir()
-			w.rescan()
-		case <-timer.C:
-			if !w.flush(ctx) {
+			n, ok := w.drain()
+			if !ok {
 				return
 			}
-		}
-		if len(w.pending) > 0 {
-			// Wait for a quiet period, but never past MaxDelay after the
-			// first pending change.
-			wait := w.opts.Debounce
-			if rest := time.Until(w.first.Add(w.opts.MaxDelay)); rest < wait {
-				wait = max(rest, 0)
+			if n == 0 || time.Since(w.first) >= w.opts.MaxDelay {
+				break
 			}
-			timer.Reset(wait)
+		}
+		if len(w.pending) > 0 && !w.flush(ctx) {
+			return
 		}
 	}
+}
+
+// drain handles every event and error queued now, without waiting, and
+// returns how many there were; ok is false when the watcher was closed.
+func (w *watcher) drain() (n int, ok bool) {
+	for {
+		select {
+		case ev, ok := <-w.fw.Events:
+			if !ok {
+				return n, false
+			}
+			w.handle(ev)
+		case err, ok := <-w.fw.Errors:
+			if !ok {
+				return n, false
+			}
+			w.handleError(err)
+		default:
+			return n, true
+		}
+		n++
+	}
+}
+
+func (w *watcher) handleError(err error) {
+	if errors.Is(err, fsnotify.ErrEventOverflow) {
+		w.opts.Logger.Warn("registration watch overflowed, rescanning", "dir", w.dir)
+	} else {
+		w.opts.Logger.Warn("registration watch error, rescanning", "dir", w.dir, "err", err)
+	}
+	w.addDir()
+	w.rescan()
 }
 
 func (w *watcher) handle(ev fsnotify.Event) {
