@@ -48,8 +48,12 @@ bench: ## Run the benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: demo
-demo: ## Run the demo (a GlusterFS volume mounted through the mount pod).
-	@echo "demo: not built yet (see the GlusterFS Flexvolume issue)"; exit 1
+demo: ## Run the demo: a pod mounts a GlusterFS volume through the mount pod on a node without mount.glusterfs (root; tears down).
+	test/demo/demo.sh
+
+.PHONY: demo-keep
+demo-keep: ## Run the demo and leave the bed, pods and volume running, with instructions to look around.
+	DEMO_KEEP=1 test/demo/demo.sh
 
 .PHONY: image
 image: ## Build the mount-pod image from images/Dockerfile with docker or buildah.

@@ -20,12 +20,13 @@ func settingsFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "plugin", EnvVars: []string{"MOUNTPOD_PLUGINS"}, Usage: "Volume plugin to register, such as kubernetes.io/rbd; repeat the flag or separate names with commas."},
 		&cli.StringFlag{Name: "registration-dir", EnvVars: []string{"PLUGIN_CONTAINERS_DIR"}, Value: registration.DefaultDir, Usage: "Directory of the registration files."},
 		&cli.StringSliceFlag{Name: "require-tool", EnvVars: []string{"MOUNTPOD_REQUIRE_TOOLS"}, Usage: "Executable that must be on PATH before registering; repeat the flag or separate names with commas (empty means none)."},
+		execSocketFlag(),
 	}
 }
 
 // configFrom builds the daemon configuration from the flags of c.
 func configFrom(c *cli.Context) mountpod.Config {
-	return mountpod.Config{
+	cfg := mountpod.Config{
 		Pod: registration.Registration{
 			PodNamespace:  c.String("pod-namespace"),
 			PodName:       c.String("pod-name"),
@@ -37,4 +38,6 @@ func configFrom(c *cli.Context) mountpod.Config {
 		RequiredTools: c.StringSlice("require-tool"),
 		SearchPath:    os.Getenv("PATH"),
 	}
+	cfg.Pod.ExecSocket = execSocketFrom(c, cfg.Dir, cfg.Pod.PodUID)
+	return cfg
 }

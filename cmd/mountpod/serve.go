@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"io"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 
@@ -11,8 +14,8 @@ import (
 func serveCommand(logTo io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
-		Usage: "Check the required tools, register this container for every plugin and keep the registrations until SIGTERM or SIGINT, then remove those that still name this pod.",
-		Flags: settingsFlags(),
+		Usage: "Check the required tools, register this container for every plugin, install the host-side driver and shim if asked, and keep the registrations until SIGTERM or SIGINT, then remove those that still name this pod.",
+		Flags: slices.Concat(settingsFlags(), installFlags()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit("serve takes no arguments", exitUsage)
@@ -23,7 +26,35 @@ func serveCommand(logTo io.Writer) *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
-			if err := d.Run(c.Context); err != nil {
+			// The exec service stops after d.Run has removed the
+			// registrations that advertise it.
+			stopExec, err := startExecService(c, cfg)
+			if err != nil {
+				cfg.Logger.Error("mountpod failed", "err", err)
+				return cli.Exit("", exitFailure)
+			}
+			defer stopExec()
+			inst := installConfigFrom(c)
+			ctx, cancel := context.WithCancelCause(c.Context)
+			defer cancel(nil)
+			done := make(chan error, 1)
+			go func() { done <- d.Run(ctx) }()
+			var installErr error
+			if inst.Enabled() {
+				select {
+				case <-d.Registered():
+					// Installed only once registered, so that the driver's
+					// first call finds the pod to run in.
+					if err := inst.Install(cfg.Plugins, cfg.Dir, cfg.Logger); err != nil {
+						installErr = err
+						cancel(err)
+					}
+				case err := <-done:
+					done <- err
+				}
+			}
+			err = <-done
+			if err = errors.Join(installErr, err); err != nil {
 				cfg.Logger.Error("mountpod failed", "err", err)
 				return cli.Exit("", exitFailure)
 			}

@@ -60,17 +60,20 @@ const dirScript = `cd -- "$1" || exit 126; shift; exec "$@"`
 // stderr.
 func (c *Cmd) SetDir(dir string) { c.dir = dir }
 
-// SetStdin sets standard input. A container has none (ExecSync cannot pass
-// it): a reader that may hold data makes the command fail with
-// [ErrStdinUnsupported]; nil and empty buffers are accepted.
+// SetStdin sets standard input. Through the exec socket it is streamed to
+// the command. Through ExecSync there is none: a reader that may hold data
+// makes the command fail with [ErrStdinUnsupported]; nil and empty buffers
+// are accepted.
 func (c *Cmd) SetStdin(in io.Reader) { c.stdin = in }
 
-// SetStdout sets where standard output goes. In a container it is written
-// once the command has finished.
+// SetStdout sets where standard output goes. Through ExecSync it is
+// written once the command has finished; through the exec socket as it
+// comes (for Start and Run).
 func (c *Cmd) SetStdout(out io.Writer) { c.stdout = out }
 
-// SetStderr sets where standard error goes. In a container it is written
-// once the command has finished.
+// SetStderr sets where standard error goes. Through ExecSync it is
+// written once the command has finished; through the exec socket as it
+// comes (for Start and Run).
 func (c *Cmd) SetStderr(out io.Writer) { c.stderr = out }
 
 // SetEnv sets the whole environment, as os/exec.Cmd.Env does. In a
@@ -79,8 +82,9 @@ func (c *Cmd) SetStderr(out io.Writer) { c.stderr = out }
 // entry must contain "=".
 func (c *Cmd) SetEnv(env []string) { c.env = append([]string(nil), env...) }
 
-// StdoutPipe returns a reader of standard output. In a container it yields
-// the output once the command has finished.
+// StdoutPipe returns a reader of standard output. Through ExecSync it
+// yields the output once the command has finished; through the exec socket
+// as it comes.
 func (c *Cmd) StdoutPipe() (io.ReadCloser, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -96,8 +100,9 @@ func (c *Cmd) StdoutPipe() (io.ReadCloser, error) {
 	return c.outPipe, nil
 }
 
-// StderrPipe returns a reader of standard error. In a container it yields
-// the output once the command has finished.
+// StderrPipe returns a reader of standard error. Through ExecSync it
+// yields the output once the command has finished; through the exec socket
+// as it comes.
 func (c *Cmd) StderrPipe() (io.ReadCloser, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -171,13 +176,37 @@ func (c *Cmd) CombinedOutput() ([]byte, error) {
 	return combine(res.stdout, res.stderr), res.err
 }
 
-// Start starts the command. In a container the ExecSync call runs in a
-// goroutine; Wait returns its result.
+// Start starts the command. Through ExecSync the call runs in a goroutine;
+// through the exec socket Start returns once the command runs. Wait returns
+// the result.
 func (c *Cmd) Start() error {
 	d, h, err := c.begin()
 	if err != nil {
 		c.failPipes(err)
 		return err
+	}
+	if d.Via == ViaSocket {
+		err := c.startStreaming(d)
+		if !errors.Is(err, errSocketGone) {
+			return err
+		}
+		// Nothing started: place the command afresh, once.
+		c.e.r.forget(c.e.plugin, d.ContainerID)
+		if d, err = c.e.r.decide(c.ctx, c.e.plugin, false); err != nil {
+			c.failPipes(err)
+			return err
+		}
+		c.setDecision(d)
+		if d.Via == ViaSocket {
+			if err := c.startStreaming(d); err != nil {
+				c.failPipes(err)
+				return err
+			}
+			return nil
+		}
+		if d.OnHost() {
+			h = c.hostCmd(c.stdout, c.stderr)
+		}
 	}
 	if h != nil {
 		if c.outPipe != nil {
@@ -252,10 +281,12 @@ func (c *Cmd) Wait() error {
 	return c.res.err
 }
 
-// Stop stops a started command. On the host it signals the process. In a
-// container it cancels the ExecSync call: the caller gets its answer at
-// once, but the process in the container goes on until it exits or the
-// runtime's timeout kills it; the CRI has no call to kill an exec.
+// Stop stops a started command. On the host it signals the process.
+// Through the exec socket it cancels the call, and the service kills the
+// command's process group. Through ExecSync it cancels the call: the caller
+// gets its answer at once, but the process in the container goes on until
+// it exits or the runtime's timeout kills it; the CRI has no call to kill
+// an exec.
 func (c *Cmd) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -347,29 +378,53 @@ func (c *Cmd) argv() ([]string, bool, error) {
 	return argv, wrapped, nil
 }
 
-// runContainer runs the command in d's container. If the container is gone
-// before the command started, the decision is taken again once.
-func (c *Cmd) runContainer(d Decision) result {
-	argv, wrapped, err := c.argv()
-	if err != nil {
-		return result{err: err}
-	}
-	if !stdinEmpty(c.stdin) {
-		return result{err: fmt.Errorf("exec %s in %s of plugin %s: %w", c.name, d.Where(), d.Plugin, ErrStdinUnsupported)}
-	}
+// timeout returns how long the command may run in d's container: the
+// context's deadline, else the resolver's timeout.
+func (c *Cmd) timeout(d Decision) (time.Duration, error) {
 	timeout := c.e.r.timeout
 	if dl, ok := c.ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 		if timeout <= 0 {
-			return result{err: fmt.Errorf("exec %s in %s of plugin %s: %w before it started: %w", c.name, d.Where(), d.Plugin, ErrTimeout, context.DeadlineExceeded)}
+			return 0, fmt.Errorf("exec %s in %s of plugin %s: %w before it started: %w", c.name, d.Where(), d.Plugin, ErrTimeout, context.DeadlineExceeded)
 		}
 	}
+	return timeout, nil
+}
+
+// runContainer runs the command in d's container. If the container is gone
+// (or its exec socket unusable) before the command started, the decision
+// is taken again once.
+func (c *Cmd) runContainer(d Decision) result {
 	for attempt := 0; ; attempt++ {
-		stdout, stderr, err := c.e.r.execSync(c.ctx, d, argv, timeout, c.publishCancel)
-		// A container that stopped, or (for callers that accept the host
-		// when the runtime is down) a cached decision the runtime cannot
-		// confirm, calls for a fresh decision.
-		if attempt == 0 && (errors.Is(err, errGone) || d.Cached && c.e.r.fallback && cri.IsUnavailable(err)) {
+		var stdout, stderr []byte
+		var err error
+		wrapped := false
+		if d.Via == ViaSocket {
+			call, cerr := c.socketCall(d)
+			if cerr != nil {
+				return result{err: cerr}
+			}
+			stdout, stderr, err = c.e.r.runSocket(c.ctx, d, call)
+		} else {
+			var argv []string
+			argv, wrapped, err = c.argv()
+			if err != nil {
+				return result{err: err}
+			}
+			if !stdinEmpty(c.stdin) {
+				return result{err: fmt.Errorf("exec %s in %s of plugin %s: %w", c.name, d.Where(), d.Plugin, ErrStdinUnsupported)}
+			}
+			timeout, terr := c.timeout(d)
+			if terr != nil {
+				return result{err: terr}
+			}
+			stdout, stderr, err = c.e.r.execSync(c.ctx, d, argv, timeout, c.publishCancel)
+		}
+		// A container that stopped, an exec socket that cannot be used,
+		// or (for callers that accept the host when the runtime is down) a
+		// cached decision the runtime cannot confirm, calls for a fresh
+		// decision.
+		if attempt == 0 && (errors.Is(err, errGone) || errors.Is(err, errSocketGone) || d.Cached && c.e.r.fallback && cri.IsUnavailable(err)) {
 			c.e.r.forget(c.e.plugin, d.ContainerID)
 			nd, rerr := c.e.r.decide(c.ctx, c.e.plugin, false)
 			if rerr != nil {
@@ -381,7 +436,7 @@ func (c *Cmd) runContainer(d Decision) result {
 				err := c.hostCmd(&o, &e).Run()
 				return result{o.Bytes(), e.Bytes(), err}
 			}
-			if nd.ContainerID != d.ContainerID {
+			if nd.ContainerID != d.ContainerID || nd.Via != d.Via {
 				d = nd
 				continue
 			}

@@ -76,6 +76,35 @@
 //   - If the container stops between the decision and the call (NotFound or
 //     FailedPrecondition), the decision is taken once more.
 //
+// # Exec fast path
+//
+// A registration may advertise the mount pod's exec service (package
+// execserver) in its execSocket field. With [ModeAuto] (the default) a
+// command goes through that socket only when the registration is live by
+// the rule above (its container found running) AND the socket passes
+// [execserver.CheckSocket] (root-owned, not group- or world-writable on the
+// way, a socket) AND the service's Identity answer names the registered pod
+// UID, container, name and namespace; otherwise through ExecSync, and
+// [Decision].Via and ViaReason say which and why. The answer is cached with
+// the container, and every exec carries the expected pod UID and container,
+// which the service checks before running anything, so a cached placement
+// cannot run a command in another pod. A socket that has gone (the mount
+// pod was killed) or answers for another pod before the command started
+// makes the decision be taken afresh, once. [ModeCRI] always uses ExecSync;
+// [ModeSocket] makes a live registration whose socket cannot be used an
+// error ([ErrSocketUnavailable]).
+//
+// Through the socket a command costs a gRPC stream and a fork/exec (about
+// 2 ms against about 30 ms for ExecSync; see BENCHMARKS.md), standard
+// input is streamed, output streams to SetStdout, SetStderr and the pipes
+// as it comes, SetEnv and SetDir are passed as such (no wrapper), Stop
+// kills the command's process group, and a utility that leaves a daemon
+// holding its output does not hold the call. Exit codes and errors are the
+// ExecSync path's: a non-zero exit is a utilexec.CodeExitError (128+N for a
+// signal, as containerd reports), a missing or non-executable file is
+// utilexec.ErrExecutableNotFound, a directory that cannot be entered exits
+// 126, a timeout wraps [ErrTimeout] and context.DeadlineExceeded.
+//
 // # Host
 //
 // On the host, commands are the host executor's: k8s.io/utils/exec by

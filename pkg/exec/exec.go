@@ -72,8 +72,8 @@ func (e *Exec) LookPath(file string) (string, error) {
 		return e.r.host.LookPath(file)
 	}
 	argv := []string{"/bin/sh", "-c", lookPathScript, "sh", file}
-	out, _, err := e.r.execSync(ctx, d, argv, e.r.timeout, nil)
-	if errors.Is(err, errGone) {
+	out, _, err := e.r.execIn(ctx, d, argv)
+	if errors.Is(err, errGone) || errors.Is(err, errSocketGone) {
 		e.r.forget(e.plugin, d.ContainerID)
 		if d, err = e.r.decide(ctx, e.plugin, false); err != nil {
 			return "", err
@@ -81,7 +81,7 @@ func (e *Exec) LookPath(file string) (string, error) {
 		if d.OnHost() {
 			return e.r.host.LookPath(file)
 		}
-		out, _, err = e.r.execSync(ctx, d, argv, e.r.timeout, nil)
+		out, _, err = e.r.execIn(ctx, d, argv)
 	}
 	var exit utilexec.ExitError
 	switch {
@@ -93,6 +93,15 @@ func (e *Exec) LookPath(file string) (string, error) {
 		return "", fmt.Errorf("look up %s in %s of plugin %s: the container has no /bin/sh", file, d.Where(), e.plugin)
 	}
 	return "", fmt.Errorf("look up %s in %s of plugin %s: %w", file, d.Where(), e.plugin, err)
+}
+
+// execIn runs argv in d's container, through the exec socket or ExecSync,
+// with the resolver's timeout, and returns its output.
+func (r *Resolver) execIn(ctx context.Context, d Decision, argv []string) (stdout, stderr []byte, err error) {
+	if d.Via == ViaSocket {
+		return r.runSocket(ctx, d, socketCall{argv: argv, timeout: r.timeout})
+	}
+	return r.execSync(ctx, d, argv, r.timeout, nil)
 }
 
 // execSync runs argv in the decided container. A non-zero exit is a

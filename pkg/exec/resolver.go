@@ -12,6 +12,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
+	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -78,6 +79,13 @@ type Options struct {
 	// container instead of reusing the one found for the same registration;
 	// see "Container cache" in the package documentation.
 	NoContainerCache bool
+	// ExecMode chooses how commands reach a live container: [ModeAuto]
+	// (the default), [ModeCRI] or [ModeSocket]; see "Exec fast path" in the
+	// package documentation.
+	ExecMode ExecMode
+	// SocketTimeout bounds the Identity call that checks an exec socket;
+	// default [DefaultSocketTimeout].
+	SocketTimeout time.Duration
 }
 
 // Resolver decides, each time a command runs, whether a volume plugin's
@@ -99,6 +107,10 @@ type Resolver struct {
 	closed  bool
 	noCache bool
 	cache   map[string]cached // plugin -> container found for a registration
+
+	mode          ExecMode
+	socketTimeout time.Duration
+	sockets       map[string]*execserver.Client // socket path -> client
 }
 
 // cached is the running container found for a registration.
@@ -106,6 +118,9 @@ type cached struct {
 	reg         registration.Registration
 	containerID string
 	endpoint    string
+	via         Via
+	viaReason   string
+	socket      string
 }
 
 // NewResolver returns a resolver. It does no I/O: the registration is read
@@ -122,6 +137,15 @@ func NewResolver(opts Options) *Resolver {
 		conn:           opts.Conn,
 		noCache:        opts.NoContainerCache,
 		cache:          map[string]cached{},
+		mode:           opts.ExecMode,
+		socketTimeout:  opts.SocketTimeout,
+		sockets:        map[string]*execserver.Client{},
+	}
+	if r.mode == "" {
+		r.mode = ModeAuto
+	}
+	if r.socketTimeout <= 0 {
+		r.socketTimeout = DefaultSocketTimeout
 	}
 	if r.dir == "" {
 		r.dir = registration.DefaultDir
@@ -160,6 +184,10 @@ func (r *Resolver) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
+	for path, c := range r.sockets {
+		c.Close()
+		delete(r.sockets, path)
+	}
 	if r.conn != nil && r.ownConn {
 		return r.conn.Close()
 	}
@@ -204,6 +232,15 @@ type Decision struct {
 	// Cached is true when the container was the one found before for the
 	// same registration rather than asked of the runtime this time.
 	Cached bool
+	// Via is how commands reach the container: [ViaSocket] or
+	// [ViaExecSync]; empty on the host.
+	Via Via
+	// ViaReason says why Via was chosen (why the exec socket is not used,
+	// when it is not).
+	ViaReason string
+	// Socket is the exec socket's path, when the registration advertises
+	// one and it is inside the registration directory.
+	Socket string
 }
 
 // OnHost reports whether commands run on the host.
@@ -220,6 +257,9 @@ func (d Decision) Where() string {
 // String returns a one-line summary for logs and the status command.
 func (d Decision) String() string {
 	s := fmt.Sprintf("plugin %s: %s (%s", d.Plugin, d.Where(), d.Reason)
+	if d.Via != "" {
+		s += fmt.Sprintf("; via %s: %s", d.Via, d.ViaReason)
+	}
 	if d.Registration != nil {
 		s += "; pod " + d.Registration.String()
 	}
@@ -244,6 +284,9 @@ func (d Decision) LogValue() slog.Value {
 	}
 	if d.Detail != "" {
 		attrs = append(attrs, slog.String("detail", d.Detail))
+	}
+	if d.Via != "" {
+		attrs = append(attrs, slog.String("via", string(d.Via)), slog.String("viaReason", d.ViaReason))
 	}
 	return slog.GroupValue(attrs...)
 }
@@ -289,6 +332,7 @@ func (r *Resolver) resolve(ctx context.Context, plugin string, useCache bool) (D
 		r.mu.Unlock()
 		if hit && c.reg == reg {
 			d.ContainerID, d.Endpoint, d.Reason, d.Cached = c.containerID, c.endpoint, ReasonRunning, true
+			d.Via, d.ViaReason, d.Socket = c.via, c.viaReason, c.socket
 			return d, nil
 		}
 	}
@@ -323,8 +367,11 @@ func (r *Resolver) resolve(ctx context.Context, plugin string, useCache bool) (D
 	}
 	d.ContainerID = c.GetId()
 	d.Reason = ReasonRunning
+	if err := r.chooseVia(ctx, &d, reg); err != nil {
+		return d, err
+	}
 	r.mu.Lock()
-	r.cache[plugin] = cached{reg: reg, containerID: d.ContainerID, endpoint: d.Endpoint}
+	r.cache[plugin] = cached{reg: reg, containerID: d.ContainerID, endpoint: d.Endpoint, via: d.Via, viaReason: d.ViaReason, socket: d.Socket}
 	r.mu.Unlock()
 	return d, nil
 }

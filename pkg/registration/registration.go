@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -26,6 +27,13 @@ type Registration struct {
 	PodUID string `json:"podUID"`
 	// ContainerName is the container in the pod that has the utilities.
 	ContainerName string `json:"containerName"`
+	// ExecSocket, optional, is the unix socket of the mount pod's exec
+	// service (package execserver), relative to the registration
+	// directory, e.g. ".exec/<pod UID>.sock". It is relative so that it
+	// names the same socket wherever a reader mounts the directory, and
+	// cannot point outside it. An extension of the MountContainers design:
+	// readers that do not know it ignore it.
+	ExecSocket string `json:"execSocket,omitempty"`
 }
 
 // String returns "namespace/name (uid UID, container NAME)".
@@ -35,7 +43,8 @@ func (r Registration) String() string {
 
 // Validate checks every field: the namespace and container name are DNS
 // labels, the pod name is a DNS subdomain, the pod UID is a non-empty string
-// without whitespace or control characters.
+// without whitespace or control characters, and ExecSocket, when set, is a
+// clean relative path inside the directory (see [ValidateExecSocket]).
 func (r Registration) Validate() error {
 	var errs []error
 	check := func(field, value string, rule func(string) []string) {
@@ -51,7 +60,33 @@ func (r Registration) Validate() error {
 	check("podName", r.PodName, validation.IsDNS1123Subdomain)
 	check("podUID", r.PodUID, validateUID)
 	check("containerName", r.ContainerName, validation.IsDNS1123Label)
+	if r.ExecSocket != "" {
+		if err := ValidateExecSocket(r.ExecSocket); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// MaxExecSocketLen is the longest ExecSocket accepted. The whole socket path
+// must also fit a unix socket address (107 bytes), which only the user of a
+// directory can check.
+const MaxExecSocketLen = 100
+
+// ValidateExecSocket checks an ExecSocket value: a clean relative path
+// (filepath.IsLocal: no "..", not absolute) of at most [MaxExecSocketLen]
+// bytes without whitespace or control characters, whose last element is a
+// name of its own (not ".").
+func ValidateExecSocket(s string) error {
+	switch {
+	case len(s) > MaxExecSocketLen:
+		return fmt.Errorf("execSocket %q: longer than %d bytes", s, MaxExecSocketLen)
+	case !filepath.IsLocal(s) || filepath.Clean(s) != s || s == ".":
+		return fmt.Errorf("execSocket %q: must be a clean path relative to the registration directory, without \"..\"", s)
+	case strings.ContainsFunc(s, func(c rune) bool { return c <= ' ' || c == 0x7f }):
+		return fmt.Errorf("execSocket %q: must not contain whitespace or control characters", s)
+	}
+	return nil
 }
 
 func validateUID(uid string) []string {

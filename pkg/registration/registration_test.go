@@ -33,6 +33,16 @@ func TestValidate(t *testing.T) {
 		{"uid with space", func(r *Registration) { r.PodUID = "a b" }, "podUID"},
 		{"uid with newline", func(r *Registration) { r.PodUID = "a\nb" }, "podUID"},
 		{"uid too long", func(r *Registration) { r.PodUID = strings.Repeat("a", 129) }, "podUID"},
+		{"exec socket", func(r *Registration) { r.ExecSocket = ".exec/0c9f.sock" }, ""},
+		{"exec socket plain name", func(r *Registration) { r.ExecSocket = "exec.sock" }, ""},
+		{"exec socket absolute", func(r *Registration) { r.ExecSocket = "/var/lib/kubelet/x.sock" }, "execSocket"},
+		{"exec socket escapes", func(r *Registration) { r.ExecSocket = "../x.sock" }, "execSocket"},
+		{"exec socket escapes inside", func(r *Registration) { r.ExecSocket = ".exec/../../x.sock" }, "execSocket"},
+		{"exec socket unclean", func(r *Registration) { r.ExecSocket = ".exec//x.sock" }, "execSocket"},
+		{"exec socket trailing slash", func(r *Registration) { r.ExecSocket = ".exec/" }, "execSocket"},
+		{"exec socket dot", func(r *Registration) { r.ExecSocket = "." }, "execSocket"},
+		{"exec socket space", func(r *Registration) { r.ExecSocket = ".exec/a b.sock" }, "execSocket"},
+		{"exec socket too long", func(r *Registration) { r.ExecSocket = strings.Repeat("a", 101) }, "execSocket"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,7 +64,8 @@ func TestDecode(t *testing.T) {
 		name, in, wantErr string
 	}{
 		{"valid", `{"podNamespace":"ns","podName":"p","podUID":"u","containerName":"c"}`, ""},
-		{"unknown field tolerated", `{"podNamespace":"ns","podName":"p","podUID":"u","containerName":"c","execSocket":"/x"}`, ""},
+		{"unknown field tolerated", `{"podNamespace":"ns","podName":"p","podUID":"u","containerName":"c","futureField":"/x"}`, ""},
+		{"bad exec socket", `{"podNamespace":"ns","podName":"p","podUID":"u","containerName":"c","execSocket":"/x"}`, "execSocket"},
 		{"trailing newline", "{\"podNamespace\":\"ns\",\"podName\":\"p\",\"podUID\":\"u\",\"containerName\":\"c\"}\n", ""},
 		{"empty", ``, "malformed JSON"},
 		{"null", `null`, "missing"},
@@ -72,7 +83,7 @@ func TestDecode(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Decode = %v", err)
 				}
-				if r != (Registration{"ns", "p", "u", "c"}) {
+				if r != (Registration{PodNamespace: "ns", PodName: "p", PodUID: "u", ContainerName: "c"}) {
 					t.Fatalf("Decode = %+v", r)
 				}
 				return
@@ -95,6 +106,22 @@ func TestEncodeKeys(t *testing.T) {
 	}
 	if _, err := Encode(Registration{}); err == nil {
 		t.Fatal("Encode accepted an empty registration")
+	}
+}
+
+func TestExecSocketRoundTrip(t *testing.T) {
+	r := validReg()
+	r.ExecSocket = ".exec/" + r.PodUID + ".sock"
+	b, err := Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `,"execSocket":".exec/0c9f2d1e-5b7a-4c3e-9f10-2a6b8d4e1f00.sock"}`) {
+		t.Fatalf("Encode = %s", b)
+	}
+	got, err := Decode(b)
+	if err != nil || got != r {
+		t.Fatalf("Decode(Encode(r)) = %+v, %v; want %+v", got, err, r)
 	}
 }
 

@@ -30,6 +30,7 @@ const (
 	EnvHostRoot        = "KUBELET_EXEC_SHIM_HOST_ROOT"
 	EnvTimeout         = "KUBELET_EXEC_SHIM_TIMEOUT"
 	EnvVerbose         = "KUBELET_EXEC_SHIM_VERBOSE"
+	EnvExecMode        = "KUBELET_EXEC_SHIM_EXEC_MODE"
 )
 
 // IO is the shim's standard streams.
@@ -54,6 +55,10 @@ type Config struct {
 	HostRoot string
 	// Verbose logs each decision to stderr.
 	Verbose bool
+	// ExecMode is how commands reach a live mount container: "auto" (the
+	// exec socket when it answers for the registered pod, else CRI
+	// ExecSync), "cri" or "socket"; see package exec.
+	ExecMode string
 }
 
 // Main runs the shim with args (args[0] is the name it was invoked as) and
@@ -137,6 +142,10 @@ func globalFlags(cfg *Config) []cli.Flag {
 			Name: "verbose", Usage: "Log where each command runs, and why, to stderr.",
 			EnvVars: []string{EnvVerbose}, Destination: &cfg.Verbose,
 		},
+		&cli.StringFlag{
+			Name: "exec-mode", Usage: "How commands reach a live mount container: auto (its exec socket when that answers for the registered pod, else CRI ExecSync), cri (always ExecSync) or socket (the exec socket or an error).",
+			EnvVars: []string{EnvExecMode}, Value: string(mcexec.ModeAuto), Destination: &cfg.ExecMode,
+		},
 	}
 }
 
@@ -153,6 +162,9 @@ func (cfg *Config) check() error {
 	if cfg.Timeout <= 0 {
 		return cli.Exit(fmt.Sprintf("--timeout %s: must be positive", cfg.Timeout), ExitShimFailed)
 	}
+	if _, err := mcexec.ParseExecMode(cfg.ExecMode); err != nil {
+		return cli.Exit("--"+err.Error(), ExitShimFailed)
+	}
 	return nil
 }
 
@@ -166,7 +178,9 @@ func (cfg *Config) resolver(stderr io.Writer) *mcexec.Resolver {
 	if cfg.Verbose {
 		level = slog.LevelDebug
 	}
+	mode, _ := mcexec.ParseExecMode(cfg.ExecMode) // checked by check
 	return mcexec.NewResolver(mcexec.Options{
+		ExecMode: mode,
 		Dir:      cfg.RegistrationDir,
 		Endpoint: cfg.RuntimeEndpoint,
 		Host:     host,

@@ -64,8 +64,10 @@ func runUtility(ctx context.Context, cfg *Config, plugin string, argv []string, 
 	cmd.SetStdout(stdio.Stdout)
 	cmd.SetStderr(stdio.Stderr)
 	if stdio.Stdin != nil && (d.OnHost() || stdinHasData(stdio.Stdin)) {
-		// In a container a pipe or a non-empty file fails clearly instead
-		// of losing its data; a terminal or /dev/null is not passed on.
+		// Through the exec socket a pipe or a non-empty file is streamed
+		// to the utility; through ExecSync it fails clearly instead of
+		// losing its data. In a container a terminal or /dev/null is not
+		// passed on.
 		cmd.SetStdin(stdio.Stdin)
 	}
 	err = cmd.Run()
@@ -139,6 +141,7 @@ func multiCall(ctx context.Context, tool string, args []string, stdio IO) int {
 		HostRoot:        envOr(EnvHostRoot, m.HostRoot, "/host"),
 		Timeout:         DefaultTimeout,
 		Verbose:         os.Getenv(EnvVerbose) != "",
+		ExecMode:        envOr(EnvExecMode, "", "auto"),
 	}
 	if err := cfg.check(); err != nil {
 		return report(stdio.Stderr, err)

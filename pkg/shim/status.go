@@ -27,6 +27,13 @@ type Status struct {
 	Live bool `json:"live"`
 	// ContainerID is the container commands run in, when Live.
 	ContainerID string `json:"containerID,omitempty"`
+	// Via is how commands reach the container, when Live: "exec-socket"
+	// or "cri-exec-sync".
+	Via string `json:"via,omitempty"`
+	// ViaReason says why (why not the exec socket, when it is not used).
+	ViaReason string `json:"viaReason,omitempty"`
+	// ExecSocket is the exec socket the registration advertises.
+	ExecSocket string `json:"execSocket,omitempty"`
 	// Reason says why not live: no file, no running container, untrusted
 	// file, invalid registration, runtime unreachable.
 	Reason string `json:"reason"`
@@ -43,6 +50,9 @@ const (
 	StatusInvalid       = "invalid registration"
 	StatusUnreachable   = "runtime unreachable"
 	StatusRuntimeBroken = "runtime error"
+	// StatusSocketUnusable: --exec-mode socket, and the running container's
+	// exec socket cannot be used.
+	StatusSocketUnusable = "exec socket unusable"
 )
 
 func statusCommand(cfg *Config, stdio IO) *cli.Command {
@@ -113,12 +123,16 @@ func status(ctx context.Context, r *mcexec.Resolver, plugin, path string, listEr
 	if d.Registration != nil {
 		st.PodNamespace, st.PodName = d.Registration.PodNamespace, d.Registration.PodName
 		st.PodUID, st.ContainerName = d.Registration.PodUID, d.Registration.ContainerName
+		st.ExecSocket = d.Registration.ExecSocket
 	}
+	st.Via, st.ViaReason = string(d.Via), d.ViaReason
 	switch {
 	case errors.Is(err, registration.ErrUntrusted):
 		st.Reason = StatusUntrusted
 	case errors.Is(err, mcexec.ErrRuntimeUnavailable):
 		st.Reason = StatusUnreachable
+	case errors.Is(err, mcexec.ErrSocketUnavailable):
+		st.Reason = StatusSocketUnusable
 	case errors.Is(err, mcexec.ErrMismatch):
 		st.Reason = StatusInvalid
 	case err != nil && d.Registration == nil:
@@ -157,6 +171,12 @@ func printTable(w io.Writer, sts []Status) error {
 		live := "no: " + s.Reason
 		if s.Live {
 			live = "yes: container " + shortID(s.ContainerID)
+			switch s.Via {
+			case string(mcexec.ViaSocket):
+				live += " via exec socket"
+			case string(mcexec.ViaExecSync):
+				live += " via CRI ExecSync (" + s.ViaReason + ")"
+			}
 		}
 		plugin := s.Plugin
 		if plugin == "" {

@@ -13,8 +13,19 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 
 [[ $EUID -eq 0 ]] || die "down.sh must run as root"
+# One teardown at a time (the suite and e2e.sh may both run one on a signal).
+# The lock is on lib.sh itself, so that no lock file is left behind.
+exec 9<"$here/lib.sh"
+flock 9
 STATE=$BED_DIR/state
 errors=0
+
+# any_alive PID...: whether any of the processes still exists.
+any_alive() {
+	local pid
+	for pid in "$@"; do kill -0 "$pid" 2>/dev/null && return 0; done
+	return 1
+}
 
 # stop_pids PID...: SIGTERM, then SIGKILL after $grace seconds.
 grace=10
@@ -34,23 +45,33 @@ stop_pids() {
 
 # 1. The kubelet first, so that nothing restarts what follows; then the rest of
 #    the components in reverse start order; then everything else of the bed.
-for c in kubelet kube-scheduler kube-controller-manager kube-apiserver etcd containerd; do
-	f=$STATE/pids/$c.pid
-	[[ -f $f ]] || continue
+component_pid() {
+	local f=$STATE/pids/$1.pid pid
+	[[ -f $f ]] || return 0
 	pid=$(cat "$f")
 	if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$BED_DIR"; then
-		stop_pids "$pid"
+		echo "$pid"
 	fi
-done
+}
+mapfile -t pids < <(component_pid kubelet)
+stop_pids "${pids[@]}"
+# The API server shuts down slowly once etcd is gone: stop it before etcd.
+mapfile -t pids < <(for c in kube-scheduler kube-controller-manager kube-apiserver; do component_pid "$c"; done)
+stop_pids "${pids[@]}"
+mapfile -t pids < <(for c in etcd containerd; do component_pid "$c"; done)
+stop_pids "${pids[@]}"
+# What is left (containers, shims, their daemons) is killed outright.
 mode=own
 [[ -s $STATE/absent-cgroups ]] && mode=kubepods
-# Containers' processes (sleep as PID 1 ignores SIGTERM) get a short grace.
-grace=2
 for round in 1 2 3; do
 	mapfile -t pids < <(bed_pids "$mode")
 	((${#pids[@]} > 0)) || break
-	log "stopping ${#pids[@]} bed processes (round $round)"
-	stop_pids "${pids[@]}"
+	log "killing ${#pids[@]} bed processes (round $round)"
+	kill -KILL "${pids[@]}" 2>/dev/null
+	for _ in $(seq 1 20); do
+		any_alive "${pids[@]}" || break
+		sleep 0.1
+	done
 done
 mapfile -t pids < <(bed_pids "$mode")
 if ((${#pids[@]} > 0)); then

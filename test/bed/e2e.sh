@@ -52,7 +52,25 @@ finish() {
 	exit "$status"
 }
 trap finish EXIT
-trap 'status=130; exit 130' INT TERM
+# On SIGINT/SIGTERM stop the suite first (its TestMain tears the bed down), then
+# finish. The suite runs in its own process group and in the background,
+# because bash runs traps only once a foreground command has ended.
+suite_pid=
+on_signal() {
+	status=130
+	if [[ -n $suite_pid ]]; then
+		log "interrupted: stopping the e2e suite"
+		kill -TERM -- "-$suite_pid" 2>/dev/null
+		wait "$suite_pid" 2>/dev/null
+	fi
+	exit 130
+}
+trap on_signal INT TERM
+run_suite() {
+	setsid "$@" &
+	suite_pid=$!
+	wait "$suite_pid"
+}
 
 step "setup (packages)" "$here/setup.sh"
 # A bed left over from an interrupted run would spoil the host snapshot.
@@ -65,4 +83,4 @@ step "images" "$here/images.sh" all
 
 gotest=(go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-60m}")
 [[ -z ${E2E_RUN:-} ]] || gotest+=(-run "$E2E_RUN")
-step "e2e suite (bed up+tests+down)" "${gotest[@]}" ./test/e2e/...
+step "e2e suite (bed up+tests+down)" run_suite "${gotest[@]}" ./test/e2e/...

@@ -317,7 +317,7 @@ sizes() {
 		done
 		rm -rf "$tmp"
 		awk -v n="$name" -v g="$gz" -v u="$unpacked" \
-			'BEGIN { printf "%-12s gzip %7.1f MB  unpacked %7.1f MB\n", n, g / 1e6, u / 1e6 }'
+			'BEGIN { printf "%-18s gzip %7.1f MB  unpacked %7.1f MB\n", n, g / 1e6, u / 1e6 }'
 	done
 }
 

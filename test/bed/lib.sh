@@ -56,35 +56,41 @@ BED_CNI_NETWORK=mountcontainers-bed
 BED_POD_CIDR=10.244.250.0/24
 
 # bed_pids own|kubepods prints the PIDs of every process that belongs to the
-# bed: its components (their command lines name $BED_DIR), containerd shims,
-# and the containers' processes (root file system under $BED_DIR; with
-# kubepods also any process in a kubepods cgroup, which is right only when the
-# bed's kubelet created those cgroups). It never prints the calling shell or
-# its ancestors.
+# bed: those whose command lines name $BED_DIR (its components and containerd
+# shims) and all their descendants (containers, and what they daemonized: the
+# shims are child subreapers); with "kubepods" also every process in a kubepods
+# cgroup, which is right only when the bed's kubelet created those cgroups. It
+# never prints the calling shell or its ancestors.
 bed_pids() {
-	local p pid root skip=" " a=$$ kubepods=0
-	[[ $1 == kubepods ]] && kubepods=1
+	local skip=" " a=$$ seeds
 	while [[ $a -gt 1 ]]; do
 		skip+="$a "
-		a=$(awk '{print $4}' "/proc/$a/stat" 2>/dev/null || echo 1)
+		a=$(awk '{sub(/.*\) /, ""); print $2}' "/proc/$a/stat" 2>/dev/null || echo 1)
 	done
-	for p in /proc/[0-9]*; do
-		pid=${p#/proc/}
-		[[ $skip == *" $pid "* ]] && continue
-		[[ -r $p/cmdline ]] || continue
-		if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$BED_DIR"; then
-			echo "$pid"
-			continue
+	seeds=$(
+		grep -laF -- "$BED_DIR" /proc/[0-9]*/cmdline 2>/dev/null || true
+		if [[ $1 == kubepods ]]; then
+			grep -lE ':/kubepods(/|$)' /proc/[0-9]*/cgroup 2>/dev/null || true
 		fi
-		root=$(readlink "$p/root" 2>/dev/null || true)
-		if [[ $root == "$BED_DIR"/* ]]; then
-			echo "$pid"
-			continue
-		fi
-		if ((kubepods)) && grep -qE ':/kubepods(/|$)' "$p/cgroup" 2>/dev/null; then
-			echo "$pid"
-		fi
-	done
+	)
+	seeds=$(awk -F/ '{print $3}' <<<"$seeds")
+	awk -v seeds="$seeds" -v skip="$skip" '
+		FNR == 1 {
+			line = $0; sub(/.*\) /, "", line); split(line, f, " ")
+			p = FILENAME; gsub(/[^0-9]/, "", p)
+			parent[p] = f[2]
+		}
+		END {
+			n = split(seeds, s, "\n")
+			for (i = 1; i <= n; i++)
+				if (s[i] in parent && index(skip, " " s[i] " ") == 0) mark[s[i]] = 1
+			do {
+				changed = 0
+				for (p in parent)
+					if (!(p in mark) && (parent[p] in mark) && index(skip, " " p " ") == 0) { mark[p] = 1; changed = 1 }
+			} while (changed)
+			for (p in mark) print p
+		}' /proc/[0-9]*/stat 2>/dev/null
 	return 0
 }
 

@@ -4,7 +4,7 @@
 # kube-scheduler and a kubelet whose root directory stands in for /var/lib/kubelet.
 # Needs root, the packages of setup.sh, the binaries of build-kube.sh and the image
 # archives of images.sh. A bed left over from an earlier run is torn down first.
-# On success it writes $BED_DIR/env (KEY=value lines) for tests and people:
+# On success it writes $BED_DIR/env (`export KEY=value` lines) for tests and people:
 #   . "$BED_DIR/env"; "$KUBECTL" get nodes
 set -euo pipefail
 
@@ -220,10 +220,20 @@ EOF
 log "starting containerd ($CRI_SOCKET)"
 start containerd containerd --config "$CTRD/config.toml"
 wait_for "containerd" 30 ctr -a "$CRI_SOCKET" version || fail "containerd did not start" containerd
-for i in "$IMAGE_CACHE_DIR"/current/*.tar; do
-	ctr -a "$CRI_SOCKET" -n k8s.io images import "$(readlink -f "$i")" >>"$LOGS/images.log" 2>&1 ||
-		fail "importing $(readlink -f "$i") failed" images
-done
+# Image import (several seconds) overlaps with the control plane's start.
+(
+	pids=()
+	for i in "$IMAGE_CACHE_DIR"/current/*.tar; do
+		a=$(readlink -f "$i")
+		{ ctr -a "$CRI_SOCKET" -n k8s.io images import "$a" || { echo "importing $a failed"; exit 1; }; } \
+			>"$LOGS/import-$(basename "$i" .tar).log" 2>&1 &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || exit 1; done
+) &
+import_pid=$!
+import_logs=()
+for i in "$IMAGE_CACHE_DIR"/current/*.tar; do import_logs+=("import-$(basename "$i" .tar)"); done
 
 # --- etcd ---------------------------------------------------------------------------
 log "starting etcd (127.0.0.1:$ETCD_PORT)"
@@ -273,6 +283,7 @@ start kube-scheduler "$KUBE_BIN/kube-scheduler" \
 	--leader-elect=false --profiling=false --v=1
 
 # --- kubelet ------------------------------------------------------------------------
+wait "$import_pid" || fail "importing the image archives into containerd failed" "${import_logs[@]}"
 # The kubelet root stands in for /var/lib/kubelet; Bidirectional hostPaths under
 # it need a shared mount.
 mount --bind "$KUBELET_ROOT" "$KUBELET_ROOT"
@@ -346,6 +357,8 @@ export KUBECTL=$KUBECTL
 export KUBE_BIN_DIR=$KUBE_BIN
 export KUBE_VERSION=$KUBE_VERSION
 export API_SERVER=https://127.0.0.1:$API_PORT
+export API_HOST=127.0.0.1
+export API_PORT=$API_PORT
 export CRI_SOCKET=$CRI_SOCKET
 export CRI_ENDPOINT=unix://$CRI_SOCKET
 export CONTAINERD_NAMESPACE=k8s.io

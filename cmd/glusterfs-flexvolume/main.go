@@ -1,0 +1,67 @@
+// Command glusterfs-flexvolume is a Flexvolume driver for GlusterFS that
+// mounts through the glusterfs mount pod (see package
+// github.com/mountcontainers/mountcontainers/pkg/flexvolume). The mount pod
+// installs it as <volume plugin dir>/mountcontainers.io~glusterfs/glusterfs.
+//
+// The kubelet reads the driver's standard output and standard error as one
+// JSON reply, so standard error is pointed at /dev/null before anything
+// else runs: a library's log line there would corrupt the reply.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+	"github.com/mountcontainers/mountcontainers/pkg/flexvolume"
+)
+
+func main() {
+	silenceStderr()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context) int {
+	fail := func(err error) int {
+		return flexvolume.WriteStatus(os.Stdout, flexvolume.Status{Status: flexvolume.StatusFailure, Message: err.Error()})
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
+	s, err := flexvolume.LoadSettings(exe, nil)
+	if err != nil {
+		return fail(err)
+	}
+	r := mcexec.NewResolver(mcexec.Options{
+		Dir:      s.RegistrationDir,
+		Endpoint: s.RuntimeEndpoint,
+		Timeout:  s.TimeoutDuration(),
+		Logger:   slog.New(slog.DiscardHandler),
+	})
+	defer r.Close()
+	e, err := r.For(s.Plugin)
+	if err != nil {
+		return fail(err)
+	}
+	d := &flexvolume.Driver{Plugin: s.Plugin, Exec: e, Timeout: s.TimeoutDuration()}
+	return d.Run(ctx, os.Args[1:], os.Stdout)
+}
+
+// silenceStderr points file descriptor 2 at /dev/null.
+func silenceStderr() {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	_ = unix.Dup2(int(null.Fd()), 2)
+	_ = null.Close()
+}

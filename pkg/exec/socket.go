@@ -1,0 +1,310 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/mountcontainers/mountcontainers/pkg/execserver"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+// ExecMode chooses how commands reach a live mount container.
+type ExecMode string
+
+// The exec modes.
+const (
+	// ModeAuto uses the registration's exec socket when it answers for the
+	// registered pod and container, and CRI ExecSync otherwise.
+	ModeAuto ExecMode = "auto"
+	// ModeCRI always uses CRI ExecSync.
+	ModeCRI ExecMode = "cri"
+	// ModeSocket requires the exec socket for a live registration: a
+	// decision that cannot use it is an error wrapping
+	// [ErrSocketUnavailable] instead of falling back to ExecSync.
+	ModeSocket ExecMode = "socket"
+)
+
+// ParseExecMode parses "auto", "cri" or "socket"; empty means auto.
+func ParseExecMode(s string) (ExecMode, error) {
+	switch m := ExecMode(s); m {
+	case "":
+		return ModeAuto, nil
+	case ModeAuto, ModeCRI, ModeSocket:
+		return m, nil
+	}
+	return "", fmt.Errorf("exec mode %q: want auto, cri or socket", s)
+}
+
+// Via is how commands reach a live container.
+type Via string
+
+// The ways to a container.
+const (
+	// ViaSocket: the mount pod's exec service (package execserver).
+	ViaSocket Via = "exec-socket"
+	// ViaExecSync: CRI ExecSync.
+	ViaExecSync Via = "cri-exec-sync"
+)
+
+// DefaultSocketTimeout bounds the Identity call that checks an exec socket.
+const DefaultSocketTimeout = 2 * time.Second
+
+// ErrSocketUnavailable is wrapped by the error of a decision in
+// [ModeSocket] when the registered container is running but its exec socket
+// cannot be used.
+var ErrSocketUnavailable = errors.New("exec socket unavailable")
+
+// errSocketGone marks a command that did not start because the exec socket
+// could not be used (gone, refusing, or serving another pod): it may be
+// placed afresh.
+var errSocketGone = errors.New("exec socket unusable")
+
+// Reasons of a Via.
+const (
+	viaSocketOK       = "exec socket answers for the registered pod and container"
+	viaModeCRI        = "exec mode cri"
+	viaNoSocket       = "the registration advertises no exec socket"
+	viaSocketPrefix   = "exec socket not used: "
+	viaSocketMismatch = "exec socket answers for pod %s/%s (uid %s, container %s), not the registered one"
+)
+
+// chooseVia decides how to reach d's running container.
+func (r *Resolver) chooseVia(ctx context.Context, d *Decision, reg registration.Registration) error {
+	if r.mode == ModeCRI {
+		d.Via, d.ViaReason = ViaExecSync, viaModeCRI
+		return nil
+	}
+	why := r.checkSocket(ctx, d, reg)
+	if why == "" {
+		d.Via, d.ViaReason = ViaSocket, viaSocketOK
+		return nil
+	}
+	if r.mode == ModeSocket {
+		return fmt.Errorf("plugin %s is registered to pod %s, which is running, but exec mode is socket: %w: %s",
+			d.Plugin, reg, ErrSocketUnavailable, why)
+	}
+	d.Via, d.ViaReason = ViaExecSync, why
+	return nil
+}
+
+// checkSocket returns why reg's exec socket cannot be used, or "" if it
+// can; it sets d.Socket.
+func (r *Resolver) checkSocket(ctx context.Context, d *Decision, reg registration.Registration) string {
+	if reg.ExecSocket == "" {
+		return viaNoSocket
+	}
+	path, err := execserver.CheckSocket(r.dir, reg.ExecSocket)
+	if err != nil {
+		return viaSocketPrefix + err.Error()
+	}
+	d.Socket = path
+	c, err := r.socketClient(path)
+	if err != nil {
+		return viaSocketPrefix + err.Error()
+	}
+	ictx, cancel := context.WithTimeout(ctx, r.socketTimeout)
+	defer cancel()
+	id, err := c.Identity(ictx)
+	if err != nil {
+		return viaSocketPrefix + err.Error()
+	}
+	if id.GetPodUid() != reg.PodUID || id.GetContainerName() != reg.ContainerName ||
+		id.GetPodName() != reg.PodName || id.GetPodNamespace() != reg.PodNamespace {
+		return viaSocketPrefix + fmt.Sprintf(viaSocketMismatch, id.GetPodNamespace(), id.GetPodName(), id.GetPodUid(), id.GetContainerName())
+	}
+	return ""
+}
+
+// socketClient returns the shared client of the socket at path.
+func (r *Resolver) socketClient(path string) (*execserver.Client, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errors.New("resolver closed")
+	}
+	if c, ok := r.sockets[path]; ok {
+		return c, nil
+	}
+	c, err := execserver.Dial(path)
+	if err != nil {
+		return nil, err
+	}
+	r.sockets[path] = c
+	return c, nil
+}
+
+// socketCall is one command through an exec socket.
+type socketCall struct {
+	argv           []string
+	env            []string
+	dir            string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	timeout        time.Duration
+	publish        func(context.CancelFunc)
+}
+
+// startSocket starts call in d's container through the exec socket. An
+// error wrapping errSocketGone means nothing started. A command the
+// service could not start is a finished process: a missing executable is
+// utilexec.ErrExecutableNotFound, any other failure exit status 126 with
+// the reason on stderr (as with the shell wrapper of the ExecSync path).
+func (r *Resolver) startSocket(ctx context.Context, d Decision, call socketCall) (*execserver.Process, error) {
+	c, err := r.socketClient(d.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("exec %s in %s of plugin %s: %w: %w", call.argv[0], d.Where(), d.Plugin, errSocketGone, err)
+	}
+	// As with ExecSync, the service enforces the timeout and reports it
+	// best; the call's own deadline is a little later, and only the
+	// caller's cancellation (not its deadline) ends the call early.
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), call.timeout+grace(call.timeout))
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	if call.publish != nil {
+		call.publish(cancel)
+	}
+	p, err := c.Start(callCtx, execserver.Command{
+		Argv: call.argv, Env: call.env, Dir: call.dir, Timeout: call.timeout,
+		ExpectPodUID: d.Registration.PodUID, ExpectContainer: d.Registration.ContainerName,
+		Stdin: call.stdin, Stdout: call.stdout, Stderr: call.stderr,
+	})
+	if err != nil {
+		stop()
+		cancel()
+		var se *execserver.StartError
+		switch {
+		case errors.As(err, &se) && se.NotFound:
+			return nil, utilexec.ErrExecutableNotFound
+		case errors.As(err, &se):
+			if call.stderr != nil {
+				fmt.Fprintf(call.stderr, "%s\n", se.Message)
+			}
+			return nil, utilexec.CodeExitError{Err: fmt.Errorf("exit status 126 (in %s of plugin %s: %s)", d.Where(), d.Plugin, se.Message), Code: 126}
+		case errors.Is(err, execserver.ErrNotStarted):
+			return nil, fmt.Errorf("exec %s in %s of plugin %s: %w: %w", call.argv[0], d.Where(), d.Plugin, errSocketGone, err)
+		}
+		return nil, socketError(call.argv[0], d, err)
+	}
+	go func() {
+		<-p.Done()
+		stop()
+		cancel()
+	}()
+	return p, nil
+}
+
+// socketResult turns how a socket command ended into the error callers of
+// utilexec expect.
+func socketResult(name string, d Decision, timeout time.Duration, res execserver.Result, err error) error {
+	switch {
+	case err != nil:
+		return socketError(name, d, err)
+	case res.TimedOut:
+		return fmt.Errorf("exec %s in %s of plugin %s: %w after %s: %w", name, d.Where(), d.Plugin, ErrTimeout, timeout, context.DeadlineExceeded)
+	case res.Code != 0:
+		return utilexec.CodeExitError{
+			Err:  fmt.Errorf("exit status %d (in %s of plugin %s)", res.Code, d.Where(), d.Plugin),
+			Code: res.Code,
+		}
+	}
+	return nil
+}
+
+func socketError(name string, d Decision, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("exec %s in %s of plugin %s: %w", name, d.Where(), d.Plugin, context.Canceled)
+	}
+	return fmt.Errorf("exec %s in %s of plugin %s via exec socket: %w", name, d.Where(), d.Plugin, err)
+}
+
+// runSocket runs call to the end and returns its output.
+func (r *Resolver) runSocket(ctx context.Context, d Decision, call socketCall) (stdout, stderr []byte, err error) {
+	var o, e bytes.Buffer
+	call.stdout, call.stderr = &o, &e
+	p, err := r.startSocket(ctx, d, call)
+	if err != nil {
+		return o.Bytes(), e.Bytes(), err
+	}
+	res, err := p.Wait()
+	return o.Bytes(), e.Bytes(), socketResult(call.argv[0], d, call.timeout, res, err)
+}
+
+// startStreaming starts c through d's exec socket with its output streamed
+// to its writers and pipes as it comes; Wait returns the result. An error
+// wrapping errSocketGone means nothing started and nothing was consumed.
+func (c *Cmd) startStreaming(d Decision) error {
+	call, err := c.socketCall(d)
+	if err != nil {
+		c.failPipes(err)
+		return err
+	}
+	var outR, errR *io.PipeReader
+	var outW, errW *io.PipeWriter
+	call.stdout, call.stderr = c.stdout, c.stderr
+	if c.outPipe != nil {
+		outR, outW = io.Pipe()
+		call.stdout = outW
+	}
+	if c.errPipe != nil {
+		errR, errW = io.Pipe()
+		call.stderr = errW
+	}
+	p, err := c.e.r.startSocket(c.ctx, d, call)
+	if errors.Is(err, errSocketGone) {
+		return err
+	}
+	if outR != nil {
+		c.outPipe.set(outR, nil)
+	}
+	if errR != nil {
+		c.errPipe.set(errR, nil)
+	}
+	done := make(chan struct{})
+	c.mu.Lock()
+	c.done = done
+	c.mu.Unlock()
+	go func() {
+		defer close(done)
+		if err == nil {
+			res, werr := p.Wait()
+			err = socketResult(call.argv[0], d, call.timeout, res, werr)
+		}
+		for _, w := range []*io.PipeWriter{outW, errW} {
+			if w != nil {
+				w.Close()
+			}
+		}
+		c.mu.Lock()
+		c.res = result{err: err}
+		c.mu.Unlock()
+	}()
+	return nil
+}
+
+// socketCall describes c for the exec socket: the service takes the
+// environment and directory itself, and standard input.
+func (c *Cmd) socketCall(d Decision) (socketCall, error) {
+	for _, kv := range c.env {
+		if i := strings.IndexByte(kv, '='); i <= 0 {
+			return socketCall{}, fmt.Errorf("exec %s: environment entry %q is not NAME=VALUE", c.name, kv)
+		}
+	}
+	timeout, err := c.timeout(d)
+	if err != nil {
+		return socketCall{}, err
+	}
+	return socketCall{
+		argv: append([]string{c.name}, c.args...), env: c.env, dir: c.dir,
+		stdin: c.stdin, timeout: timeout, publish: c.publishCancel,
+	}, nil
+}

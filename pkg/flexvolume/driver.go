@@ -1,0 +1,280 @@
+package flexvolume
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/mount-utils"
+	utilexec "k8s.io/utils/exec"
+
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+)
+
+// DefaultTimeout bounds each mount or umount the driver runs. The kubelet
+// puts no bound on a Flexvolume call.
+const DefaultTimeout = time.Minute
+
+// Replies of a call.
+const (
+	StatusSuccess      = "Success"
+	StatusFailure      = "Failure"
+	StatusNotSupported = "Not supported"
+)
+
+// Status is the JSON reply of a driver call.
+type Status struct {
+	Status       string        `json:"status"`
+	Message      string        `json:"message,omitempty"`
+	Capabilities *Capabilities `json:"capabilities,omitempty"`
+}
+
+// Capabilities is the init reply's capabilities object. The kubelet assumes
+// true for any capability left out, so all are given.
+type Capabilities struct {
+	// Attach is false: a GlusterFS volume needs no attach/detach.
+	Attach bool `json:"attach"`
+	// SELinuxRelabel is false: a FUSE mount cannot be relabelled.
+	SELinuxRelabel bool `json:"selinuxRelabel"`
+	// FSGroup is false: like the in-tree glusterfs plugin, ownership of a
+	// shared volume is not changed on every mount.
+	FSGroup bool `json:"fsGroup"`
+	// SupportsMetrics is false.
+	SupportsMetrics bool `json:"supportsMetrics"`
+	// RequiresFSResize is false.
+	RequiresFSResize bool `json:"requiresFSResize"`
+}
+
+// ExitCode is the driver's exit code for the reply: 0 for Success, 1
+// otherwise.
+func (s Status) ExitCode() int {
+	if s.Status == StatusSuccess {
+		return 0
+	}
+	return 1
+}
+
+// MountChecker answers whether a path is a mount point, on the node (a
+// mount.Interface satisfies it).
+type MountChecker interface {
+	IsLikelyNotMountPoint(file string) (bool, error)
+}
+
+// Driver serves the Flexvolume calls of one driver.
+type Driver struct {
+	// Plugin is the volume plugin whose mount pod runs the utilities.
+	Plugin string
+	// Exec runs mount and umount: the plugin's executor of a resolver.
+	Exec utilexec.Interface
+	// Mounts answers mount-point queries on the node; default mount.New("").
+	Mounts MountChecker
+	// Timeout bounds each mount or umount; default [DefaultTimeout].
+	Timeout time.Duration
+}
+
+// Run serves the call in args (args[0] is the call, such as "mount"),
+// writes the JSON reply to out and returns the exit code.
+func (d *Driver) Run(ctx context.Context, args []string, out io.Writer) int {
+	return WriteStatus(out, d.Call(ctx, args))
+}
+
+// WriteStatus writes s as one line of JSON to out and returns its exit code.
+func WriteStatus(out io.Writer, s Status) int {
+	data, err := json.Marshal(s)
+	if err != nil {
+		data = []byte(`{"status":"Failure","message":"encode reply"}`)
+	}
+	if _, err := out.Write(append(data, '\n')); err != nil {
+		return 1
+	}
+	return s.ExitCode()
+}
+
+// Call serves the call in args and returns its reply.
+func (d *Driver) Call(ctx context.Context, args []string) Status {
+	if len(args) == 0 {
+		return failure("no call given (want init, mount or unmount)")
+	}
+	switch call, rest := args[0], args[1:]; call {
+	case "init":
+		return Status{Status: StatusSuccess, Capabilities: &Capabilities{}}
+	case "mount":
+		if len(rest) != 2 {
+			return failure("mount: want 2 arguments (DIR OPTIONS), got %d", len(rest))
+		}
+		return d.mount(ctx, rest[0], rest[1])
+	case "unmount":
+		if len(rest) != 1 {
+			return failure("unmount: want 1 argument (DIR), got %d", len(rest))
+		}
+		return d.unmount(ctx, rest[0])
+	default:
+		return Status{Status: StatusNotSupported}
+	}
+}
+
+func failure(format string, args ...any) Status {
+	return Status{Status: StatusFailure, Message: fmt.Sprintf(format, args...)}
+}
+
+func (d *Driver) mounts() MountChecker {
+	if d.Mounts == nil {
+		return mount.New("")
+	}
+	return d.Mounts
+}
+
+func (d *Driver) timeout() time.Duration {
+	if d.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return d.Timeout
+}
+
+// checkDir accepts a clean absolute path.
+func checkDir(dir string) error {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || strings.ContainsRune(dir, 0) {
+		return fmt.Errorf("target directory %q is not a clean absolute path", dir)
+	}
+	return nil
+}
+
+// state is what the node sees at a target directory.
+type state int
+
+const (
+	notMounted state = iota
+	mounted
+	corrupted // a dead FUSE mount: "Transport endpoint is not connected"
+	missing
+)
+
+func (d *Driver) state(dir string) (state, error) {
+	notMnt, err := d.mounts().IsLikelyNotMountPoint(dir)
+	switch {
+	case err == nil && notMnt:
+		return notMounted, nil
+	case err == nil:
+		return mounted, nil
+	case mount.IsCorruptedMnt(err):
+		return corrupted, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return missing, nil
+	default:
+		return notMounted, fmt.Errorf("check %s: %w", dir, err)
+	}
+}
+
+func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
+	if err := checkDir(dir); err != nil {
+		return failure("mount: %v", err)
+	}
+	opts, err := ParseOptions([]byte(rawOpts))
+	if err != nil {
+		return failure("mount: %v", err)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return failure("mount: create target directory: %v", err)
+	}
+	switch st, err := d.state(dir); {
+	case err != nil:
+		return failure("mount: %v", err)
+	case st == mounted:
+		return Status{Status: StatusSuccess, Message: dir + " is already mounted"}
+	case st == corrupted:
+		return failure("mount: %s is a broken mount (transport endpoint is not connected): unmount it first", dir)
+	}
+	where, err := d.run(ctx, "mount", opts.MountArgs(dir)...)
+	if err != nil {
+		return failure("mount %s at %s: %v", opts.Source(), dir, err)
+	}
+	if st, err := d.state(dir); err != nil || st != mounted {
+		// The mount was made where the node cannot see it: typically a
+		// mount pod whose kubelet directory is not Bidirectional.
+		_, uerr := d.run(ctx, "umount", dir)
+		return failure("mount %s at %s: mount(8) succeeded %s but the node does not see a mount there (is the mount pod's kubelet directory mounted with mountPropagation: Bidirectional?)%s",
+			opts.Source(), dir, where, suffix("; undoing it failed", uerr))
+	}
+	return Status{Status: StatusSuccess, Message: fmt.Sprintf("mounted %s at %s %s", opts.Source(), dir, where)}
+}
+
+func (d *Driver) unmount(ctx context.Context, dir string) Status {
+	if err := checkDir(dir); err != nil {
+		return failure("unmount: %v", err)
+	}
+	st, err := d.state(dir)
+	switch {
+	case err != nil:
+		return failure("unmount: %v", err)
+	case st == missing:
+		return Status{Status: StatusSuccess, Message: dir + " does not exist"}
+	case st == notMounted:
+		return Status{Status: StatusSuccess, Message: dir + " is not mounted"}
+	}
+	where, err := d.run(ctx, "umount", dir)
+	if err != nil {
+		if st2, _ := d.state(dir); st2 == mounted || st2 == corrupted {
+			// A dead FUSE mount may refuse a plain unmount; detach it.
+			var lerr error
+			where, lerr = d.run(ctx, "umount", "-l", dir)
+			if lerr != nil {
+				return failure("unmount %s: %v; lazy unmount: %v", dir, err, lerr)
+			}
+		}
+	}
+	if st, serr := d.state(dir); serr != nil || st == mounted || st == corrupted {
+		return failure("unmount %s: still mounted after umount %s%s", dir, where, suffix("", serr))
+	}
+	msg := "unmounted " + dir + " " + where
+	if st == corrupted {
+		msg += " (it was a dead mount: transport endpoint not connected)"
+	}
+	return Status{Status: StatusSuccess, Message: msg}
+}
+
+// run runs a utility through the plugin's executor, bounded by the
+// driver's timeout, and returns where it ran ("in container X" or "on the
+// host (not registered)") for messages.
+func (d *Driver) run(ctx context.Context, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout())
+	defer cancel()
+	cmd := d.Exec.CommandContext(ctx, name, args...)
+	out, err := cmd.CombinedOutput()
+	where := "on the node"
+	if c, ok := cmd.(*mcexec.Cmd); ok {
+		if dec, ok := c.Decision(); ok {
+			if dec.OnHost() {
+				where = fmt.Sprintf("on the node (%s: %s)", d.Plugin, dec.Reason)
+			} else {
+				where = fmt.Sprintf("in %s's mount pod %s", d.Plugin, dec.Registration)
+			}
+		}
+	}
+	if err == nil {
+		return where, nil
+	}
+	if ctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
+		return where, fmt.Errorf("%s timed out after %s %s", name, d.timeout(), where)
+	}
+	if errors.Is(err, utilexec.ErrExecutableNotFound) {
+		return where, fmt.Errorf("%s not found %s", name, where)
+	}
+	return where, fmt.Errorf("%s failed %s: %v: %s", name, where, err, strings.TrimSpace(string(out)))
+}
+
+func suffix(prefix string, err error) string {
+	if err == nil {
+		return ""
+	}
+	if prefix == "" {
+		prefix = ";"
+	}
+	return prefix + ": " + err.Error()
+}

@@ -1,0 +1,318 @@
+package flexvolume
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Option keys of a volume's flexVolume.options that the driver reads.
+const (
+	// KeyServer is one GlusterFS server: a host name or an IPv4 address.
+	KeyServer = "server"
+	// KeyServers is a comma-separated list of servers; the first one
+	// serves the volume file, the others are its backups.
+	KeyServers = "servers"
+	// KeyVolume is the GlusterFS volume name.
+	KeyVolume = "volume"
+	// KeyMountOptions is a comma-separated list of mount options, each
+	// from an allow list (see [ParseOptions]).
+	KeyMountOptions = "mountOptions"
+)
+
+// Keys the kubelet adds to the options.
+const (
+	KeyFSType    = "kubernetes.io/fsType"
+	KeyReadWrite = "kubernetes.io/readwrite"
+	// kubeletPrefix starts every key the kubelet adds (pod name,
+	// namespace and UID, service account, secrets, fsGroup, ...).
+	kubeletPrefix = "kubernetes.io/"
+)
+
+// FSType is the file system type the driver mounts.
+const FSType = "glusterfs"
+
+// Options are a volume's validated mount parameters.
+type Options struct {
+	// Servers are host names or IPv4 addresses; Servers[0] is the source.
+	Servers []string
+	// Volume is the GlusterFS volume name.
+	Volume string
+	// MountOptions are the allowed mount options, in the given order.
+	MountOptions []string
+	// ReadOnly is set when the kubelet asks for a read-only mount.
+	ReadOnly bool
+}
+
+// OptionError is a bad option: Field names it, as the user wrote it.
+type OptionError struct {
+	Field  string
+	Reason string
+}
+
+// Error says which field is bad and why.
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("invalid option %q: %s", e.Field, e.Reason)
+}
+
+func badOption(field, format string, args ...any) error {
+	return &OptionError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+var (
+	volumeRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+	labelRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	uintRE   = regexp.MustCompile(`^[0-9]{1,10}$`)
+)
+
+// valueKind checks the value of a mount option.
+type valueKind int
+
+const (
+	flagOnly valueKind = iota // no value
+	uintValue
+	boolValue
+	hostList // colon-separated servers
+	enumValue
+)
+
+type allowed struct {
+	kind valueKind
+	enum []string
+}
+
+// allowedOptions are the mount options a volume may ask for. Left out on
+// purpose: log-file and volfile (they name files the glusterfs client
+// writes or reads as root in the mount pod), xlator-option (arbitrary
+// translator settings), and anything not listed.
+var allowedOptions = map[string]allowed{
+	"ro": {}, "rw": {}, "acl": {}, "selinux": {}, "worm": {}, "defaults": {},
+	"noatime": {}, "nodiratime": {}, "relatime": {}, "nodev": {}, "nosuid": {},
+	"noexec": {}, "_netdev": {}, "auto_unmount": {}, "enable-ino32": {},
+	"log-level":                  {kind: enumValue, enum: []string{"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "NONE"}},
+	"transport":                  {kind: enumValue, enum: []string{"tcp", "rdma"}},
+	"direct-io-mode":             {kind: enumValue, enum: []string{"enable", "disable", "auto"}},
+	"use-readdirp":               {kind: boolValue},
+	"fopen-keep-cache":           {kind: boolValue},
+	"kernel-writeback-cache":     {kind: boolValue},
+	"attribute-timeout":          {kind: uintValue},
+	"entry-timeout":              {kind: uintValue},
+	"negative-timeout":           {kind: uintValue},
+	"gid-timeout":                {kind: uintValue},
+	"background-qlen":            {kind: uintValue},
+	"fetch-attempts":             {kind: uintValue},
+	"volfile-max-fetch-attempts": {kind: uintValue},
+	"lru-limit":                  {kind: uintValue},
+	"invalidate-limit":           {kind: uintValue},
+	"reader-thread-count":        {kind: uintValue},
+	"backup-volfile-servers":     {kind: hostList},
+}
+
+var boolWords = []string{"yes", "no", "true", "false", "on", "off", "enable", "disable"}
+
+// ParseOptions decodes and checks the JSON options of a mount call:
+//
+//   - server or servers (not both): host names (RFC 1123) or IPv4
+//     addresses; more than one server adds backup-volfile-servers;
+//   - volume: letters, digits, '-' and '_';
+//   - mountOptions (optional): comma-separated options from an allow list;
+//   - kubernetes.io/fsType: empty or "glusterfs"; kubernetes.io/readwrite:
+//     "ro" or "rw"; other kubernetes.io/* keys are the kubelet's and ignored;
+//   - any other key is an error, so that a misspelt option is not silently
+//     dropped.
+//
+// Errors are *[OptionError] values naming the field.
+func ParseOptions(raw []byte) (Options, error) {
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&fields); err != nil {
+		return Options{}, fmt.Errorf("options are not a JSON object: %w", err)
+	}
+	if dec.More() {
+		return Options{}, fmt.Errorf("options: trailing data after the JSON object")
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	vals := map[string]string{}
+	for _, k := range keys {
+		var s string
+		if err := json.Unmarshal(fields[k], &s); err != nil {
+			return Options{}, badOption(k, "must be a string")
+		}
+		vals[k] = s
+	}
+
+	var o Options
+	for _, k := range keys {
+		switch {
+		case k == KeyServer, k == KeyServers, k == KeyVolume, k == KeyMountOptions:
+		case k == KeyFSType:
+			if v := vals[k]; v != "" && v != FSType {
+				return o, badOption(k, "%q: this driver mounts only %s", v, FSType)
+			}
+		case k == KeyReadWrite:
+			switch vals[k] {
+			case "ro":
+				o.ReadOnly = true
+			case "rw", "":
+			default:
+				return o, badOption(k, "%q: want ro or rw", vals[k])
+			}
+		case strings.HasPrefix(k, kubeletPrefix):
+			// The kubelet's: pod name/namespace/UID, service account,
+			// secrets, fsGroup, volume name.
+		default:
+			return o, badOption(k, "unknown option (known: %s, %s, %s, %s)", KeyServer, KeyServers, KeyVolume, KeyMountOptions)
+		}
+	}
+
+	server, hasServer := vals[KeyServer]
+	servers, hasServers := vals[KeyServers]
+	switch {
+	case hasServer && hasServers:
+		return o, badOption(KeyServers, "give either %q or %q, not both", KeyServer, KeyServers)
+	case hasServer:
+		if err := checkHost(server); err != nil {
+			return o, badOption(KeyServer, "%v", err)
+		}
+		o.Servers = []string{server}
+	case hasServers:
+		for _, s := range strings.Split(servers, ",") {
+			s = strings.TrimSpace(s)
+			if err := checkHost(s); err != nil {
+				return o, badOption(KeyServers, "%v", err)
+			}
+			o.Servers = append(o.Servers, s)
+		}
+	default:
+		return o, badOption(KeyServer, "missing: the GlusterFS server's host name or IPv4 address")
+	}
+
+	vol, ok := vals[KeyVolume]
+	switch {
+	case !ok:
+		return o, badOption(KeyVolume, "missing: the GlusterFS volume name")
+	case !volumeRE.MatchString(vol):
+		return o, badOption(KeyVolume, "%q: a volume name has 1 to 128 letters, digits, '-' or '_'", vol)
+	}
+	o.Volume = vol
+
+	if mo := vals[KeyMountOptions]; strings.TrimSpace(mo) != "" {
+		for _, opt := range strings.Split(mo, ",") {
+			opt = strings.TrimSpace(opt)
+			if opt == "" {
+				continue
+			}
+			if err := checkMountOption(opt); err != nil {
+				return o, badOption(KeyMountOptions, "%v", err)
+			}
+			if strings.HasPrefix(opt, "backup-volfile-servers=") && len(o.Servers) > 1 {
+				return o, badOption(KeyMountOptions, "backup-volfile-servers conflicts with the backup servers in %q", KeyServers)
+			}
+			o.MountOptions = append(o.MountOptions, opt)
+		}
+	}
+	return o, nil
+}
+
+// checkHost accepts a host name (RFC 1123 labels) or an IPv4 address.
+func checkHost(h string) error {
+	if h == "" {
+		return fmt.Errorf("empty server name")
+	}
+	if ip := net.ParseIP(h); ip != nil {
+		if ip.To4() == nil {
+			return fmt.Errorf("%q: IPv6 addresses are not supported; use a host name", h)
+		}
+		return nil
+	}
+	if len(h) > 253 {
+		return fmt.Errorf("%q: host name longer than 253 characters", h)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if !labelRE.MatchString(l) {
+			return fmt.Errorf("%q is not a host name or IPv4 address", h)
+		}
+	}
+	return nil
+}
+
+func checkMountOption(opt string) error {
+	name, value, hasValue := strings.Cut(opt, "=")
+	a, ok := allowedOptions[name]
+	if !ok {
+		return fmt.Errorf("mount option %q is not allowed (allowed: %s)", name, strings.Join(allowedNames(), ", "))
+	}
+	if a.kind == flagOnly {
+		if hasValue {
+			return fmt.Errorf("mount option %q takes no value", name)
+		}
+		return nil
+	}
+	if !hasValue || value == "" {
+		return fmt.Errorf("mount option %q needs a value", name)
+	}
+	switch a.kind {
+	case uintValue:
+		if !uintRE.MatchString(value) {
+			return fmt.Errorf("mount option %s=%q: want a non-negative integer", name, value)
+		}
+		if _, err := strconv.ParseUint(value, 10, 32); err != nil {
+			return fmt.Errorf("mount option %s=%q: out of range", name, value)
+		}
+	case boolValue:
+		if !slices.Contains(boolWords, value) {
+			return fmt.Errorf("mount option %s=%q: want one of %s", name, value, strings.Join(boolWords, ", "))
+		}
+	case enumValue:
+		if !slices.Contains(a.enum, value) {
+			return fmt.Errorf("mount option %s=%q: want one of %s", name, value, strings.Join(a.enum, ", "))
+		}
+	case hostList:
+		for _, h := range strings.Split(value, ":") {
+			if err := checkHost(h); err != nil {
+				return fmt.Errorf("mount option %s: %v", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func allowedNames() []string {
+	names := make([]string, 0, len(allowedOptions))
+	for n := range allowedOptions {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Source is the mount source, "server:/volume".
+func (o Options) Source() string { return o.Servers[0] + ":/" + o.Volume }
+
+// MountArgs are the arguments of mount(8) that mount the volume at dir.
+// Every value was checked by [ParseOptions]; none goes through a shell.
+func (o Options) MountArgs(dir string) []string {
+	opts := slices.Clone(o.MountOptions)
+	if o.ReadOnly && !slices.Contains(opts, "ro") {
+		opts = slices.DeleteFunc(opts, func(s string) bool { return s == "rw" })
+		opts = append(opts, "ro")
+	}
+	if len(o.Servers) > 1 {
+		opts = append(opts, "backup-volfile-servers="+strings.Join(o.Servers[1:], ":"))
+	}
+	args := []string{"-t", FSType}
+	if len(opts) > 0 {
+		args = append(args, "-o", strings.Join(opts, ","))
+	}
+	return append(args, o.Source(), dir)
+}

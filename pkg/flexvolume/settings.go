@@ -1,0 +1,177 @@
+package flexvolume
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/mountcontainers/mountcontainers/pkg/cri"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+// DefaultPlugin is the volume plugin whose mount pod the driver uses unless
+// its settings name another.
+const DefaultPlugin = "kubernetes.io/glusterfs"
+
+// SettingsSuffix is appended to the driver's executable path to name its
+// settings file: <plugin dir>/<vendor>~<driver>/<driver>.json.
+const SettingsSuffix = ".json"
+
+// Environment variables that override the settings file.
+const (
+	EnvPlugin          = "MOUNTCONTAINERS_FLEXVOLUME_PLUGIN"
+	EnvRegistrationDir = "PLUGIN_CONTAINERS_DIR"
+	EnvTimeout         = "MOUNTCONTAINERS_FLEXVOLUME_TIMEOUT"
+	// The runtime endpoint is overridden by cri.EnvEndpoint
+	// (CONTAINER_RUNTIME_ENDPOINT).
+)
+
+const maxSettingsSize = 64 << 10
+
+// Settings are what the driver needs to know that the kubelet does not
+// pass. The mount pod writes them next to the driver when it installs it.
+type Settings struct {
+	// Plugin is the volume plugin whose registration the driver follows;
+	// default [DefaultPlugin].
+	Plugin string `json:"plugin,omitempty"`
+	// RegistrationDir is the registration directory; default
+	// registration.DefaultDir.
+	RegistrationDir string `json:"registrationDir,omitempty"`
+	// RuntimeEndpoint is the CRI endpoint as the node sees it; empty probes
+	// the usual sockets (see cri.ResolveEndpoint).
+	RuntimeEndpoint string `json:"runtimeEndpoint,omitempty"`
+	// Timeout bounds each mount or umount, as a Go duration ("1m");
+	// default [DefaultTimeout].
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// Validate checks the settings.
+func (s Settings) Validate() error {
+	var errs []error
+	if s.Plugin != "" {
+		if err := registration.ValidatePluginName(s.Plugin); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.RegistrationDir != "" && !filepath.IsAbs(s.RegistrationDir) {
+		errs = append(errs, fmt.Errorf("registration directory %q is not absolute", s.RegistrationDir))
+	}
+	if s.RuntimeEndpoint != "" {
+		if _, err := cri.SocketPath(s.RuntimeEndpoint); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := s.timeout(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (s Settings) timeout() (time.Duration, error) {
+	if s.Timeout == "" {
+		return DefaultTimeout, nil
+	}
+	d, err := time.ParseDuration(s.Timeout)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("timeout %q: want a positive duration such as 1m", s.Timeout)
+	}
+	return d, nil
+}
+
+// WithDefaults fills in the defaults.
+func (s Settings) WithDefaults() Settings {
+	if s.Plugin == "" {
+		s.Plugin = DefaultPlugin
+	}
+	if s.RegistrationDir == "" {
+		s.RegistrationDir = registration.DefaultDir
+	}
+	if s.Timeout == "" {
+		s.Timeout = DefaultTimeout.String()
+	}
+	return s
+}
+
+// TimeoutDuration is the parsed Timeout (DefaultTimeout when empty or bad).
+func (s Settings) TimeoutDuration() time.Duration {
+	d, err := s.timeout()
+	if err != nil {
+		return DefaultTimeout
+	}
+	return d
+}
+
+// LoadSettings reads the settings file next to the driver executable exe
+// (exe + [SettingsSuffix]; a missing file means the defaults), applies the
+// environment overrides ([EnvPlugin], [EnvRegistrationDir], [EnvTimeout],
+// cri.EnvEndpoint; getenv is os.Getenv when nil), validates the result and
+// fills in the defaults. The file is trusted only when it is a regular file
+// (not a symbolic link) owned by root or by the driver's own user and not
+// writable by group or others: it decides where the driver's commands run.
+func LoadSettings(exe string, getenv func(string) string) (Settings, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var s Settings
+	path := exe + SettingsSuffix
+	data, err := readTrusted(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return s, err
+	default:
+		if err := json.Unmarshal(data, &s); err != nil {
+			return s, fmt.Errorf("decode %s: %w", path, err)
+		}
+	}
+	for env, field := range map[string]*string{
+		EnvPlugin: &s.Plugin, EnvRegistrationDir: &s.RegistrationDir,
+		EnvTimeout: &s.Timeout, cri.EnvEndpoint: &s.RuntimeEndpoint,
+	} {
+		if v := getenv(env); v != "" {
+			*field = v
+		}
+	}
+	if err := s.Validate(); err != nil {
+		return s, fmt.Errorf("settings %s: %w", path, err)
+	}
+	return s.WithDefaults(), nil
+}
+
+func readTrusted(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("settings %s is a symbolic link: not trusted", path)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("settings %s is not a regular file: not trusted", path)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("settings %s is writable by group or others (%v): not trusted", path, fi.Mode().Perm())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("settings %s is owned by uid %d, not root: not trusted", path, st.Uid)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxSettingsSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > maxSettingsSize {
+		return nil, fmt.Errorf("settings %s is larger than %d bytes", path, maxSettingsSize)
+	}
+	return data, nil
+}

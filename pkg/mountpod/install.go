@@ -1,0 +1,164 @@
+package mountpod
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+
+	"github.com/mountcontainers/mountcontainers/pkg/flexvolume"
+	"github.com/mountcontainers/mountcontainers/pkg/shim"
+)
+
+// Default sources of the installed binaries, as the image places them.
+const (
+	DefaultFlexvolumeSource = "/usr/local/bin/glusterfs-flexvolume"
+	DefaultShimSource       = "/usr/local/bin/" + shim.BinaryName
+)
+
+// ShimTools are the utilities, per plugin, under whose names the shim is
+// installed with [InstallConfig].ShimDir. Plugins not listed get no links.
+var ShimTools = map[string][]string{
+	"kubernetes.io/glusterfs": {"mount.glusterfs"},
+	"kubernetes.io/rbd":       {"rbd"},
+}
+
+// InstallConfig says which host-side binaries the mount pod places once it
+// is registered: the Flexvolume driver into the kubelet's volume plugin
+// directory, and kubelet-exec-shim into a host directory. Both directories
+// are hostPath volumes mounted at the same path as on the node.
+type InstallConfig struct {
+	// FlexvolumeDir is the kubelet's Flexvolume directory; empty installs
+	// no driver.
+	FlexvolumeDir string
+	// FlexvolumeDriver is the driver directory name <vendor>~<driver>;
+	// default flexvolume.DefaultDriver.
+	FlexvolumeDriver string
+	// FlexvolumePlugin is the plugin the driver follows; default
+	// kubernetes.io/glusterfs when this pod registers it, else the only
+	// plugin it registers. It must be one this pod registers.
+	FlexvolumePlugin string
+	// FlexvolumeSource is the driver binary; default DefaultFlexvolumeSource.
+	FlexvolumeSource string
+	// FlexvolumeTimeout bounds each mount or umount of the driver, as a Go
+	// duration; empty means flexvolume.DefaultTimeout.
+	FlexvolumeTimeout string
+
+	// ShimDir receives kubelet-exec-shim and links named after the tools of
+	// every registered plugin ([ShimTools]); empty installs no shim.
+	ShimDir string
+	// ShimSource is the shim binary; default DefaultShimSource.
+	ShimSource string
+
+	// HostRuntimeEndpoint is the CRI endpoint as the node sees it, recorded
+	// for the driver and the shim; empty lets them probe the usual sockets.
+	HostRuntimeEndpoint string
+}
+
+// Enabled reports whether anything is to be installed.
+func (c InstallConfig) Enabled() bool { return c.FlexvolumeDir != "" || c.ShimDir != "" }
+
+// flexvolumePlugin picks the driver's plugin among the registered ones.
+func (c InstallConfig) flexvolumePlugin(plugins []string) (string, error) {
+	switch {
+	case c.FlexvolumePlugin != "":
+		if !slices.Contains(plugins, c.FlexvolumePlugin) {
+			return "", fmt.Errorf("flexvolume plugin %s is not one this pod registers (%v)", c.FlexvolumePlugin, plugins)
+		}
+		return c.FlexvolumePlugin, nil
+	case slices.Contains(plugins, flexvolume.DefaultPlugin):
+		return flexvolume.DefaultPlugin, nil
+	case len(plugins) == 1:
+		return plugins[0], nil
+	default:
+		return "", fmt.Errorf("this pod registers %v: choose the flexvolume driver's plugin", plugins)
+	}
+}
+
+// Install places the binaries InstallConfig asks for, for a pod that
+// registers plugins into registrationDir. Each file is written under a
+// dot-name and renamed into place (flexvolume.Install, shim.Install), so the
+// kubelet and running programs see either the old copy or the new one.
+func (c InstallConfig) Install(plugins []string, registrationDir string, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	var errs []error
+	if c.FlexvolumeDir != "" {
+		if err := c.installFlexvolume(plugins, registrationDir, log); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.ShimDir != "" {
+		if err := c.installShim(plugins, registrationDir, log); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c InstallConfig) installFlexvolume(plugins []string, registrationDir string, log *slog.Logger) error {
+	plugin, err := c.flexvolumePlugin(plugins)
+	if err != nil {
+		return fmt.Errorf("install flexvolume driver: %w", err)
+	}
+	src := c.FlexvolumeSource
+	if src == "" {
+		src = DefaultFlexvolumeSource
+	}
+	path, err := flexvolume.Install(flexvolume.InstallOptions{
+		PluginDir: c.FlexvolumeDir,
+		Driver:    c.FlexvolumeDriver,
+		Source:    src,
+		Settings: flexvolume.Settings{
+			Plugin:          plugin,
+			RegistrationDir: registrationDir,
+			RuntimeEndpoint: c.HostRuntimeEndpoint,
+			Timeout:         c.FlexvolumeTimeout,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("installed flexvolume driver", "path", path, "plugin", plugin)
+	return nil
+}
+
+func (c InstallConfig) installShim(plugins []string, registrationDir string, log *slog.Logger) error {
+	src := c.ShimSource
+	if src == "" {
+		src = DefaultShimSource
+	}
+	sorted := slices.Clone(plugins)
+	sort.Strings(sorted)
+	installed := 0
+	for _, p := range sorted {
+		tools := ShimTools[p]
+		if len(tools) == 0 {
+			continue
+		}
+		err := shim.Install(shim.InstallOptions{
+			Dir: c.ShimDir, Source: src, Plugin: p, Tools: tools,
+			RegistrationDir: registrationDir, RuntimeEndpoint: c.HostRuntimeEndpoint,
+		})
+		if err != nil {
+			return err
+		}
+		log.Info("installed "+shim.BinaryName, "dir", c.ShimDir, "plugin", p, "tools", tools)
+		installed++
+	}
+	if installed == 0 {
+		return fmt.Errorf("install %s: none of the plugins %v has tools to link (known: %v)", shim.BinaryName, plugins, knownShimPlugins())
+	}
+	return nil
+}
+
+func knownShimPlugins() []string {
+	var ps []string
+	for p := range ShimTools {
+		ps = append(ps, p)
+	}
+	sort.Strings(ps)
+	return ps
+}

@@ -1,0 +1,61 @@
+package mountpod
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mountcontainers/mountcontainers/pkg/flexvolume"
+	"github.com/mountcontainers/mountcontainers/pkg/shim"
+)
+
+func TestInstallConfig(t *testing.T) {
+	bin := t.TempDir()
+	for _, n := range []string{"glusterfs-flexvolume", shim.BinaryName} {
+		if err := os.WriteFile(filepath.Join(bin, n), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flexDir, shimDir := filepath.Join(t.TempDir(), "exec"), filepath.Join(t.TempDir(), "bin")
+	c := InstallConfig{
+		FlexvolumeDir: flexDir, FlexvolumeSource: filepath.Join(bin, "glusterfs-flexvolume"),
+		ShimDir: shimDir, ShimSource: filepath.Join(bin, shim.BinaryName),
+		HostRuntimeEndpoint: "unix:///run/bed/containerd.sock",
+	}
+	if err := c.Install([]string{"kubernetes.io/rbd", "kubernetes.io/glusterfs"}, "/k/plugin-containers", nil); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(flexDir, "mountcontainers.io~glusterfs", "glusterfs")
+	s, err := flexvolume.LoadSettings(exe, func(string) string { return "" })
+	if err != nil || s.Plugin != "kubernetes.io/glusterfs" || s.RegistrationDir != "/k/plugin-containers" || s.RuntimeEndpoint != "unix:///run/bed/containerd.sock" {
+		t.Fatalf("driver settings %+v, %v", s, err)
+	}
+	for _, tool := range []string{"mount.glusterfs", "rbd"} {
+		if target, err := os.Readlink(filepath.Join(shimDir, tool)); err != nil || target != shim.BinaryName {
+			t.Errorf("shim link %s: %q %v", tool, target, err)
+		}
+	}
+}
+
+func TestInstallConfigPlugin(t *testing.T) {
+	for _, tc := range []struct {
+		chosen  string
+		plugins []string
+		want    string
+	}{
+		{"", []string{"kubernetes.io/glusterfs"}, "kubernetes.io/glusterfs"},
+		{"", []string{"example.com/gluster"}, "example.com/gluster"},
+		{"", []string{"a.io/x", "b.io/y"}, "error: choose"},
+		{"a.io/x", []string{"a.io/x", "b.io/y"}, "a.io/x"},
+		{"c.io/z", []string{"a.io/x"}, "error: not one this pod registers"},
+	} {
+		got, err := InstallConfig{FlexvolumePlugin: tc.chosen}.flexvolumePlugin(tc.plugins)
+		if err != nil {
+			got = "error: " + err.Error()
+		}
+		if !strings.HasPrefix(got, tc.want) && !(strings.HasPrefix(tc.want, "error: ") && strings.Contains(got, strings.TrimPrefix(tc.want, "error: "))) {
+			t.Errorf("%q of %v = %q, want %q", tc.chosen, tc.plugins, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+// Package rollout upgrades the mount pods of one MountContainers DaemonSet
+// node by node without breaking a live mount: `mountpod-rollout`.
+//
+// A mount pod carries the FUSE daemons (glusterfs) and the utilities behind
+// the node's mounts of its volume plugins, so deleting it under live mounts
+// turns them into "Transport endpoint is not connected". Its DaemonSet is
+// therefore updateStrategy OnDelete, and [Rollout] replaces the pods only on
+// a node it has emptied of those mounts first.
+//
+// # Per node
+//
+// For each node whose mount pod is outdated (its controller-revision-hash
+// label differs from the DaemonSet's newest ControllerRevision), at most
+// MaxUnavailable nodes at a time:
+//
+//  1. taint: add [TaintKey]=<namespace>.<name>:NoSchedule; only the mount
+//     pod tolerates it, so nothing new lands on the node;
+//  2. drain: evict, through the Eviction API with [k8s.io/kubectl/pkg/drain]
+//     (PodDisruptionBudgets respected), the pods that use the plugin's
+//     volumes (flexVolume or CSI driver names, in-tree plugin sources, the
+//     same through PersistentVolumeClaims), the pods matching a label
+//     selector, or every non-DaemonSet pod;
+//  3. wait-unmount: wait until the mounts the mount pod serves are gone
+//     from the node, observed through the mount pod itself (its view of the
+//     kubelet directory is the node's; see [MountLister]): a pod's
+//     disappearance is not enough, the kubelet unmounts after;
+//  4. delete-pod: delete the old mount pod and wait until it is gone;
+//  5. wait-ready: wait for the replacement of the current revision to be
+//     Ready (its readiness probe, `mountpod check`, is its registration);
+//  6. untaint: remove the taint.
+//
+// Every wait is bounded. Any failure leaves the taint on (a node whose new
+// mount pod is not registered is never reopened), records the reason in the
+// [RecordAnnotation] of the DaemonSet and in an Event, and ends the run with
+// an [*Error] telling the operator what to do; Options.Resume continues.
+//
+// # Lock and progress record
+//
+// The [Record] in the DaemonSet's [RecordAnnotation] is both the lock and
+// the progress: a holder, a lease renewed every third of Options.LockLease,
+// the phase (running, failed, done) and each node's step. It is written with
+// the DaemonSet's resourceVersion as precondition, so two rollouts cannot
+// both take it. A rollout refuses to start while another holds a live lease,
+// and after a failed or interrupted one unless Options.Resume is set; a
+// resumed rollout first finishes the nodes the record left unfinished (and
+// any node still carrying its taint), then the outdated ones. Every step is
+// idempotent, so a node is always processed from the start.
+//
+// # Caveats
+//
+//   - Mounts are read through the old mount pod. If that pod's container is
+//     not running there is nothing to read through; the step is skipped with
+//     a notice (a mount pod that is not running serves no FUSE mount, but a
+//     kernel mount such as rbd's outlives it: drain such nodes by hand).
+//   - DaemonSet pods and mirror pods that use the plugin's volumes are not
+//     evicted (they would come back or cannot be); their mounts make
+//     wait-unmount time out, which names them.
+package rollout

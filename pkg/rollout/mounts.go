@@ -1,0 +1,129 @@
+package rollout
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
+)
+
+// Mount is one entry of a mount table.
+type Mount struct {
+	Target string `json:"target"`
+	FSType string `json:"fstype"`
+	Source string `json:"source"`
+}
+
+// String renders m as mount(8) does.
+func (m Mount) String() string { return fmt.Sprintf("%s on %s type %s", m.Source, m.Target, m.FSType) }
+
+// MountLister reads the mount table as a mount pod's container sees it.
+// Its kubelet directory is the node's (a Bidirectional hostPath at the same
+// path), so the mounts of the plugin's volumes it shows are the node's.
+type MountLister interface {
+	Mounts(ctx context.Context, pod *corev1.Pod, container string) ([]Mount, error)
+}
+
+// DefaultMountsCommand is what [PodExecMounts] runs when Command is empty.
+var DefaultMountsCommand = []string{"cat", "/proc/self/mountinfo"}
+
+// PodExecMounts is the [MountLister] that runs a command in the container
+// through the API server (pods/exec) and parses its output as
+// /proc/self/mountinfo.
+type PodExecMounts struct {
+	Config *rest.Config
+	Client kubernetes.Interface
+	// Command prints mountinfo (DefaultMountsCommand if empty).
+	Command []string
+}
+
+var _ MountLister = (*PodExecMounts)(nil)
+
+// Mounts implements [MountLister].
+func (p *PodExecMounts) Mounts(ctx context.Context, pod *corev1.Pod, container string) ([]Mount, error) {
+	cmd := p.Command
+	if len(cmd) == 0 {
+		cmd = DefaultMountsCommand
+	}
+	req := p.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).
+		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
+		Container: container,
+		Command:   cmd,
+		Stdout:    true,
+		Stderr:    true,
+	}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(p.Config, "GET", req.URL().String())
+	if err != nil {
+		return nil, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(p.Config, "POST", req.URL())
+	if err != nil {
+		return nil, err
+	}
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var stdout, stderr bytes.Buffer
+	if err := exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}); err != nil {
+		return nil, fmt.Errorf("exec %q in %s/%s: %w (stderr: %s)", strings.Join(cmd, " "), pod.Namespace, pod.Name, err, strings.TrimSpace(stderr.String()))
+	}
+	return ParseMountInfo(stdout.Bytes())
+}
+
+// ParseMountInfo parses the format of /proc/PID/mountinfo.
+func ParseMountInfo(data []byte) ([]Mount, error) {
+	var out []Mount
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		f := strings.Fields(line)
+		sep := -1
+		for i := 6; i < len(f); i++ {
+			if f[i] == "-" {
+				sep = i
+				break
+			}
+		}
+		if len(f) < 5 || sep < 0 || sep+2 >= len(f) {
+			return nil, fmt.Errorf("mountinfo line %d: malformed: %q", n, line)
+		}
+		out = append(out, Mount{Target: unescapeOctal(f[4]), FSType: f[sep+1], Source: unescapeOctal(f[sep+2])})
+	}
+	return out, sc.Err()
+}
+
+// unescapeOctal undoes the kernel's \NNN escapes of space, tab, newline and
+// backslash.
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,317 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+)
+
+// Plan is what a rollout will do: the nodes to upgrade, in order.
+type Plan struct {
+	DaemonSet string `json:"daemonSet"`
+	// Revision is the controller-revision-hash of the DaemonSet's newest
+	// ControllerRevision, RevisionName that revision's name.
+	Revision     string `json:"revision"`
+	RevisionName string `json:"revisionName"`
+	// Taint is the taint that fences a node, as kubectl writes it.
+	Taint          string `json:"taint"`
+	MaxUnavailable int    `json:"maxUnavailable"`
+	// Drain describes which pods are evicted.
+	Drain string `json:"drain"`
+	// Resume is set when the plan continues an earlier rollout.
+	Resume bool `json:"resume,omitempty"`
+	// Nodes are the nodes to upgrade, in order; UpToDate those whose mount
+	// pod already runs the newest revision.
+	Nodes    []NodePlan `json:"nodes"`
+	UpToDate []string   `json:"upToDate"`
+}
+
+// NodePlan is one node of a [Plan].
+type NodePlan struct {
+	Node string `json:"node"`
+	// Pod is the node's current mount pod ("" if it has none) and
+	// PodRevision its controller-revision-hash.
+	Pod         string `json:"pod,omitempty"`
+	PodRevision string `json:"podRevision,omitempty"`
+	// Why the node is in the plan: outdated, unfinished (by an earlier
+	// rollout) or tainted (by an earlier rollout).
+	Why string `json:"why"`
+	// Evict lists the pods the drain would evict now (dry run only).
+	Evict []string `json:"evict,omitempty"`
+	// Warnings are pods the drain leaves alone although they use the
+	// plugin's volumes (dry run only).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// String renders the plan for a person.
+func (p *Plan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "daemonset %s: newest revision %s (%s); fence with taint %s\n", p.DaemonSet, p.Revision, p.RevisionName, p.Taint)
+	fmt.Fprintf(&b, "drain: %s\n", p.Drain)
+	if p.Resume {
+		b.WriteString("resuming the last rollout\n")
+	}
+	fmt.Fprintf(&b, "%d node(s) to upgrade, %d at a time:\n", len(p.Nodes), p.MaxUnavailable)
+	for _, n := range p.Nodes {
+		pod := "no mount pod"
+		if n.Pod != "" {
+			pod = fmt.Sprintf("pod %s (revision %s)", n.Pod, n.PodRevision)
+		}
+		fmt.Fprintf(&b, "  %-20s %-10s %s\n", n.Node, n.Why, pod)
+		for _, e := range n.Evict {
+			fmt.Fprintf(&b, "      evict %s\n", e)
+		}
+		for _, w := range n.Warnings {
+			fmt.Fprintf(&b, "      warning: %s\n", w)
+		}
+	}
+	if len(p.UpToDate) > 0 {
+		fmt.Fprintf(&b, "up to date: %s\n", strings.Join(p.UpToDate, ", "))
+	}
+	return b.String()
+}
+
+// target is what preflight learns about the DaemonSet.
+type target struct {
+	ds        *appsv1.DaemonSet
+	revision  string
+	container string
+	selector  *podSelector
+	matcher   *MountMatcher
+}
+
+// preflight checks the DaemonSet and computes the plan. Its errors are
+// refusals, apart from API failures.
+func (r *Rollout) preflight(ctx context.Context) (*target, *Plan, error) {
+	o := r.opts
+	dsc := r.Client.AppsV1().DaemonSets(o.Namespace)
+	ds, err := dsc.Get(ctx, o.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil, refuse("Name the mount pod's DaemonSet: mountpod-rollout -n NAMESPACE NAME.", "daemonset %s/%s not found", o.Namespace, o.Name)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("get daemonset %s/%s: %w", o.Namespace, o.Name, err)
+	}
+	if ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
+		return nil, nil, refuse(
+			fmt.Sprintf("With RollingUpdate the DaemonSet controller deletes mount pods under live mounts. Set it first: kubectl -n %s patch daemonset %s -p '{\"spec\":{\"updateStrategy\":{\"type\":\"OnDelete\",\"rollingUpdate\":null}}}'", o.Namespace, o.Name),
+			"daemonset %s/%s has updateStrategy %q, not OnDelete", o.Namespace, o.Name, ds.Spec.UpdateStrategy.Type)
+	}
+	taint := r.taint()
+	if !slices.ContainsFunc(ds.Spec.Template.Spec.Tolerations, func(t corev1.Toleration) bool {
+		return t.ToleratesTaint(klog.Background(), &taint, false)
+	}) {
+		return nil, nil, refuse(
+			fmt.Sprintf("Add the toleration {key: %s, operator: Exists, effect: NoSchedule} to its pod template (deploy/base does), then run the rollout.", TaintKey),
+			"daemonset %s/%s does not tolerate the taint %s: its new pods could not start on a fenced node", o.Namespace, o.Name, taintString(taint))
+	}
+	if len(ds.Spec.Template.Spec.Containers) == 0 {
+		return nil, nil, refuse("", "daemonset %s/%s has no container", o.Namespace, o.Name)
+	}
+
+	// The controller must have seen the newest template, or the newest
+	// ControllerRevision is not the template's yet.
+	if ds.Status.ObservedGeneration < ds.Generation {
+		err := wait.PollUntilContextTimeout(ctx, r.opts.PollInterval/4+time.Millisecond, o.RevisionTimeout, true, func(ctx context.Context) (bool, error) {
+			d, err := dsc.Get(ctx, o.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			ds = d
+			return d.Status.ObservedGeneration >= d.Generation, nil
+		})
+		if err != nil {
+			return nil, nil, refuse("Is kube-controller-manager running?",
+				"daemonset %s/%s: the DaemonSet controller has not observed generation %d within %s (observed %d)",
+				o.Namespace, o.Name, ds.Generation, o.RevisionTimeout, ds.Status.ObservedGeneration)
+		}
+	}
+	revName, revision, err := r.currentRevision(ctx, ds)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	t := &target{ds: ds, revision: revision, container: o.Container}
+	if t.container == "" {
+		t.container = ds.Spec.Template.Spec.Containers[0].Name
+	}
+	plugins := o.Plugins
+	if len(plugins) == 0 {
+		plugins = pluginsOf(ds, t.container)
+	}
+	t.selector = &podSelector{client: r.Client, plugins: plugins, drivers: o.Drivers, all: o.AllPods, force: o.Force}
+	if o.PodSelector != "" {
+		if err := t.selector.setLabels(o.PodSelector); err != nil {
+			return nil, nil, refuse("", "pod selector %q: %v", o.PodSelector, err)
+		}
+	}
+	if t.matcher, err = NewMountMatcher(plugins, o.Drivers, o.MountFSTypes, o.MountPatterns); err != nil {
+		return nil, nil, refuse("", "%v", err)
+	}
+	if !o.AllPods && t.selector.empty() {
+		return nil, nil, refuse("Name them with --driver (flexVolume or CSI driver), or drain by label (--pod-selector) or everything (--all-pods).",
+			"daemonset %s/%s: no volume plugin or driver to drain for (its container %q sets no MOUNTPOD_PLUGINS)", o.Namespace, o.Name, t.container)
+	}
+
+	plan := &Plan{
+		DaemonSet:      o.Namespace + "/" + o.Name,
+		Revision:       revision,
+		RevisionName:   revName,
+		Taint:          taintString(taint),
+		MaxUnavailable: o.MaxUnavailable,
+		Drain:          t.selector.String(),
+		Nodes:          []NodePlan{},
+		UpToDate:       []string{},
+	}
+	pods, err := r.mountPods(ctx, ds)
+	if err != nil {
+		return nil, nil, err
+	}
+	inPlan := map[string]bool{}
+	add := func(node, why string) {
+		if inPlan[node] {
+			return
+		}
+		inPlan[node] = true
+		np := NodePlan{Node: node, Why: why}
+		if p := pods[node]; p != nil {
+			np.Pod, np.PodRevision = p.Name, p.Labels[RevisionLabel]
+		}
+		plan.Nodes = append(plan.Nodes, np)
+	}
+
+	// First what an earlier rollout left: those nodes are fenced already.
+	rec, err := ReadRecord(ds)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec != nil && rec.Phase != PhaseDone && o.Resume {
+		plan.Resume = true
+		for _, n := range rec.Unfinished() {
+			add(n, "unfinished")
+		}
+	}
+	nodes, err := r.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list nodes: %w", err)
+	}
+	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
+	for _, n := range nodes.Items {
+		if hasOurTaint(&n, taint.Value) {
+			add(n.Name, "tainted")
+		}
+	}
+	var podNodes []string
+	for n := range pods {
+		podNodes = append(podNodes, n)
+	}
+	sort.Strings(podNodes)
+	for _, n := range podNodes {
+		if pods[n].Labels[RevisionLabel] != revision {
+			add(n, "outdated")
+		} else if !inPlan[n] {
+			plan.UpToDate = append(plan.UpToDate, n)
+		}
+	}
+	return t, plan, nil
+}
+
+// currentRevision returns the name and hash of ds's newest ControllerRevision.
+func (r *Rollout) currentRevision(ctx context.Context, ds *appsv1.DaemonSet) (name, hash string, err error) {
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return "", "", refuse("", "daemonset %s/%s: selector: %v", ds.Namespace, ds.Name, err)
+	}
+	list, err := r.Client.AppsV1().ControllerRevisions(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return "", "", fmt.Errorf("list controllerrevisions: %w", err)
+	}
+	var newest *appsv1.ControllerRevision
+	for i := range list.Items {
+		cr := &list.Items[i]
+		if ref := metav1.GetControllerOf(cr); ref == nil || ref.UID != ds.UID {
+			continue
+		}
+		if newest == nil || cr.Revision > newest.Revision {
+			newest = cr
+		}
+	}
+	if newest == nil {
+		return "", "", refuse("Is kube-controller-manager running?", "daemonset %s/%s has no ControllerRevision yet", ds.Namespace, ds.Name)
+	}
+	hash = newest.Labels[RevisionLabel]
+	if hash == "" {
+		hash = strings.TrimPrefix(newest.Name, ds.Name+"-")
+	}
+	return newest.Name, hash, nil
+}
+
+// mountPods returns ds's pods by node; where a node has several (an old one
+// terminating), the one not being deleted.
+func (r *Rollout) mountPods(ctx context.Context, ds *appsv1.DaemonSet) (map[string]*corev1.Pod, error) {
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return nil, err
+	}
+	list, err := r.Client.CoreV1().Pods(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list mount pods: %w", err)
+	}
+	byNode := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if ref := metav1.GetControllerOf(p); ref == nil || ref.UID != ds.UID || p.Spec.NodeName == "" {
+			continue
+		}
+		if cur := byNode[p.Spec.NodeName]; cur == nil || (cur.DeletionTimestamp != nil && p.DeletionTimestamp == nil) {
+			byNode[p.Spec.NodeName] = p
+		}
+	}
+	return byNode, nil
+}
+
+// pluginsOf reads the MOUNTPOD_PLUGINS variable of ds's container.
+func pluginsOf(ds *appsv1.DaemonSet, container string) []string {
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name != container {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == "MOUNTPOD_PLUGINS" {
+				var out []string
+				for _, p := range strings.Split(e.Value, ",") {
+					if p = strings.TrimSpace(p); p != "" {
+						out = append(out, p)
+					}
+				}
+				return out
+			}
+		}
+	}
+	return nil
+}
+
+// taint is the taint fencing a node for this DaemonSet.
+func (r *Rollout) taint() corev1.Taint {
+	return corev1.Taint{Key: TaintKey, Value: r.opts.taintValue(), Effect: corev1.TaintEffectNoSchedule}
+}
+
+func taintString(t corev1.Taint) string {
+	return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
+}
+
+func hasOurTaint(n *corev1.Node, value string) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == TaintKey && t.Effect == corev1.TaintEffectNoSchedule && t.Value == value
+	})
+}

@@ -1,0 +1,271 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+)
+
+// Phase is the state of a rollout as its record tells it.
+type Phase string
+
+// The phases of a [Record].
+const (
+	PhaseRunning Phase = "running"
+	PhaseFailed  Phase = "failed"
+	PhaseDone    Phase = "done"
+)
+
+// Record is the lock and progress record of a rollout, kept as JSON in the
+// DaemonSet's [RecordAnnotation].
+type Record struct {
+	// Holder names the rollout process holding (or last holding) the lock.
+	Holder string `json:"holder"`
+	// Phase is running while Holder works, failed after a failure or an
+	// interruption, done after success.
+	Phase Phase `json:"phase"`
+	// Revision is the controller-revision-hash the rollout upgrades to.
+	Revision string `json:"revision"`
+	// Started is when the rollout (or its last resumption) began.
+	Started time.Time `json:"started"`
+	// Renewed is the holder's last heartbeat; the lock is live until
+	// Renewed + LeaseSeconds.
+	Renewed      time.Time `json:"renewed"`
+	LeaseSeconds int       `json:"leaseSeconds"`
+	// Reason says why a failed rollout stopped.
+	Reason string `json:"reason,omitempty"`
+	// Nodes is each node's progress.
+	Nodes map[string]*NodeRecord `json:"nodes,omitempty"`
+}
+
+// NodeRecord is one node's progress.
+type NodeRecord struct {
+	// Step is the step under way, the step that failed, or done.
+	Step Step `json:"step"`
+	// Since is when Step began.
+	Since time.Time `json:"since"`
+	// Error is why Step failed; empty otherwise.
+	Error string `json:"error,omitempty"`
+}
+
+// live reports whether the record's lock is held at now.
+func (r *Record) live(now time.Time) bool {
+	return r.Phase == PhaseRunning && now.Before(r.Renewed.Add(time.Duration(r.LeaseSeconds)*time.Second))
+}
+
+// Unfinished returns the nodes the record has not seen through to done,
+// sorted by name.
+func (r *Record) Unfinished() []string {
+	var nodes []string
+	for n, nr := range r.Nodes {
+		if nr.Step != StepDone {
+			nodes = append(nodes, n)
+		}
+	}
+	sort.Strings(nodes)
+	return nodes
+}
+
+// ReadRecord returns the record of ds, nil if it has none.
+func ReadRecord(ds *appsv1.DaemonSet) (*Record, error) {
+	s, ok := ds.Annotations[RecordAnnotation]
+	if !ok || s == "" {
+		return nil, nil
+	}
+	var r Record
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return nil, fmt.Errorf("annotation %s of daemonset %s/%s: %w", RecordAnnotation, ds.Namespace, ds.Name, err)
+	}
+	if r.Nodes == nil {
+		r.Nodes = map[string]*NodeRecord{}
+	}
+	return &r, nil
+}
+
+// errLockLost is returned by a record write when another rollout holds the
+// lock now.
+var errLockLost = errors.New("lost the rollout lock")
+
+// writeRecord reads the DaemonSet, checks that this rollout still holds the
+// lock, applies change to the record and writes it back with the read
+// resourceVersion as precondition, retrying on conflict.
+func (r *Rollout) writeRecord(ctx context.Context, change func(rec *Record)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds, err := r.Client.AppsV1().DaemonSets(r.opts.Namespace).Get(ctx, r.opts.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get daemonset: %w", err)
+		}
+		rec, err := ReadRecord(ds)
+		if err != nil {
+			return err
+		}
+		if rec == nil || rec.Holder != r.opts.Holder {
+			holder := "nobody"
+			if rec != nil {
+				holder = rec.Holder
+			}
+			return fmt.Errorf("%w: the record names %s", errLockLost, holder)
+		}
+		change(rec)
+		return r.patchRecord(ctx, ds, rec)
+	})
+}
+
+// patchRecord writes rec into ds's annotation, conditional on ds's
+// resourceVersion.
+func (r *Rollout) patchRecord(ctx context.Context, ds *appsv1.DaemonSet, rec *Record) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": ds.ResourceVersion,
+		"annotations":     map[string]string{RecordAnnotation: string(data)},
+	}})
+	if err != nil {
+		return err
+	}
+	_, err = r.Client.AppsV1().DaemonSets(ds.Namespace).Patch(ctx, ds.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: EventSource})
+	if err != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("write annotation %s: %w", RecordAnnotation, err)
+	}
+	return err
+}
+
+// acquire takes the lock for plan, or refuses. It returns the record as
+// written.
+func (r *Rollout) acquire(ctx context.Context, plan *Plan) (*Record, error) {
+	var rec *Record
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ds, err := r.Client.AppsV1().DaemonSets(r.opts.Namespace).Get(ctx, r.opts.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get daemonset: %w", err)
+		}
+		old, err := ReadRecord(ds)
+		if err != nil {
+			return err
+		}
+		if err := r.mayTake(old); err != nil {
+			return err
+		}
+		now := r.now()
+		rec = &Record{
+			Holder:       r.opts.Holder,
+			Phase:        PhaseRunning,
+			Revision:     plan.Revision,
+			Started:      now,
+			Renewed:      now,
+			LeaseSeconds: int((r.opts.LockLease + time.Second - 1) / time.Second),
+			Nodes:        map[string]*NodeRecord{},
+		}
+		if old != nil && old.Phase != PhaseDone {
+			// Keep the history of the nodes still to do.
+			for n, nr := range old.Nodes {
+				if nr.Step != StepDone {
+					rec.Nodes[n] = nr
+				}
+			}
+		}
+		for _, n := range plan.Nodes {
+			if _, ok := rec.Nodes[n.Node]; !ok {
+				rec.Nodes[n.Node] = &NodeRecord{Step: StepPending, Since: now}
+			}
+		}
+		return r.patchRecord(ctx, ds, rec)
+	})
+	return rec, err
+}
+
+// mayTake decides whether a rollout may take over the record old.
+func (r *Rollout) mayTake(old *Record) error {
+	if old == nil || old.Phase == PhaseDone {
+		return nil
+	}
+	cmd := r.resumeCommand()
+	if old.live(r.now()) && old.Holder != r.opts.Holder {
+		until := old.Renewed.Add(time.Duration(old.LeaseSeconds) * time.Second)
+		return refuse(fmt.Sprintf("Wait for it to finish. If that process is dead, its lock expires at %s; then run: %s",
+			until.UTC().Format(time.RFC3339), cmd),
+			"another rollout of daemonset %s/%s is running (holder %s, started %s, last heartbeat %s)",
+			r.opts.Namespace, r.opts.Name, old.Holder, old.Started.UTC().Format(time.RFC3339), old.Renewed.UTC().Format(time.RFC3339))
+	}
+	if r.opts.Resume {
+		return nil
+	}
+	what := "was interrupted"
+	if old.Phase == PhaseFailed {
+		what = "failed"
+	}
+	reason := ""
+	if old.Reason != "" {
+		reason = ": " + old.Reason
+	}
+	return refuse(fmt.Sprintf("Nodes %v may still be tainted %s. Fix the cause, then continue with: %s",
+		old.Unfinished(), TaintKey, cmd),
+		"the last rollout of daemonset %s/%s %s (holder %s)%s", r.opts.Namespace, r.opts.Name, what, old.Holder, reason)
+}
+
+// resumeCommand is the command line that resumes this rollout.
+func (r *Rollout) resumeCommand() string {
+	return fmt.Sprintf("mountpod-rollout -n %s %s --resume", r.opts.Namespace, r.opts.Name)
+}
+
+// heartbeat renews the lease until ctx ends. If the lock is lost it calls
+// lost with the reason.
+func (r *Rollout) heartbeat(ctx context.Context, lost func(error)) {
+	t := time.NewTicker(r.opts.LockLease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := r.writeRecord(ctx, func(rec *Record) { rec.Renewed = r.now() })
+		switch {
+		case errors.Is(err, errLockLost):
+			lost(err)
+			return
+		case err != nil && ctx.Err() == nil:
+			r.log.Warn("renew the rollout lock", "err", err)
+		}
+	}
+}
+
+// setNode records node's step and error.
+func (r *Rollout) setNode(ctx context.Context, node string, step Step, failure string) error {
+	r.recMu.Lock()
+	defer r.recMu.Unlock()
+	return r.writeRecord(ctx, func(rec *Record) {
+		if rec.Nodes == nil {
+			rec.Nodes = map[string]*NodeRecord{}
+		}
+		rec.Nodes[node] = &NodeRecord{Step: step, Since: r.now(), Error: failure}
+		rec.Renewed = r.now()
+	})
+}
+
+// finish records the end of the rollout: done, or failed with reason.
+func (r *Rollout) finish(ctx context.Context, reason string) error {
+	r.recMu.Lock()
+	defer r.recMu.Unlock()
+	return r.writeRecord(ctx, func(rec *Record) {
+		rec.Renewed = r.now()
+		if reason == "" {
+			rec.Phase = PhaseDone
+			rec.Reason = ""
+			return
+		}
+		rec.Phase = PhaseFailed
+		rec.Reason = reason
+	})
+}

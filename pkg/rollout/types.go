@@ -1,0 +1,189 @@
+package rollout
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+)
+
+const (
+	// TaintKey is the key of the NoSchedule taint that fences a node while
+	// its mount pod is replaced. Its value is "<namespace>.<DaemonSet name>",
+	// so two DaemonSets' rollouts never remove each other's taint.
+	TaintKey = "mountcontainers.io/upgrading"
+	// RecordAnnotation is the DaemonSet annotation holding the [Record].
+	RecordAnnotation = "mountcontainers.io/rollout"
+	// RevisionLabel is the pod label naming its DaemonSet revision.
+	RevisionLabel = appsv1.DefaultDaemonSetUniqueLabelKey
+	// EventSource is the component name of the Events the rollout records.
+	EventSource = "mountpod-rollout"
+)
+
+// Step is a stage of a node's upgrade.
+type Step string
+
+// The steps, in order.
+const (
+	StepPending Step = "pending"
+	StepTaint   Step = "taint"
+	StepDrain   Step = "drain"
+	StepUnmount Step = "wait-unmount"
+	StepDelete  Step = "delete-pod"
+	StepReady   Step = "wait-ready"
+	StepUntaint Step = "untaint"
+	StepDone    Step = "done"
+)
+
+// Steps lists the steps a node goes through, in order.
+var Steps = []Step{StepTaint, StepDrain, StepUnmount, StepDelete, StepReady, StepUntaint}
+
+// ErrorKind tells whether a rollout failed before touching anything.
+type ErrorKind int
+
+const (
+	// Refused: preflight or the lock stopped the rollout; no node was touched.
+	Refused ErrorKind = iota + 1
+	// Failed: a step failed or timed out; the node it ran on stays tainted.
+	Failed
+)
+
+// Error is what [Rollout.Run] returns when it stops: what went wrong and
+// what the operator should do about it.
+type Error struct {
+	Kind ErrorKind
+	// Node and Step locate a failure; both empty for a refusal.
+	Node string
+	Step Step
+	// Err is the cause.
+	Err error
+	// Hint says what to do, in a sentence or two.
+	Hint string
+}
+
+// Error renders the failure, then the hint on its own lines.
+func (e *Error) Error() string {
+	var msg string
+	switch {
+	case e.Node != "":
+		msg = fmt.Sprintf("node %s: %s: %v", e.Node, e.Step, e.Err)
+	default:
+		msg = e.Err.Error()
+	}
+	if e.Hint != "" {
+		msg += "\n" + e.Hint
+	}
+	return msg
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// refuse returns a Refused error.
+func refuse(hint, format string, args ...any) *Error {
+	return &Error{Kind: Refused, Err: fmt.Errorf(format, args...), Hint: hint}
+}
+
+// IsRefused reports whether err is a refusal: no node was touched.
+func IsRefused(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == Refused
+}
+
+// Options configure a rollout. The zero value of every field but Namespace
+// and Name means its default.
+type Options struct {
+	// Namespace and Name identify the mount-pod DaemonSet.
+	Namespace, Name string
+	// MaxUnavailable is how many nodes are upgraded at once (default 1).
+	MaxUnavailable int
+	// DryRun only computes and reports the plan.
+	DryRun bool
+	// Resume continues a failed or interrupted rollout.
+	Resume bool
+	// AllPods drains every pod of the node that is not a DaemonSet's or a
+	// mirror pod, not only those using the plugin's volumes.
+	AllPods bool
+	// PodSelector is a label selector of further pods to drain.
+	PodSelector string
+	// Plugins are the volume plugins the mount pod serves, such as
+	// kubernetes.io/glusterfs (default: the MOUNTPOD_PLUGINS variable of the
+	// DaemonSet's container).
+	Plugins []string
+	// Drivers are flexVolume and CSI driver names whose volumes the mount
+	// pod serves, such as mountcontainers.io/glusterfs.
+	Drivers []string
+	// MountFSTypes are further file-system types (such as fuse.glusterfs)
+	// whose mounts, as the mount pod sees them, wait-unmount waits for.
+	MountFSTypes []string
+	// MountPatterns are regular expressions over mount points: matching
+	// mounts are waited for too.
+	MountPatterns []string
+	// Container is the mount pod's container (default: the first).
+	Container string
+	// Force evicts pods that no controller owns (they do not come back).
+	Force bool
+	// GracePeriod overrides the evicted pods' termination grace period in
+	// seconds; negative (the default, -1) keeps each pod's own.
+	GracePeriod *int
+	// DrainTimeout bounds the eviction of a node's pods (default 5m); a
+	// PodDisruptionBudget that forbids an eviction makes it expire.
+	DrainTimeout time.Duration
+	// UnmountTimeout bounds the wait for the mounts to go (default 3m).
+	UnmountTimeout time.Duration
+	// ReadyTimeout bounds the old pod's deletion and, again, the
+	// replacement's readiness (default 5m).
+	ReadyTimeout time.Duration
+	// RevisionTimeout bounds the wait for the DaemonSet controller to
+	// observe the DaemonSet's newest generation (default 1m).
+	RevisionTimeout time.Duration
+	// PollInterval is how often waits look again (default 2s).
+	PollInterval time.Duration
+	// EvictRetryDelay is the pause after an eviction refused by a
+	// PodDisruptionBudget (default 5s).
+	EvictRetryDelay time.Duration
+	// LockLease is how long the lock stays valid without renewal (default
+	// 1m); it is renewed every third of it.
+	LockLease time.Duration
+	// Holder names this rollout in the lock (default host name and PID).
+	Holder string
+}
+
+// withDefaults returns o with every zero field set to its default.
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if o.MaxUnavailable <= 0 {
+		o.MaxUnavailable = 1
+	}
+	def(&o.DrainTimeout, 5*time.Minute)
+	def(&o.UnmountTimeout, 3*time.Minute)
+	def(&o.ReadyTimeout, 5*time.Minute)
+	def(&o.RevisionTimeout, time.Minute)
+	def(&o.PollInterval, 2*time.Second)
+	def(&o.EvictRetryDelay, 5*time.Second)
+	def(&o.LockLease, time.Minute)
+	if o.GracePeriod == nil {
+		g := -1
+		o.GracePeriod = &g
+	}
+	return o
+}
+
+// taintValue is the value of this DaemonSet's taint: "<namespace>.<name>",
+// shortened with a hash when longer than a label value may be.
+func (o Options) taintValue() string {
+	v := o.Namespace + "." + o.Name
+	if len(v) <= 63 {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return strings.TrimRight(v[:54], "-_.") + "-" + hex.EncodeToString(sum[:4])
+}

@@ -1,0 +1,470 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+	"github.com/mountcontainers/mountcontainers/pkg/flexvolume"
+	"github.com/mountcontainers/mountcontainers/test/framework"
+)
+
+// The GlusterFS user story, end to end on real parts: a GlusterFS server in
+// its own pod, the glusterfs mount pod from deploy/glusterfs (through an
+// overlay that points it at the bed's paths), the Flexvolume driver it
+// installs, and a real kubelet mounting a workload's flexVolume on a node
+// that has no mount.glusterfs.
+
+const (
+	glusterPlugin   = "kubernetes.io/glusterfs"
+	glusterDriver   = "mountcontainers.io/glusterfs"
+	glusterVolume   = "gv0"
+	mountpodSelect  = "app.kubernetes.io/instance=glusterfs-mountpod"
+	mountpodNS      = "kube-system"
+	execSyncBound   = 10 * time.Second // a hanging exec would take the driver's 1 min timeout
+	driverCallBound = 15 * time.Second
+)
+
+type glusterEnv struct {
+	bed     *framework.Bed
+	ns      string
+	root    string
+	out     string // generated manifests
+	driver  string // installed driver executable
+	brick   string // brick directory in the server pod
+	mountNS string
+}
+
+func TestGlusterfs(t *testing.T) {
+	bed := framework.Current(t)
+	g := setupGlusterfs(t, bed)
+	t.Run("WorkloadMountsThroughMountPod", g.testWorkload)
+	t.Run("ExecSyncMountReturnsPromptly", g.testExecSync)
+	t.Run("BadOptionsNameTheField", g.testBadOptions)
+	// Last: it deletes the mount pod.
+	t.Run("HazardMountPodDeleted", g.testHazard)
+}
+
+func setupGlusterfs(t *testing.T, bed *framework.Bed) *glusterEnv {
+	t.Helper()
+	assertHostHasNoGluster(t)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &glusterEnv{bed: bed, root: root, out: t.TempDir(), brick: "/bricks/" + glusterVolume, mountNS: mountpodNS}
+	g.ns = bed.CreateNamespace(t, "gluster")
+
+	// The server image (cached by its inputs) into the bed's containerd.
+	run(t, 10*time.Minute, filepath.Join(root, "test/bed/images.sh"), "build", "glusterfs-server",
+		filepath.Join(root, "test/images/glusterfs-server/Dockerfile"), filepath.Join(root, "test/images/glusterfs-server"))
+	run(t, 2*time.Minute, filepath.Join(root, "test/bed/images.sh"), "import", "glusterfs-server")
+
+	cmd := exec.Command(filepath.Join(root, "test/demo/manifests.sh"), g.out)
+	cmd.Env = append(os.Environ(), "GLUSTER_NAMESPACE="+g.ns, "BED_DIR="+bed.Env.BedDir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("manifests.sh: %v\n%s", err, out)
+	}
+
+	start := time.Now()
+	bed.ApplyFile(t, filepath.Join(g.out, "glusterfs-server.yaml"))
+	bed.WaitPod(t, g.ns, "glusterfs-server", true, 2*time.Minute)
+	t.Logf("GlusterFS server ready in %s", time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	bed.ApplyKustomize(t, filepath.Join(g.out, "mountpod"))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if r := bed.RunKubectl(ctx, "", "delete", "--ignore-not-found", "--wait", "--timeout=2m", "-k", filepath.Join(g.out, "mountpod")); r.Err != nil {
+			t.Logf("delete mount pod: %v", r.Err)
+		}
+		_ = os.RemoveAll(filepath.Join(bed.Env.VolumePluginDir, "mountcontainers.io~glusterfs"))
+	})
+	g.mountPod(t)
+	t.Logf("glusterfs mount pod from deploy/glusterfs ready in %s", time.Since(start).Round(time.Millisecond))
+
+	g.driver = filepath.Join(bed.Env.VolumePluginDir, "mountcontainers.io~glusterfs", "glusterfs")
+	if err := framework.Poll(context.Background(), "driver "+g.driver, 200*time.Millisecond, time.Minute,
+		func(context.Context) (bool, string, error) {
+			_, err := os.Stat(g.driver)
+			return err == nil, fmt.Sprint(err), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	assertNoDotfiles(t, filepath.Dir(g.driver))
+	return g
+}
+
+// assertHostHasNoGluster fails when the host has any GlusterFS client: the
+// proof that the node mounts without one would be meaningless.
+func assertHostHasNoGluster(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"mount.glusterfs", "glusterfs", "glusterfsd", "gluster"} {
+		if p, err := exec.LookPath(tool); err == nil {
+			t.Fatalf("the host has %s (%s): remove the gluster packages, the test proves the node needs none", tool, p)
+		}
+	}
+	for _, p := range []string{"/sbin/mount.glusterfs", "/usr/sbin/mount.glusterfs", "/usr/sbin/glusterfs"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Fatalf("the host has %s", p)
+		}
+	}
+}
+
+func assertNoDotfiles(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("install left %s in %s", e.Name(), dir)
+		}
+	}
+}
+
+func run(t *testing.T, timeout time.Duration, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// mountPod waits for the glusterfs mount pod to be ready and returns it.
+func (g *glusterEnv) mountPod(t *testing.T) corev1.Pod {
+	t.Helper()
+	return g.bed.WaitPodsBySelector(t, g.mountNS, mountpodSelect, 1, true, 2*time.Minute)[0]
+}
+
+// workload runs a pod with a GlusterFS flexVolume at /data.
+func (g *glusterEnv) workload(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	g.bed.Apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: main
+      image: %[3]s
+      imagePullPolicy: Never
+      command: ["sleep", "infinity"]
+      volumeMounts:
+        - {name: data, mountPath: /data}
+  volumes:
+    - name: data
+      flexVolume:
+        driver: %[4]s
+        options:
+          server: %[5]q
+          volume: %[6]s
+          mountOptions: log-level=WARNING
+`, name, g.ns, g.bed.Env.BaseImage, glusterDriver, g.bed.Env.NodeName, glusterVolume))
+	return g.bed.WaitPod(t, g.ns, name, false, 2*time.Minute)
+}
+
+// volumeDir is where the kubelet mounts a pod's flexVolume "data".
+func (g *glusterEnv) volumeDir(p *corev1.Pod) string {
+	return filepath.Join(g.bed.Env.KubeletRoot, "pods", string(p.UID), "volumes", "mountcontainers.io~glusterfs", "data")
+}
+
+// hostMount returns the file system type of the mount at dir in the host's
+// mount table, or "" when there is none.
+func hostMount(t *testing.T, dir string) string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fstype := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[4] != dir {
+			continue
+		}
+		for i, x := range f {
+			if x == "-" && i+1 < len(f) {
+				fstype = f[i+1]
+			}
+		}
+	}
+	return fstype
+}
+
+// fuseProcesses returns the PIDs of glusterfs client processes serving dir.
+func fuseProcesses(t *testing.T, dir string) []int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var pids []int
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		if filepath.Base(args[0]) != "glusterfs" || args[len(args)-1] != dir {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+func (g *glusterEnv) testWorkload(t *testing.T) {
+	bed := g.bed
+	mp := g.mountPod(t)
+	mountCtr := bed.RunningContainerID(t, mp.UID, "mount", 30*time.Second)
+
+	start := time.Now()
+	p := g.workload(t, "writer")
+	t.Logf("workload with a GlusterFS flexVolume Running in %s", time.Since(start).Round(time.Millisecond))
+
+	content := "written through the mount pod at " + time.Now().Format(time.RFC3339Nano)
+	out := bed.MustExec(t, g.ns, p.Name, "main", "sh", "-c", `printf '%s' "$1" > /data/hello.txt && cat /data/hello.txt`, "sh", content)
+	if out != content {
+		t.Fatalf("read back %q, want %q", out, content)
+	}
+	if got := bed.MustExec(t, g.ns, "glusterfs-server", "server", "cat", g.brick+"/hello.txt"); got != content {
+		t.Fatalf("brick has %q, want %q", got, content)
+	}
+
+	dir := g.volumeDir(p)
+	if fs := hostMount(t, dir); fs != "fuse.glusterfs" {
+		t.Fatalf("host mount table: %s is %q, want fuse.glusterfs", dir, fs)
+	}
+	pids := fuseProcesses(t, dir)
+	if len(pids) != 1 {
+		t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
+	}
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pids[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cg), mountCtr) {
+		t.Fatalf("the FUSE daemon (pid %d) is not in the mount pod's container %s:\n%s", pids[0], mountCtr, cg)
+	}
+	ps := bed.MustExec(t, g.mountNS, mp.Name, "mount", "sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done")
+	if !strings.Contains(ps, dir) {
+		t.Fatalf("the mount pod does not see the FUSE daemon of %s:\n%s", dir, ps)
+	}
+	t.Logf("FUSE daemon pid %d runs in mount pod %s (container %.12s); the host has no mount.glusterfs", pids[0], mp.Name, mountCtr)
+
+	start = time.Now()
+	if err := bed.Client.CoreV1().Pods(g.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bed.WaitPodGone(t, g.ns, p.Name, p.UID, 2*time.Minute)
+	if err := framework.Poll(context.Background(), "unmount of "+dir, 200*time.Millisecond, time.Minute,
+		func(context.Context) (bool, string, error) {
+			fs, n := hostMount(t, dir), len(fuseProcesses(t, dir))
+			return fs == "" && n == 0, fmt.Sprintf("mount %q, %d FUSE processes", fs, n), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("workload deleted and its volume unmounted in %s", time.Since(start).Round(time.Millisecond))
+	if got := bed.MustExec(t, g.ns, "glusterfs-server", "server", "cat", g.brick+"/hello.txt"); got != content {
+		t.Fatalf("after unmount the brick has %q", got)
+	}
+}
+
+// testExecSync proves that the CRI ExecSync of a glusterfs mount returns
+// as soon as the mount is made: the glusterfs client daemonizes and closes
+// the exec's stdout and stderr (containerd waits for them to close), so no
+// fix is needed; the bound catches a regression, which would otherwise
+// last until the exec's timeout. It also runs the installed driver as the
+// kubelet does and checks that both calls went through the mount pod.
+func (g *glusterEnv) testExecSync(t *testing.T) {
+	bed := g.bed
+	mp := g.mountPod(t)
+	r := mcexec.NewResolver(mcexec.Options{Dir: bed.Env.RegistrationDir, Endpoint: bed.Env.CRIEndpoint})
+	defer r.Close()
+	e, err := r.For(glusterPlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.Resolve(context.Background())
+	if err != nil || d.OnHost() || d.Registration.PodName != mp.Name {
+		t.Fatalf("decision %v (%v), want mount pod %s", d, err, mp.Name)
+	}
+
+	dir := filepath.Join(bed.Env.KubeletRoot, "mc-e2e-glusterfs", "execsync")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("umount", "-l", dir).Run()
+		_ = os.RemoveAll(filepath.Dir(dir))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	out, err := e.CommandContext(ctx, "mount", "-t", "glusterfs", bed.Env.NodeName+":/"+glusterVolume, dir).CombinedOutput()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("mount through ExecSync: %v: %s", err, out)
+	}
+	t.Logf("ExecSync(mount -t glusterfs) returned in %s (bound %s, exec timeout 1m)", took.Round(time.Millisecond), execSyncBound)
+	if took > execSyncBound {
+		t.Fatalf("ExecSync of the mount took %s > %s: the FUSE daemon holds the exec's pipes", took, execSyncBound)
+	}
+	if fs := hostMount(t, dir); fs != "fuse.glusterfs" {
+		t.Fatalf("after ExecSync mount, host sees %q at %s", fs, dir)
+	}
+	start = time.Now()
+	if out, err := e.CommandContext(ctx, "umount", dir).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v: %s", err, out)
+	}
+	t.Logf("ExecSync(umount) returned in %s", time.Since(start).Round(time.Millisecond))
+
+	// The installed driver, invoked as the kubelet invokes it.
+	opts, _ := json.Marshal(map[string]string{
+		"server": bed.Env.NodeName, "volume": glusterVolume,
+		"kubernetes.io/fsType": "", "kubernetes.io/readwrite": "rw", "kubernetes.io/pod.uid": "e2e",
+	})
+	target := filepath.Join(filepath.Dir(dir), "driver")
+	for _, call := range [][]string{{"init"}, {"mount", target, string(opts)}, {"unmount", target}, {"unmount", target}} {
+		start := time.Now()
+		s := g.callDriver(t, call...)
+		took := time.Since(start)
+		t.Logf("driver %s: %s in %s: %s", call[0], s.Status, took.Round(time.Millisecond), s.Message)
+		if s.Status != flexvolume.StatusSuccess {
+			t.Fatalf("driver %s: %+v", call[0], s)
+		}
+		if took > driverCallBound {
+			t.Fatalf("driver %s took %s > %s", call[0], took, driverCallBound)
+		}
+		if call[0] == "mount" && !strings.Contains(s.Message, mp.Name) {
+			t.Fatalf("driver mount did not run in the mount pod: %s", s.Message)
+		}
+	}
+}
+
+func (g *glusterEnv) callDriver(t *testing.T, args ...string) flexvolume.Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, g.driver, args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"} // the kubelet's environment has no bed settings
+	out, _ := cmd.CombinedOutput()
+	var s flexvolume.Status
+	if err := json.Unmarshal(bytes.TrimSpace(out), &s); err != nil {
+		t.Fatalf("driver %v: reply %q is not one JSON object: %v", args, out, err)
+	}
+	return s
+}
+
+func (g *glusterEnv) testBadOptions(t *testing.T) {
+	bed := g.bed
+	bed.Apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: bad-options
+  namespace: %[1]s
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: main
+      image: %[2]s
+      imagePullPolicy: Never
+      command: ["sleep", "infinity"]
+      volumeMounts:
+        - {name: data, mountPath: /data}
+  volumes:
+    - name: data
+      flexVolume:
+        driver: %[3]s
+        options: {server: "gluster;reboot", volume: gv0}
+`, g.ns, bed.Env.BaseImage, glusterDriver))
+	err := framework.Poll(context.Background(), "FailedMount event naming the bad field", 500*time.Millisecond, 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			evs, err := bed.Client.CoreV1().Events(g.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=bad-options"})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			var last string
+			for _, ev := range evs.Items {
+				last = ev.Reason + ": " + ev.Message
+				if ev.Reason == "FailedMount" && strings.Contains(ev.Message, `invalid option \"server\"`) ||
+					ev.Reason == "FailedMount" && strings.Contains(ev.Message, `invalid option "server"`) {
+					t.Logf("event: %s", ev.Message)
+					return true, "", nil
+				}
+			}
+			return false, last, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testHazard shows why mount pods are upgraded only after draining the
+// node: the FUSE daemons of live mounts run in the mount pod, so deleting it
+// breaks every workload's volume ("Transport endpoint is not connected").
+// The data written before is intact on the brick.
+func (g *glusterEnv) testHazard(t *testing.T) {
+	bed := g.bed
+	p := g.workload(t, "hazard")
+	content := "written before the mount pod died"
+	bed.MustExec(t, g.ns, p.Name, "main", "sh", "-c", `printf '%s' "$1" > /data/before.txt && sync`, "sh", content)
+
+	mp := g.mountPod(t)
+	if err := bed.Client.CoreV1().Pods(g.mountNS).Delete(context.Background(), mp.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bed.WaitPodGone(t, g.mountNS, mp.Name, mp.UID, 2*time.Minute)
+
+	var stderr string
+	err := framework.Poll(context.Background(), "the workload to see the broken mount", 250*time.Millisecond, 30*time.Second,
+		func(ctx context.Context) (bool, string, error) {
+			_, se, err := bed.Exec(ctx, 20*time.Second, g.ns, p.Name, "main", "cat", "/data/before.txt")
+			stderr = se
+			return err != nil && strings.Contains(se, "Transport endpoint is not connected"), se, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("mount pod %s deleted -> the workload sees: %s", mp.Name, strings.TrimSpace(stderr))
+	t.Logf("HAZARD RECORDED: this is why mount pods use updateStrategy OnDelete and are upgraded only after draining the node")
+	if got := bed.MustExec(t, g.ns, "glusterfs-server", "server", "cat", g.brick+"/before.txt"); got != content {
+		t.Fatalf("brick has %q, want %q: data written before was lost", got, content)
+	}
+
+	// The DaemonSet replaces the pod; deleting the workload then unmounts
+	// the dead mount.
+	g.mountPod(t)
+	dir := g.volumeDir(p)
+	if err := bed.Client.CoreV1().Pods(g.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bed.WaitPodGone(t, g.ns, p.Name, p.UID, 2*time.Minute)
+	if err := framework.Poll(context.Background(), "dead mount removed", 250*time.Millisecond, time.Minute,
+		func(context.Context) (bool, string, error) {
+			fs := hostMount(t, dir)
+			return fs == "", fs, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,594 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+	"github.com/mountcontainers/mountcontainers/pkg/rollout"
+	"github.com/mountcontainers/mountcontainers/test/framework"
+)
+
+// TestRollout runs `mountpod-rollout` (the real binary) against a mount-pod
+// DaemonSet of its own namespace on the bed's node:
+//
+//   - a workload (a Deployment) appends a checksummed stream to a hostPath
+//     file and holds a volume the rollout must wait for: a memory emptyDir,
+//     a tmpfs the kubelet mounts under its pods directory and unmounts only
+//     after the pod is gone, observed through the mount pod like a plugin's
+//     mount (--mount-pattern);
+//   - PDBBlocks: the DaemonSet moves to a new image tag; a
+//     PodDisruptionBudget forbids the eviction: exit 1, taint on, the reason
+//     recorded on the DaemonSet and in an Event, nothing replaced;
+//   - ResumeFinishes: without the budget, --resume evicts the workload,
+//     waits for the tmpfs to go, replaces the mount pod, waits until it is
+//     Ready (registered), removes the taint; the workload runs again and
+//     every line written before verifies;
+//   - BadImage: an image whose mount pod cannot become Ready (a required
+//     tool missing) stops the rollout with the taint on; after fixing the
+//     DaemonSet, --resume finishes it.
+//
+// The GlusterFS Flexvolume is not used yet: see the report of issue 8.
+func TestRollout(t *testing.T) {
+	bed := framework.Current(t)
+	r := setUpRollout(t, bed)
+
+	t.Run("DryRun", r.testDryRun)
+	if t.Failed() {
+		return
+	}
+	t.Run("PDBBlocks", r.testPDBBlocks)
+	if t.Failed() {
+		return
+	}
+	t.Run("ResumeFinishes", r.testResumeFinishes)
+	if t.Failed() {
+		return
+	}
+	t.Run("BadImage", r.testBadImage)
+}
+
+const (
+	rolloutDS       = "mountpod"
+	rolloutSelector = "app=rollout-mountpod"
+	writerSelector  = "app=writer"
+	scratchPattern  = `/volumes/kubernetes\.io~empty-dir/scratch$`
+)
+
+type rolloutEnv struct {
+	bed     *framework.Bed
+	ns      string
+	plugin  string
+	binary  string
+	dataDir string
+	newTag  string
+}
+
+func setUpRollout(t *testing.T, bed *framework.Bed) *rolloutEnv {
+	t.Helper()
+	if bed.Env.MountpodImage == "" || bed.Env.KubeletRoot == "" || bed.Env.BaseImage == "" {
+		t.Fatal("the bed's env has no MOUNTPOD_IMAGE, KUBELET_ROOT or BASE_IMAGE")
+	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rolloutEnv{bed: bed, ns: bed.CreateNamespace(t, "rollout"), dataDir: t.TempDir()}
+	r.plugin = "e2e.mountcontainers.io/" + r.ns
+	r.binary = filepath.Join(t.TempDir(), "mountpod-rollout")
+	build := exec.Command("go", "build", "-o", r.binary, "./cmd/mountpod-rollout")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/mountpod-rollout: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		// Never leave the only node fenced for the tests that follow.
+		r.removeTaint(t)
+		if p, err := registration.Path(bed.Env.RegistrationDir, r.plugin); err == nil {
+			_ = os.Remove(p)
+		}
+	})
+
+	// A new tag of the same image, for the upgrade.
+	r.newTag = strings.TrimSuffix(r.bed.Env.MountpodImage, ":dev") + ":rollout-" + strings.TrimPrefix(r.ns, "rollout-")
+	ctr := func(args ...string) {
+		cmd := exec.Command("ctr", append([]string{"-a", r.bed.Env.CRISocket, "-n", "k8s.io", "images"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("ctr images %v: %v\n%s", args, err, out)
+		}
+	}
+	ctr("tag", "--force", r.bed.Env.MountpodImage, r.newTag)
+	t.Cleanup(func() {
+		_ = exec.Command("ctr", "-a", r.bed.Env.CRISocket, "-n", "k8s.io", "images", "rm", r.newTag).Run()
+	})
+
+	bed.Apply(t, r.daemonSet(bed.Env.MountpodImage))
+	bed.WaitPodsBySelector(t, r.ns, rolloutSelector, 1, true, 2*time.Minute)
+	bed.Apply(t, r.writer())
+	w := bed.WaitPodsBySelector(t, r.ns, writerSelector, 1, true, 2*time.Minute)[0]
+	r.waitLines(t, 10, time.Minute)
+
+	// The premise of wait-unmount: the mount pod sees the workload's tmpfs.
+	mp := r.mountPod(t)
+	out := bed.MustExec(t, r.ns, mp.Name, "mount", "cat", "/proc/self/mountinfo")
+	mounts, err := rollout.ParseMountInfo([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	matcher, err := rollout.NewMountMatcher(nil, nil, nil, []string{scratchPattern})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := false
+	for _, m := range mounts {
+		seen = seen || (matcher.Match(m) && strings.Contains(m.Target, string(w.UID)))
+	}
+	if !seen {
+		t.Fatalf("the mount pod does not see the writer's emptyDir tmpfs:\n%s", out)
+	}
+	return r
+}
+
+func (r *rolloutEnv) daemonSet(image string) string {
+	e := r.bed.Env
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: %[6]s
+  namespace: %[1]s
+spec:
+  selector:
+    matchLabels: {app: rollout-mountpod}
+  updateStrategy: {type: OnDelete}
+  template:
+    metadata:
+      labels: {app: rollout-mountpod}
+    spec:
+      hostNetwork: true
+      terminationGracePeriodSeconds: 5
+      tolerations:
+      - {key: %[7]s, operator: Exists, effect: NoSchedule}
+      containers:
+      - name: mount
+        image: %[2]s
+        imagePullPolicy: Never
+        securityContext: {privileged: true}
+        env:
+        - name: POD_NAMESPACE
+          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+        - name: POD_NAME
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+        - name: POD_UID
+          valueFrom: {fieldRef: {fieldPath: metadata.uid}}
+        - {name: CONTAINER_NAME, value: mount}
+        - {name: MOUNTPOD_PLUGINS, value: %[3]q}
+        - {name: PLUGIN_CONTAINERS_DIR, value: %[4]q}
+        readinessProbe:
+          exec: {command: ["/usr/local/bin/mountpod", "check"]}
+          periodSeconds: 1
+          failureThreshold: 1
+        volumeMounts:
+        - {name: kubelet, mountPath: %[5]q, mountPropagation: Bidirectional}
+      volumes:
+      - name: kubelet
+        hostPath: {path: %[5]q, type: Directory}
+`, r.ns, image, r.plugin, e.RegistrationDir, e.KubeletRoot, rolloutDS, rollout.TaintKey)
+}
+
+// writer appends "<n> <ns time> <pod> <sha256 of the first three, 16 hex>"
+// lines to /data/stream (a hostPath), continuing the count of an existing
+// stream, and keeps a memory emptyDir busy.
+func (r *rolloutEnv) writer() string {
+	script := `trap 'exit 0' TERM
+i=$(wc -l < /data/stream 2>/dev/null || echo 0)
+while :; do
+  line="$i $(date +%s%N) $HOSTNAME"
+  sum=$(printf '%s' "$line" | sha256sum | cut -c1-16)
+  printf '%s %s\n' "$line" "$sum" >> /data/stream
+  printf '%s\n' "$line" > /scratch/last
+  i=$((i+1))
+  sleep 0.1
+done`
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: writer
+  namespace: %[1]s
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: writer}
+  template:
+    metadata:
+      labels: {app: writer}
+    spec:
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: main
+        image: %[2]s
+        imagePullPolicy: Never
+        command: ["sh", "-c", %[3]q]
+        volumeMounts:
+        - {name: data, mountPath: /data}
+        - {name: scratch, mountPath: /scratch}
+      volumes:
+      - name: data
+        hostPath: {path: %[4]q, type: Directory}
+      - name: scratch
+        emptyDir: {medium: Memory, sizeLimit: 1Mi}
+`, r.ns, r.bed.Env.BaseImage, script, r.dataDir)
+}
+
+// verifyStream checks every complete line of the stream and returns how many
+// there are and which pods wrote them.
+func (r *rolloutEnv) verifyStream(t *testing.T) (int, map[string]int) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(r.dataDir, "stream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writers := map[string]int{}
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 4 {
+			t.Fatalf("stream line %d malformed: %q", n, sc.Text())
+		}
+		sum := sha256.Sum256([]byte(strings.Join(f[:3], " ")))
+		if hex.EncodeToString(sum[:])[:16] != f[3] {
+			t.Fatalf("stream line %d fails its checksum: %q", n, sc.Text())
+		}
+		if i, err := strconv.Atoi(f[0]); err != nil || i != n {
+			t.Fatalf("stream line %d numbered %q: a line was lost or doubled", n, f[0])
+		}
+		writers[f[2]]++
+		n++
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		t.Fatalf("stream ends with a partial line")
+	}
+	return n, writers
+}
+
+func (r *rolloutEnv) waitLines(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	err := framework.Poll(context.Background(), fmt.Sprintf("%d lines in the stream", n), 200*time.Millisecond, timeout,
+		func(context.Context) (bool, string, error) {
+			got, _ := r.verifyStream(t)
+			return got >= n, fmt.Sprintf("%d lines", got), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runRollout runs the binary and returns its stdout, stderr and exit code.
+func (r *rolloutEnv) runRollout(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args = append([]string{"-n", r.ns, rolloutDS,
+		"--pod-selector", writerSelector, "--mount-pattern", scratchPattern,
+		"--poll-interval", "500ms", "--drain-timeout", "20s", "--unmount-timeout", "1m", "--ready-timeout", "45s",
+		"--evict-retry-delay", "1s"}, args...)
+	cmd := exec.CommandContext(ctx, r.binary, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.bed.Env.Kubeconfig)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run %s: %v", r.binary, err)
+	}
+	t.Logf("mountpod-rollout %s: exit %d in %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code,
+		time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
+	return stdout.String(), stderr.String(), code
+}
+
+func (r *rolloutEnv) mountPod(t *testing.T) corev1.Pod {
+	t.Helper()
+	return r.bed.WaitPodsBySelector(t, r.ns, rolloutSelector, 1, true, 2*time.Minute)[0]
+}
+
+// anyPod returns the one pod matching selector, ready or not.
+func (r *rolloutEnv) anyPod(t *testing.T, selector string) corev1.Pod {
+	t.Helper()
+	pods, err := r.bed.Client.CoreV1().Pods(r.ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 {
+		t.Fatalf("%d pods match %s, want 1", len(pods.Items), selector)
+	}
+	return pods.Items[0]
+}
+
+func (r *rolloutEnv) taintValue() string { return r.ns + "." + rolloutDS }
+
+func (r *rolloutEnv) tainted(t *testing.T) bool {
+	t.Helper()
+	n, err := r.bed.Client.CoreV1().Nodes().Get(context.Background(), r.bed.Env.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range n.Spec.Taints {
+		if tn.Key == rollout.TaintKey && tn.Value == r.taintValue() {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *rolloutEnv) removeTaint(t *testing.T) {
+	ctx := context.Background()
+	n, err := r.bed.Client.CoreV1().Nodes().Get(ctx, r.bed.Env.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Logf("get node: %v", err)
+		return
+	}
+	var kept []corev1.Taint
+	for _, tn := range n.Spec.Taints {
+		if !(tn.Key == rollout.TaintKey && tn.Value == r.taintValue()) {
+			kept = append(kept, tn)
+		}
+	}
+	if len(kept) != len(n.Spec.Taints) {
+		n.Spec.Taints = kept
+		if _, err := r.bed.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Errorf("remove the rollout taint: %v", err)
+		}
+	}
+}
+
+func (r *rolloutEnv) record(t *testing.T) *rollout.Record {
+	t.Helper()
+	ds, err := r.bed.Client.AppsV1().DaemonSets(r.ns).Get(context.Background(), rolloutDS, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := rollout.ReadRecord(ds)
+	if err != nil || rec == nil {
+		t.Fatalf("rollout record: %v, %v", rec, err)
+	}
+	return rec
+}
+
+// event returns the message of the newest Event of reason on the DaemonSet.
+func (r *rolloutEnv) event(t *testing.T, reason string) string {
+	t.Helper()
+	evs, err := r.bed.Client.CoreV1().Events(r.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := ""
+	for _, e := range evs.Items {
+		if e.Reason == reason && e.InvolvedObject.Kind == "DaemonSet" && e.Source.Component == rollout.EventSource {
+			msg = e.Message
+		}
+	}
+	return msg
+}
+
+func (r *rolloutEnv) patchDS(t *testing.T, patchType types.PatchType, patch string) {
+	t.Helper()
+	if _, err := r.bed.Client.AppsV1().DaemonSets(r.ns).Patch(context.Background(), rolloutDS, patchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("patch daemonset: %v", err)
+	}
+}
+
+func (r *rolloutEnv) testDryRun(t *testing.T) {
+	// The new image tag of the same image: a new revision.
+	r.patchDS(t, types.StrategicMergePatchType, fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"mount","image":%q}]}}}}`, r.newTag))
+
+	stdout, _, code := r.runRollout(t, "--dry-run", "-o", "json")
+	if code != 0 {
+		t.Fatalf("dry run exit %d", code)
+	}
+	var out struct{ Plan rollout.Plan }
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("dry run output: %v", err)
+	}
+	w := r.anyPod(t, writerSelector)
+	if len(out.Plan.Nodes) != 1 || out.Plan.Nodes[0].Node != r.bed.Env.NodeName || len(out.Plan.Nodes[0].Evict) != 1 ||
+		out.Plan.Nodes[0].Evict[0] != r.ns+"/"+w.Name {
+		t.Fatalf("plan %+v, want node %s evicting %s", out.Plan, r.bed.Env.NodeName, w.Name)
+	}
+	if r.tainted(t) {
+		t.Fatal("the dry run tainted the node")
+	}
+}
+
+func (r *rolloutEnv) testPDBBlocks(t *testing.T) {
+	ctx := context.Background()
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "writer", Namespace: r.ns},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "writer"}}},
+	}
+	if _, err := r.bed.Client.PolicyV1().PodDisruptionBudgets(r.ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The disruption controller must have computed the budget, or the
+	// eviction could slip through.
+	if err := framework.Poll(ctx, "PDB status", 200*time.Millisecond, time.Minute, func(ctx context.Context) (bool, string, error) {
+		p, err := r.bed.Client.PolicyV1().PodDisruptionBudgets(r.ns).Get(ctx, "writer", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return p.Status.ObservedGeneration >= p.Generation && p.Status.ExpectedPods == 1, fmt.Sprintf("%+v", p.Status), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mp, w := r.mountPod(t), r.anyPod(t, writerSelector)
+
+	_, stderr, code := r.runRollout(t)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	for _, s := range []string{"drain", "disruption budget", "stays tainted", "--resume"} {
+		if !strings.Contains(stderr, s) {
+			t.Errorf("message lacks %q", s)
+		}
+	}
+	if !r.tainted(t) {
+		t.Error("the node was reopened")
+	}
+	if rec := r.record(t); rec.Phase != rollout.PhaseFailed || !strings.Contains(rec.Reason, "disruption budget") {
+		t.Errorf("record %+v", rec)
+	}
+	if ev := r.event(t, "RolloutFailed"); !strings.Contains(ev, "disruption budget") {
+		t.Errorf("RolloutFailed event %q", ev)
+	}
+	if got := r.anyPod(t, rolloutSelector); got.UID != mp.UID {
+		t.Error("the mount pod was replaced although the drain failed")
+	}
+	if got := r.anyPod(t, writerSelector); got.UID != w.UID {
+		t.Error("the workload was evicted despite its budget")
+	}
+	if err := r.bed.Client.PolicyV1().PodDisruptionBudgets(r.ns).Delete(ctx, "writer", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *rolloutEnv) testResumeFinishes(t *testing.T) {
+	before, _ := r.verifyStream(t)
+	oldMP, oldW := r.mountPod(t), r.anyPod(t, writerSelector)
+
+	stdout, _, code := r.runRollout(t, "--resume", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	r.checkProgress(t, stdout)
+	r.checkUpgraded(t, oldMP, oldW, r.newTag)
+	r.waitLines(t, before+10, time.Minute)
+	n, writers := r.verifyStream(t)
+	if len(writers) < 2 {
+		t.Errorf("writers %v: the workload did not run again", writers)
+	}
+	t.Logf("stream: %d lines verified (%d before the rollout), writers %v", n, before, writers)
+}
+
+// checkProgress checks the JSON progress of a successful rollout.
+func (r *rolloutEnv) checkProgress(t *testing.T, stdout string) {
+	t.Helper()
+	done := map[rollout.Step]rollout.Event{}
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), `{"plan"`) {
+			continue
+		}
+		var e rollout.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("progress line %q: %v", sc.Text(), err)
+		}
+		if e.Node == r.bed.Env.NodeName && e.Status == rollout.StatusDone {
+			done[e.Step] = e
+		}
+	}
+	for _, s := range rollout.Steps {
+		if _, ok := done[s]; !ok {
+			t.Errorf("no progress line for step %s done", s)
+		}
+	}
+	t.Logf("steps: drain %.1fs, wait-unmount %.1fs (%s), delete-pod %.1fs, wait-ready %.1fs, node %.1fs",
+		done[rollout.StepDrain].StepSeconds, done[rollout.StepUnmount].StepSeconds, done[rollout.StepUnmount].Message,
+		done[rollout.StepDelete].StepSeconds, done[rollout.StepReady].StepSeconds, done[rollout.StepUntaint].NodeSeconds)
+}
+
+// checkUpgraded checks that the mount pod was replaced by a Ready pod of
+// image that holds the registration, the taint is gone and the workload
+// runs again.
+func (r *rolloutEnv) checkUpgraded(t *testing.T, oldMP, oldW corev1.Pod, image string) {
+	t.Helper()
+	if r.tainted(t) {
+		t.Error("the node is still tainted")
+	}
+	mp := r.mountPod(t)
+	if mp.UID == oldMP.UID || mp.Spec.Containers[0].Image != image {
+		t.Errorf("mount pod %s (image %s), was %s", mp.Name, mp.Spec.Containers[0].Image, oldMP.Name)
+	}
+	reg, ok, err := registration.Read(r.bed.Env.RegistrationDir, r.plugin)
+	if err != nil || !ok || reg.PodUID != string(mp.UID) {
+		t.Errorf("registration %+v (%v, %v) does not name the new mount pod %s", reg, ok, err, mp.UID)
+	}
+	w := r.bed.WaitPodsBySelector(t, r.ns, writerSelector, 1, true, 2*time.Minute)[0]
+	if w.UID == oldW.UID {
+		t.Error("the workload was not evicted")
+	}
+	if rec := r.record(t); rec.Phase != rollout.PhaseDone {
+		t.Errorf("record %+v", rec)
+	}
+}
+
+func (r *rolloutEnv) testBadImage(t *testing.T) {
+	oldMP, oldW := r.mountPod(t), r.anyPod(t, writerSelector)
+	before, _ := r.verifyStream(t)
+	// The same image, but it requires a tool it lacks: mountpod serve exits.
+	r.patchDS(t, types.JSONPatchType, `[{"op":"add","path":"/spec/template/spec/containers/0/env/-","value":{"name":"MOUNTPOD_REQUIRE_TOOLS","value":"mount,no-such-tool-e2e"}}]`)
+
+	_, stderr, code := r.runRollout(t)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	for _, s := range []string{"wait-ready", "not Ready", "stays tainted", "--resume"} {
+		if !strings.Contains(stderr, s) {
+			t.Errorf("message lacks %q", s)
+		}
+	}
+	if !r.tainted(t) {
+		t.Fatal("the node was reopened although its mount pod is not Ready")
+	}
+	rec := r.record(t)
+	if rec.Phase != rollout.PhaseFailed || rec.Nodes[r.bed.Env.NodeName].Step != rollout.StepReady || !strings.Contains(rec.Reason, "not Ready") {
+		t.Errorf("record %+v", rec)
+	}
+	if ev := r.event(t, "RolloutFailed"); !strings.Contains(ev, "not Ready") {
+		t.Errorf("RolloutFailed event %q", ev)
+	}
+	if w, err := r.bed.Client.CoreV1().Pods(r.ns).List(context.Background(), metav1.ListOptions{LabelSelector: writerSelector}); err == nil {
+		for _, p := range w.Items {
+			if p.Spec.NodeName != "" {
+				t.Errorf("workload pod %s scheduled onto the fenced node", p.Name)
+			}
+		}
+	}
+
+	// Fix the DaemonSet: back to the good template (a newer revision of it).
+	r.patchDS(t, types.JSONPatchType, `[{"op":"test","path":"/spec/template/spec/containers/0/env/6/name","value":"MOUNTPOD_REQUIRE_TOOLS"},{"op":"remove","path":"/spec/template/spec/containers/0/env/6"}]`)
+	stdout, _, code := r.runRollout(t, "--resume", "-o", "json")
+	if code != 0 {
+		t.Fatalf("resume: exit %d", code)
+	}
+	r.checkProgress(t, stdout)
+	r.checkUpgraded(t, oldMP, oldW, r.newTag)
+	r.waitLines(t, before+10, time.Minute)
+	n, writers := r.verifyStream(t)
+	t.Logf("stream: %d lines verified, writers %v", n, writers)
+}
