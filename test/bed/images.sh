@@ -276,6 +276,10 @@ build_image() {
 	push "$image" "$archive" "$image"
 	publish "$name" "$archive"
 	log "built $image in $(($(date +%s) - start)) s"
+	# Keep the caches from growing with every source change: older archives of
+	# NAME and images no tag or build cache layer refers to any more.
+	find "$OCI_DIR" -maxdepth 1 -name "$name-*.tar" ! -name "$name-$key.tar" -delete
+	bh rmi --prune >/dev/null 2>&1 || true
 }
 
 # import NAME...: import current archives into the bed's containerd.
