@@ -19,14 +19,14 @@ export CGO_ENABLED ?= 0
 
 .PHONY: help
 help: ## Show this help.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-10s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build every binary into ./bin.
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: verify unit fuzz ## Run all tests: verify, unit tests (with -race) and a short fuzz run.
+test: verify unit fuzz e2e ## Run all tests: verify, unit tests (with -race), a short fuzz run and the end-to-end suite (root).
 
 .PHONY: unit
 unit: ## Run the unit tests with the race detector (no root needed, seconds).
@@ -35,6 +35,10 @@ unit: ## Run the unit tests with the race detector (no root needed, seconds).
 .PHONY: fuzz
 fuzz: ## Fuzz the registration decoder for FUZZTIME (default 10s).
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./pkg/registration
+
+.PHONY: e2e
+e2e: ## Run the end-to-end suite on a real single-node Kubernetes (root; installs, builds and caches the bed; test/README.md).
+	test/bed/e2e.sh
 
 .PHONY: verify
 verify: ## Check formatting, go vet and staticcheck.

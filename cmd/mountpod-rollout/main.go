@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -64,7 +65,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:      "mountpod-rollout",
 		Usage:     "Upgrade the mount pods of an OnDelete DaemonSet node by node: taint the node, evict the pods using the plugin's volumes, wait for their mounts to go, replace the mount pod, wait until it is Ready, remove the taint (docs/upgrade.md).",
-		ArgsUsage: "DAEMONSET",
+		ArgsUsage: "[flags] DAEMONSET",
 		Version:   version.Version,
 		Writer:    stdout,
 		ErrWriter: stderr,
@@ -100,7 +101,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit("mountpod-rollout takes one argument: the DaemonSet's name", exitUsage)
+				msg := "mountpod-rollout takes one argument: the DaemonSet's name"
+				if c.NArg() > 1 && strings.HasPrefix(c.Args().Get(1), "-") {
+					msg += " (flags go before it: mountpod-rollout [flags] DAEMONSET)"
+				}
+				return cli.Exit(msg, exitUsage)
 			}
 			rep, err := rollout.NewReporter(stdout, c.String("output"))
 			if err != nil {

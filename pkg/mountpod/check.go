@@ -32,16 +32,10 @@ func Check(cfg Config) []string {
 			problems = append(problems, fmt.Sprintf("plugin %s: %v", p, err))
 		case !ok:
 			problems = append(problems, fmt.Sprintf("plugin %s: not registered (no %s)", p, path))
-		case !samePod(r, cfg.Pod):
+		case !r.SamePod(cfg.Pod):
 			problems = append(problems, fmt.Sprintf("plugin %s: registration %s names pod %s, not this pod %s", p, path, r, cfg.Pod))
 		}
 	}
 	return problems
 }
 
-// samePod reports whether a and b name the same pod and container, whatever
-// exec socket they advertise.
-func samePod(a, b registration.Registration) bool {
-	a.ExecSocket, b.ExecSocket = "", ""
-	return a == b
-}

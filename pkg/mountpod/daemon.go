@@ -203,7 +203,7 @@ func (d *Daemon) reconcile(plugin string) {
 		d.write(plugin, "re-created")
 	case r == d.cfg.Pod:
 		d.setFailing(plugin, false)
-	case samePod(r, d.cfg.Pod):
+	case r.SamePod(d.cfg.Pod):
 		// Only this pod writes registrations naming it; one that
 		// advertises another exec socket is stale or tampered with.
 		d.log.Warn("registration names this pod with another exec socket, restoring it", "plugin", plugin, "execSocket", r.ExecSocket)

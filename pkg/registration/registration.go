@@ -41,6 +41,13 @@ func (r Registration) String() string {
 	return fmt.Sprintf("%s/%s (uid %s, container %s)", r.PodNamespace, r.PodName, r.PodUID, r.ContainerName)
 }
 
+// SamePod reports whether r and o name the same pod and container, whatever
+// exec socket they advertise.
+func (r Registration) SamePod(o Registration) bool {
+	r.ExecSocket, o.ExecSocket = "", ""
+	return r == o
+}
+
 // Validate checks every field: the namespace and container name are DNS
 // labels, the pod name is a DNS subdomain, the pod UID is a non-empty string
 // without whitespace or control characters, and ExecSocket, when set, is a

@@ -216,7 +216,7 @@ func (r *Rollout) mayTake(old *Record) error {
 
 // resumeCommand is the command line that resumes this rollout.
 func (r *Rollout) resumeCommand() string {
-	return fmt.Sprintf("mountpod-rollout -n %s %s --resume", r.opts.Namespace, r.opts.Name)
+	return fmt.Sprintf("mountpod-rollout -n %s --resume %s", r.opts.Namespace, r.opts.Name)
 }
 
 // heartbeat renews the lease until ctx ends. If the lock is lost it calls

@@ -120,7 +120,7 @@ func waitRegistered(t *testing.T, bed *framework.Bed, plugin string, pod registr
 				return false, err.Error(), nil
 			case !ok:
 				return false, "not registered", nil
-			case r != pod:
+			case !r.SamePod(pod):
 				return false, "names " + r.String(), nil
 			}
 			seen = time.Now()
@@ -202,7 +202,7 @@ func TestMountpod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			exact := fmt.Sprintf(`{"podNamespace":%q,"podName":%q,"podUID":%q,"containerName":"mount"}`+"\n", pod.Namespace, pod.Name, pod.UID)
+			exact := fmt.Sprintf(`{"podNamespace":%q,"podName":%q,"podUID":%q,"containerName":"mount","execSocket":".exec/%s.sock"}`+"\n", pod.Namespace, pod.Name, pod.UID, pod.UID)
 			if string(data) != exact {
 				t.Errorf("%s = %q, want %q", path, data, exact)
 			}
@@ -421,7 +421,7 @@ func TestMountpodReplacement(t *testing.T) {
 		waitRegistered(t, bed, plugin, want, 10*time.Second)
 		bed.WaitPodGone(t, s.ns, first.Name, first.UID, time.Minute)
 		// The old pod's shutdown left the new registration alone.
-		if r, ok, err := registration.Read(bed.Env.RegistrationDir, plugin); err != nil || !ok || r != want {
+		if r, ok, err := registration.Read(bed.Env.RegistrationDir, plugin); err != nil || !ok || !r.SamePod(want) {
 			t.Errorf("registration after the old pod stopped = %v, %v, %v; want %v", r, ok, err, want)
 		}
 		bed.WaitPod(t, s.ns, next.Name, true, 30*time.Second)

@@ -289,10 +289,10 @@ func (r *rolloutEnv) runRollout(t *testing.T, args ...string) (string, string, i
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	args = append([]string{"-n", r.ns, rolloutDS,
+	args = append(append([]string{"-n", r.ns,
 		"--pod-selector", writerSelector, "--mount-pattern", scratchPattern,
 		"--poll-interval", "500ms", "--drain-timeout", "20s", "--unmount-timeout", "1m", "--ready-timeout", "45s",
-		"--evict-retry-delay", "1s"}, args...)
+		"--evict-retry-delay", "1s"}, args...), rolloutDS)
 	cmd := exec.CommandContext(ctx, r.binary, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.bed.Env.Kubeconfig)
 	var stdout, stderr bytes.Buffer
