@@ -38,4 +38,3 @@ func Check(cfg Config) []string {
 	}
 	return problems
 }
-
