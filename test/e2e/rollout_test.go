@@ -200,16 +200,6 @@ spec:
 // lines to /data/stream (a hostPath), continuing the count of an existing
 // stream, and keeps a memory emptyDir busy.
 func (r *rolloutEnv) writer() string {
-	script := `trap 'exit 0' TERM
-i=$(wc -l < /data/stream 2>/dev/null || echo 0)
-while :; do
-  line="$i $(date +%s%N) $HOSTNAME"
-  sum=$(printf '%s' "$line" | sha256sum | cut -c1-16)
-  printf '%s %s\n' "$line" "$sum" >> /data/stream
-  printf '%s\n' "$line" > /scratch/last
-  i=$((i+1))
-  sleep 0.1
-done`
 	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -237,8 +227,22 @@ spec:
         hostPath: {path: %[4]q, type: Directory}
       - name: scratch
         emptyDir: {medium: Memory, sizeLimit: 1Mi}
-`, r.ns, r.bed.Env.BaseImage, script, r.dataDir)
+`, r.ns, r.bed.Env.BaseImage, writerScript, r.dataDir)
 }
+
+// writerScript appends a numbered, checksummed line to /data/stream every
+// 100 ms, continuing the count of an existing stream, and keeps
+// /scratch busy.
+const writerScript = `trap 'exit 0' TERM
+i=$(wc -l < /data/stream 2>/dev/null || echo 0)
+while :; do
+  line="$i $(date +%s%N) $HOSTNAME"
+  sum=$(printf '%s' "$line" | sha256sum | cut -c1-16)
+  printf '%s %s\n' "$line" "$sum" >> /data/stream
+  printf '%s\n' "$line" > /scratch/last
+  i=$((i+1))
+  sleep 0.1
+done`
 
 // verifyStream checks every complete line of the stream and returns how many
 // there are and which pods wrote them.
@@ -248,6 +252,14 @@ func (r *rolloutEnv) verifyStream(t *testing.T) (int, map[string]int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return verifyStream(t, data)
+}
+
+// verifyStream checks every line of a stream the writer wrote: each line
+// numbered one more than the last (none lost or doubled) and matching its
+// checksum. It returns how many lines there are and which pods wrote them.
+func verifyStream(t *testing.T, data []byte) (int, map[string]int) {
+	t.Helper()
 	writers := map[string]int{}
 	n := 0
 	sc := bufio.NewScanner(bytes.NewReader(data))

@@ -1,0 +1,184 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+	"github.com/mountcontainers/mountcontainers/test/framework"
+)
+
+// TestRolloutGlusterfs upgrades the glusterfs mount pod of deploy/glusterfs
+// with mountpod-rollout while a workload streams checksummed lines into a
+// GlusterFS volume mounted through that mount pod: the workload is evicted,
+// the mount pod replaced, the taint removed, the workload runs again, and
+// every line written before, during and after the rollout verifies.
+func TestRolloutGlusterfs(t *testing.T) {
+	bed := framework.Current(t)
+	g := setupGlusterfs(t, bed)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "mountpod-rollout")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/mountpod-rollout")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/mountpod-rollout: %v\n%s", err, out)
+	}
+	const ds = "glusterfs-mountpod"
+	t.Cleanup(func() { removeRolloutTaints(t, bed) })
+
+	// A new tag of the same image, for the upgrade.
+	newTag := strings.TrimSuffix(bed.Env.MountpodImage, ":dev") + ":rollout-" + g.ns
+	ctr := exec.Command("ctr", "-a", bed.Env.CRISocket, "-n", "k8s.io", "images", "tag", "--force", bed.Env.MountpodImage, newTag)
+	if out, err := ctr.CombinedOutput(); err != nil {
+		t.Fatalf("ctr images tag: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("ctr", "-a", bed.Env.CRISocket, "-n", "k8s.io", "images", "rm", newTag).Run()
+	})
+
+	bed.Apply(t, fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: writer
+  namespace: %[1]s
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: writer}
+  template:
+    metadata:
+      labels: {app: writer}
+    spec:
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: main
+        image: %[2]s
+        imagePullPolicy: Never
+        command: ["sh", "-c", %[3]q]
+        volumeMounts:
+        - {name: data, mountPath: /data}
+        - {name: scratch, mountPath: /scratch}
+      volumes:
+      - name: data
+        flexVolume:
+          driver: %[4]s
+          options: {server: %[5]q, volume: %[6]s}
+      - name: scratch
+        emptyDir: {}
+`, g.ns, bed.Env.BaseImage, writerScript, glusterDriver, bed.Env.NodeName, glusterVolume))
+	oldW := bed.WaitPodsBySelector(t, g.ns, "app=writer", 1, true, 2*time.Minute)[0]
+	stream := func(t *testing.T) (int, map[string]int) {
+		t.Helper()
+		// Read on the brick: what the storage really holds.
+		out := bed.MustExec(t, g.ns, "glusterfs-server", "server", "cat", g.brick+"/stream")
+		return verifyStream(t, []byte(out))
+	}
+	waitLines := func(t *testing.T, n int) {
+		t.Helper()
+		err := framework.Poll(context.Background(), fmt.Sprintf("%d lines on the brick", n), 250*time.Millisecond, 2*time.Minute,
+			func(context.Context) (bool, string, error) {
+				got, _ := stream(t)
+				return got >= n, fmt.Sprintf("%d lines", got), nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLines(t, 20)
+	oldMP := g.mountPod(t)
+
+	bed.Kubectl(t, "-n", mountpodNS, "set", "image", "ds/"+ds, "mount="+newTag)
+	before, _ := stream(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-n", mountpodNS, "--driver", glusterDriver, "--poll-interval", "500ms",
+		"--drain-timeout", "2m", "--unmount-timeout", "2m", "--ready-timeout", "2m", ds)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+bed.Env.Kubeconfig)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err = cmd.Run()
+	t.Logf("mountpod-rollout finished in %s: %v\nstdout:\n%s\nstderr:\n%s", time.Since(start).Round(time.Millisecond), err, stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatalf("mountpod-rollout: %v", err)
+	}
+
+	// The node is open again, the mount pod replaced by the new image's,
+	// registered, and the workload back on its volume.
+	node, err := bed.Client.CoreV1().Nodes().Get(context.Background(), bed.Env.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == "mountcontainers.io/upgrading" {
+			t.Errorf("the node is still tainted: %v", taint)
+		}
+	}
+	mp := g.mountPod(t)
+	if mp.UID == oldMP.UID || mp.Spec.Containers[0].Image != newTag {
+		t.Errorf("mount pod %s (image %s) after the rollout, was %s", mp.Name, mp.Spec.Containers[0].Image, oldMP.Name)
+	}
+	reg, ok, err := registration.Read(bed.Env.RegistrationDir, "kubernetes.io/glusterfs")
+	if err != nil || !ok || reg.PodUID != string(mp.UID) {
+		t.Errorf("registration %+v (%v, %v) does not name the new mount pod %s", reg, ok, err, mp.UID)
+	}
+	w := bed.WaitPodsBySelector(t, g.ns, "app=writer", 1, true, 2*time.Minute)[0]
+	if w.UID == oldW.UID {
+		t.Fatal("the workload was not evicted")
+	}
+	waitLines(t, before+20)
+	n, writers := stream(t)
+	if writers[oldW.Name] == 0 || writers[w.Name] == 0 {
+		t.Errorf("writers %v: want lines of both %s and %s", writers, oldW.Name, w.Name)
+	}
+	t.Logf("brick stream: %d lines verified (%d before the rollout), writers %v", n, before, writers)
+	// The old pod's mount went through the old mount pod, the new one
+	// through the new mount pod: no FUSE mount of the workload is left
+	// without its daemon.
+	if fs := hostMount(t, g.volumeDir(&oldW)); fs != "" {
+		t.Errorf("the evicted workload's volume is still mounted (%s)", fs)
+	}
+	if fs := hostMount(t, g.volumeDir(&w)); fs != "fuse.glusterfs" {
+		t.Errorf("the new workload's volume is mounted as %q, want fuse.glusterfs", fs)
+	}
+}
+
+// removeRolloutTaints removes the rollout taint from the node, so that a
+// failed test does not leave the only node fenced for the tests after it.
+func removeRolloutTaints(t *testing.T, bed *framework.Bed) {
+	ctx := context.Background()
+	node, err := bed.Client.CoreV1().Nodes().Get(ctx, bed.Env.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Logf("remove rollout taint: %v", err)
+		return
+	}
+	var keep []corev1.Taint
+	for _, taint := range node.Spec.Taints {
+		if taint.Key != "mountcontainers.io/upgrading" {
+			keep = append(keep, taint)
+		}
+	}
+	if len(keep) == len(node.Spec.Taints) {
+		return
+	}
+	node.Spec.Taints = keep
+	if _, err := bed.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Logf("remove rollout taint: %v", err)
+	}
+}
