@@ -26,7 +26,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	shimBin = filepath.Join(dir, shim.BinaryName)
-	build := exec.Command("go", "build", "-o", shimBin, "github.com/mountcontainers/mountcontainers/cmd/kubelet-exec-shim")
+	// Built as `make build` and the image build it: static and stripped.
+	build := exec.Command("go", "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-ldflags", "-s -w", "-o", shimBin, "github.com/mountcontainers/mountcontainers/cmd/kubelet-exec-shim")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		panic("build kubelet-exec-shim: " + err.Error())

@@ -39,7 +39,7 @@ type mountPod struct {
 }
 
 // startMountPod applies the DaemonSet and waits for its pod to register.
-func startMountPod(t *testing.T, bed *framework.Bed, prefix string) (*mountPod, *corev1.Pod) {
+func startMountPod(t testing.TB, bed *framework.Bed, prefix string) (*mountPod, *corev1.Pod) {
 	t.Helper()
 	if bed.Env.MountpodImage == "" {
 		t.Fatal("the bed has no mount-pod image (MountpodImage is empty)")
@@ -109,7 +109,7 @@ spec:
 
 // waitRegistered waits for a running pod of the DaemonSet other than
 // notUID and for its registration, and returns the pod.
-func (m *mountPod) waitRegistered(t *testing.T, notUID types.UID) *corev1.Pod {
+func (m *mountPod) waitRegistered(t testing.TB, notUID types.UID) *corev1.Pod {
 	t.Helper()
 	var pod corev1.Pod
 	err := framework.Poll(context.Background(), "mount pod registered for "+m.plugin, 250*time.Millisecond, 2*time.Minute,

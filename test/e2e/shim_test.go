@@ -29,14 +29,16 @@ type shimResult struct {
 }
 
 // buildShim builds kubelet-exec-shim into a temporary directory.
-func buildShim(t *testing.T) string {
+func buildShim(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), shim.BinaryName)
 	root, err := framework.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/kubelet-exec-shim")
+	// Built as `make build` and the image build it.
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-ldflags", "-s -w", "-o", bin, "./cmd/kubelet-exec-shim")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the shim: %v\n%s", err, out)
