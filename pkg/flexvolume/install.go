@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/mountcontainers/mountcontainers/pkg/atomicfile"
 )
 
 // DefaultDriver is the driver directory name the mount pod installs:
@@ -84,7 +86,7 @@ func Install(o InstallOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := writeAtomic(settings, 0o644, func(w io.Writer) error {
+	if err := atomicfile.Write(settings, 0o644, func(w io.Writer) error {
 		_, err := w.Write(append(data, '\n'))
 		return err
 	}); err != nil {
@@ -95,7 +97,7 @@ func Install(o InstallOptions) (string, error) {
 		return "", fmt.Errorf("install flexvolume driver: %w", err)
 	}
 	defer in.Close()
-	if err := writeAtomic(target, 0o755, func(w io.Writer) error {
+	if err := atomicfile.Write(target, 0o755, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
 	}); err != nil {
@@ -117,41 +119,4 @@ func checkReplaceable(p string) error {
 		return fmt.Errorf("%s exists and is not a regular file (%v): refusing to replace it", p, fi.Mode().Type())
 	}
 	return nil
-}
-
-// writeAtomic writes a dot-named temporary file next to dst, syncs it,
-// renames it over dst and syncs the directory (renameio, plus durability).
-func writeAtomic(dst string, mode os.FileMode, fill func(io.Writer) error) (err error) {
-	dir, base := filepath.Split(dst)
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err = fill(f); err != nil {
-		return err
-	}
-	if err = f.Chmod(mode); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), dst); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

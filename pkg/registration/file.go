@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/pkg/atomicfile"
 )
 
 const (
@@ -166,53 +168,8 @@ func Write(dir, plugin string, r Registration) error {
 	}
 	defer unlock()
 	removeStaleTemps(dir, filepath.Base(path))
-	if err := writeAtomic(path, data); err != nil {
+	if err := atomicfile.WriteFile(path, data, fileMode); err != nil {
 		return fmt.Errorf("write registration %s: %w", path, err)
-	}
-	return nil
-}
-
-// writeAtomic writes data to a dot-named temporary file next to path, syncs
-// it, renames it over path and syncs the directory.
-func writeAtomic(path string, data []byte) (err error) {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, "."+base+tempInfix+"*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(fileMode); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
 }
@@ -297,7 +254,7 @@ func RemoveIfOwned(dir, plugin, podUID string) (bool, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("remove registration %s: %w", path, err)
 	}
-	return true, syncDir(dir)
+	return true, atomicfile.SyncDir(dir)
 }
 
 // Entry is one registration found by [List].

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/mountcontainers/mountcontainers/pkg/atomicfile"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -98,12 +99,12 @@ func Install(opts InstallOptions) error {
 	}
 
 	if !sameFile(src, bin) {
-		if err := copyAtomic(src, bin); err != nil {
+		if err := atomicfile.Copy(src, bin, 0o755); err != nil {
 			return fmt.Errorf("install: copy %s to %s: %w", src, bin, err)
 		}
 	}
 	for _, t := range opts.Tools {
-		if err := symlinkAtomic(BinaryName, filepath.Join(opts.Dir, t)); err != nil {
+		if err := atomicfile.Symlink(BinaryName, filepath.Join(opts.Dir, t)); err != nil {
 			return fmt.Errorf("install: link %s: %w", t, err)
 		}
 		m.Tools[t] = opts.Plugin
@@ -155,7 +156,7 @@ func Uninstall(dir string, tools []string) error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, syncDir(dir))
+	errs = append(errs, atomicfile.SyncDir(dir))
 	return errors.Join(errs...)
 }
 
@@ -227,90 +228,11 @@ func writeMapping(dir string, m Mapping) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, MappingFile), append(data, '\n'), 0o644)
+	return atomicfile.WriteFile(filepath.Join(dir, MappingFile), append(data, '\n'), 0o644)
 }
 
 func sameFile(a, b string) bool {
 	fa, err1 := os.Stat(a)
 	fb, err2 := os.Stat(b)
 	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
-}
-
-func copyAtomic(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return writeAtomic(dst, 0o755, func(w io.Writer) error {
-		_, err := io.Copy(w, in)
-		return err
-	})
-}
-
-func writeFileAtomic(dst string, data []byte, mode os.FileMode) error {
-	return writeAtomic(dst, mode, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
-
-// writeAtomic writes a dot-named temporary file next to dst, syncs it and
-// renames it over dst.
-func writeAtomic(dst string, mode os.FileMode, fill func(io.Writer) error) (err error) {
-	dir, base := filepath.Split(dst)
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err = fill(f); err != nil {
-		return err
-	}
-	if err = f.Chmod(mode); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), dst); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func symlinkAtomic(target, dst string) error {
-	dir, base := filepath.Split(dst)
-	for i := 0; ; i++ {
-		tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%d-%d", base, os.Getpid(), i))
-		err := os.Symlink(target, tmp)
-		if errors.Is(err, fs.ErrExist) && i < 100 {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, dst); err != nil {
-			os.Remove(tmp)
-			return err
-		}
-		return syncDir(dir)
-	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -51,36 +51,13 @@ func TestRolloutGlusterfs(t *testing.T) {
 		_ = exec.Command("ctr", "-a", bed.Env.CRISocket, "-n", "k8s.io", "images", "rm", newTag).Run()
 	})
 
-	bed.Apply(t, fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: writer
-  namespace: %[1]s
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: writer}
-  template:
-    metadata:
-      labels: {app: writer}
-    spec:
-      terminationGracePeriodSeconds: 2
-      containers:
-      - name: main
-        image: %[2]s
-        imagePullPolicy: Never
-        command: ["sh", "-c", %[3]q]
-        volumeMounts:
-        - {name: data, mountPath: /data}
-        - {name: scratch, mountPath: /scratch}
-      volumes:
-      - name: data
+	bed.Apply(t, writerDeployment(g.ns, bed.Env.BaseImage, fmt.Sprintf(`      - name: data
         flexVolume:
-          driver: %[4]s
-          options: {server: %[5]q, volume: %[6]s}
+          driver: %s
+          options: {server: %q, volume: %s}
       - name: scratch
         emptyDir: {}
-`, g.ns, bed.Env.BaseImage, writerScript, glusterDriver, bed.Env.NodeName, glusterVolume))
+`, glusterDriver, bed.Env.NodeName, glusterVolume)))
 	oldW := bed.WaitPodsBySelector(t, g.ns, "app=writer", 1, true, 2*time.Minute)[0]
 	stream := func(t *testing.T) (int, map[string]int) {
 		t.Helper()

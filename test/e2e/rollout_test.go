@@ -200,6 +200,17 @@ spec:
 // lines to /data/stream (a hostPath), continuing the count of an existing
 // stream, and keeps a memory emptyDir busy.
 func (r *rolloutEnv) writer() string {
+	return writerDeployment(r.ns, r.bed.Env.BaseImage, fmt.Sprintf(`      - name: data
+        hostPath: {path: %q, type: Directory}
+      - name: scratch
+        emptyDir: {medium: Memory, sizeLimit: 1Mi}
+`, r.dataDir))
+}
+
+// writerDeployment is a Deployment "writer" (label app=writer) running
+// writerScript with the volumes "data" and "scratch" that volumes (the YAML
+// of the pod's volume list items) defines.
+func writerDeployment(ns, image, volumes string) string {
 	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -223,11 +234,7 @@ spec:
         - {name: data, mountPath: /data}
         - {name: scratch, mountPath: /scratch}
       volumes:
-      - name: data
-        hostPath: {path: %[4]q, type: Directory}
-      - name: scratch
-        emptyDir: {medium: Memory, sizeLimit: 1Mi}
-`, r.ns, r.bed.Env.BaseImage, writerScript, r.dataDir)
+%[4]s`, ns, image, writerScript, volumes)
 }
 
 // writerScript appends a numbered, checksummed line to /data/stream every
