@@ -58,6 +58,23 @@ func TestRolloutGlusterfs(t *testing.T) {
       - name: scratch
         emptyDir: {}
 `, glusterDriver, bed.Env.NodeName, glusterVolume)))
+	// Before the mount pod and the server go (cleanups run last first):
+	// the workload, so that its volume is unmounted while they still serve.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if r := bed.RunKubectl(ctx, "", "-n", g.ns, "delete", "deployment", "writer", "--wait", "--timeout=90s"); r.Err != nil {
+			t.Logf("delete writer: %v", r.Err)
+		}
+		_ = framework.Poll(ctx, "writer pods gone", 250*time.Millisecond, 90*time.Second,
+			func(ctx context.Context) (bool, string, error) {
+				pods, err := bed.Client.CoreV1().Pods(g.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=writer"})
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				return len(pods.Items) == 0, fmt.Sprintf("%d pods", len(pods.Items)), nil
+			})
+	})
 	oldW := bed.WaitPodsBySelector(t, g.ns, "app=writer", 1, true, 2*time.Minute)[0]
 	stream := func(t *testing.T) (int, map[string]int) {
 		t.Helper()

@@ -222,7 +222,7 @@ spec:
     matchLabels: {app: writer}
   template:
     metadata:
-      labels: {app: writer}
+      labels: {app: writer, e2e-namespace: %[1]s}
     spec:
       terminationGracePeriodSeconds: 2
       containers:
@@ -309,7 +309,8 @@ func (r *rolloutEnv) runRollout(t *testing.T, args ...string) (string, string, i
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	args = append(append([]string{"-n", r.ns,
-		"--pod-selector", writerSelector, "--mount-pattern", scratchPattern,
+		// The selector applies to the whole node: name this test's writer only.
+		"--pod-selector", writerSelector + ",e2e-namespace=" + r.ns, "--mount-pattern", scratchPattern,
 		"--poll-interval", "500ms", "--drain-timeout", "20s", "--unmount-timeout", "1m", "--ready-timeout", "45s",
 		"--evict-retry-delay", "1s"}, args...), rolloutDS)
 	cmd := exec.CommandContext(ctx, r.binary, args...)
