@@ -244,7 +244,7 @@ context_key() {
 	fi
 	{
 		echo "image-v1 $(base_key) $(go env GOVERSION) $(go env GOPROXY)"
-		sha256sum "$dockerfile"
+		sha256sum <"$dockerfile" # content only: the key must not depend on where the clone is
 		# shellcheck disable=SC2016 # $1 is for sh -c.
 		(cd "$context" && sort <<<"$files" | while IFS= read -r f; do [[ -f $f ]] && sha256sum -- "$f"; done)
 	} | sha
