@@ -66,45 +66,15 @@ func startMountPod(t testing.TB, bed *framework.Bed, prefix string) (*mountPod, 
 }
 
 func (m *mountPod) manifest() string {
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: mount
-  namespace: %[1]s
-spec:
-  selector:
-    matchLabels: {app: mount}
-  template:
-    metadata:
-      labels: {app: mount}
-    spec:
-      hostNetwork: true
-      terminationGracePeriodSeconds: 2
-      nodeSelector: {kubernetes.io/hostname: %[2]s}
-      containers:
-      - name: mount
-        image: %[3]s
-        imagePullPolicy: Never
-        securityContext: {privileged: true}
-        env:
-        - name: POD_NAMESPACE
-          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        - name: POD_NAME
-          valueFrom: {fieldRef: {fieldPath: metadata.name}}
-        - name: POD_UID
-          valueFrom: {fieldRef: {fieldPath: metadata.uid}}
-        - {name: CONTAINER_NAME, value: mount}
-        - {name: MOUNTPOD_PLUGINS, value: %[4]q}
-        - {name: PLUGIN_CONTAINERS_DIR, value: %[5]q}
-        volumeMounts:
-        - {name: registration, mountPath: %[5]q}
-        - {name: mounts, mountPath: %[6]q, mountPropagation: Bidirectional}
-      volumes:
-      - name: registration
-        hostPath: {path: %[5]q, type: DirectoryOrCreate}
-      - name: mounts
-        hostPath: {path: %[6]q, type: DirectoryOrCreate}
-`, m.ns, m.bed.Env.NodeName, m.bed.Env.MountpodImage, m.plugin, m.bed.Env.RegistrationDir, m.hostDir)
+	return mountPodDS{
+		Namespace: m.ns, Name: "mount", App: "mount", Image: m.bed.Env.MountpodImage,
+		Plugins: []string{m.plugin}, RegistrationDir: m.bed.Env.RegistrationDir,
+		NodeSelector: "kubernetes.io/hostname: " + m.bed.Env.NodeName, GracePeriod: 2,
+		Mounts: []hostPathMount{
+			{Name: "registration", HostPath: m.bed.Env.RegistrationDir, MountPath: m.bed.Env.RegistrationDir, Type: "DirectoryOrCreate"},
+			{Name: "mounts", HostPath: m.hostDir, MountPath: m.hostDir, Type: "DirectoryOrCreate", Bidirectional: true},
+		},
+	}.manifest()
 }
 
 // waitRegistered waits for a running pod of the DaemonSet other than

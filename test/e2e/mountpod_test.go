@@ -36,51 +36,12 @@ type mountpodSet struct {
 }
 
 func (s mountpodSet) manifest(bed *framework.Bed) string {
-	sel := ""
-	if s.nodeSelector != "" {
-		sel = fmt.Sprintf("      nodeSelector: {%s}\n", s.nodeSelector)
-	}
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: mountpod
-  namespace: %[1]s
-spec:
-  selector:
-    matchLabels: {app: mountpod}
-  template:
-    metadata:
-      labels: {app: mountpod}
-    spec:
-      hostNetwork: true
-      terminationGracePeriodSeconds: 10
-%[5]s      containers:
-      - name: mount
-        image: %[2]s
-        imagePullPolicy: Never
-        securityContext: {privileged: true}
-        env:
-        - name: POD_NAMESPACE
-          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        - name: POD_NAME
-          valueFrom: {fieldRef: {fieldPath: metadata.name}}
-        - name: POD_UID
-          valueFrom: {fieldRef: {fieldPath: metadata.uid}}
-        - name: CONTAINER_NAME
-          value: mount
-        - name: MOUNTPOD_PLUGINS
-          value: %[4]q
-        readinessProbe:
-          exec: {command: ["/usr/local/bin/mountpod", "check"]}
-          periodSeconds: 1
-          failureThreshold: 1
-        volumeMounts:
-        - name: registrations
-          mountPath: /var/lib/kubelet/plugin-containers
-      volumes:
-      - name: registrations
-        hostPath: {path: %[3]s, type: DirectoryOrCreate}
-`, s.ns, bed.Env.MountpodImage, bed.Env.RegistrationDir, strings.Join(s.plugins, ","), sel)
+	return mountPodDS{
+		Namespace: s.ns, Name: "mountpod", App: "mountpod", Image: bed.Env.MountpodImage,
+		Plugins: s.plugins, NodeSelector: s.nodeSelector, GracePeriod: 10, Readiness: true,
+		// The image's default registration directory, on the bed's.
+		Mounts: []hostPathMount{{Name: "registrations", HostPath: bed.Env.RegistrationDir, MountPath: "/var/lib/kubelet/plugin-containers", Type: "DirectoryOrCreate"}},
+	}.manifest()
 }
 
 // setUpMountpods creates a namespace and the plugins' names for one test,

@@ -152,48 +152,12 @@ func setUpRollout(t *testing.T, bed *framework.Bed) *rolloutEnv {
 
 func (r *rolloutEnv) daemonSet(image string) string {
 	e := r.bed.Env
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: %[6]s
-  namespace: %[1]s
-spec:
-  selector:
-    matchLabels: {app: rollout-mountpod}
-  updateStrategy: {type: OnDelete}
-  template:
-    metadata:
-      labels: {app: rollout-mountpod}
-    spec:
-      hostNetwork: true
-      terminationGracePeriodSeconds: 5
-      tolerations:
-      - {key: %[7]s, operator: Exists, effect: NoSchedule}
-      containers:
-      - name: mount
-        image: %[2]s
-        imagePullPolicy: Never
-        securityContext: {privileged: true}
-        env:
-        - name: POD_NAMESPACE
-          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        - name: POD_NAME
-          valueFrom: {fieldRef: {fieldPath: metadata.name}}
-        - name: POD_UID
-          valueFrom: {fieldRef: {fieldPath: metadata.uid}}
-        - {name: CONTAINER_NAME, value: mount}
-        - {name: MOUNTPOD_PLUGINS, value: %[3]q}
-        - {name: PLUGIN_CONTAINERS_DIR, value: %[4]q}
-        readinessProbe:
-          exec: {command: ["/usr/local/bin/mountpod", "check"]}
-          periodSeconds: 1
-          failureThreshold: 1
-        volumeMounts:
-        - {name: kubelet, mountPath: %[5]q, mountPropagation: Bidirectional}
-      volumes:
-      - name: kubelet
-        hostPath: {path: %[5]q, type: Directory}
-`, r.ns, image, r.plugin, e.RegistrationDir, e.KubeletRoot, rolloutDS, rollout.TaintKey)
+	return mountPodDS{
+		Namespace: r.ns, Name: rolloutDS, App: "rollout-mountpod", Image: image,
+		Plugins: []string{r.plugin}, RegistrationDir: e.RegistrationDir, GracePeriod: 5,
+		OnDelete: true, Tolerate: rollout.TaintKey, Readiness: true,
+		Mounts: []hostPathMount{{Name: "kubelet", HostPath: e.KubeletRoot, MountPath: e.KubeletRoot, Type: "Directory", Bidirectional: true}},
+	}.manifest()
 }
 
 // writer appends "<n> <ns time> <pod> <sha256 of the first three, 16 hex>"

@@ -1,0 +1,104 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+)
+
+// mountPodDS describes a mount-pod DaemonSet of the mount-pod image, as the
+// end-to-end tests run it: privileged, host network, the downward-API
+// settings mountpod needs, pods labelled app=<App>.
+type mountPodDS struct {
+	Namespace, Name, App string
+	Image                string
+	Plugins              []string
+	// RegistrationDir sets PLUGIN_CONTAINERS_DIR when not empty.
+	RegistrationDir string
+	// NodeSelector is a flow-style map body, e.g. "kubernetes.io/hostname: vm".
+	NodeSelector string
+	// GracePeriod is terminationGracePeriodSeconds.
+	GracePeriod int
+	// OnDelete sets updateStrategy OnDelete.
+	OnDelete bool
+	// Tolerate is a taint key the pods tolerate (NoSchedule), if not empty.
+	Tolerate string
+	// Readiness adds the `mountpod check` readiness probe.
+	Readiness bool
+	// Mounts are host paths mounted into the container.
+	Mounts []hostPathMount
+}
+
+// hostPathMount is a hostPath volume and its mount.
+type hostPathMount struct {
+	Name, HostPath, MountPath, Type string
+	Bidirectional                   bool
+}
+
+func (d mountPodDS) manifest() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  selector:
+    matchLabels: {app: %s}
+`, d.Name, d.Namespace, d.App)
+	if d.OnDelete {
+		b.WriteString("  updateStrategy: {type: OnDelete}\n")
+	}
+	fmt.Fprintf(&b, `  template:
+    metadata:
+      labels: {app: %s}
+    spec:
+      hostNetwork: true
+      terminationGracePeriodSeconds: %d
+`, d.App, d.GracePeriod)
+	if d.NodeSelector != "" {
+		fmt.Fprintf(&b, "      nodeSelector: {%s}\n", d.NodeSelector)
+	}
+	if d.Tolerate != "" {
+		fmt.Fprintf(&b, "      tolerations:\n      - {key: %s, operator: Exists, effect: NoSchedule}\n", d.Tolerate)
+	}
+	fmt.Fprintf(&b, `      containers:
+      - name: mount
+        image: %s
+        imagePullPolicy: Never
+        securityContext: {privileged: true}
+        env:
+        - name: POD_NAMESPACE
+          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+        - name: POD_NAME
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+        - name: POD_UID
+          valueFrom: {fieldRef: {fieldPath: metadata.uid}}
+        - {name: CONTAINER_NAME, value: mount}
+        - {name: MOUNTPOD_PLUGINS, value: %q}
+`, d.Image, strings.Join(d.Plugins, ","))
+	if d.RegistrationDir != "" {
+		fmt.Fprintf(&b, "        - {name: PLUGIN_CONTAINERS_DIR, value: %q}\n", d.RegistrationDir)
+	}
+	if d.Readiness {
+		b.WriteString(`        readinessProbe:
+          exec: {command: ["/usr/local/bin/mountpod", "check"]}
+          periodSeconds: 1
+          failureThreshold: 1
+`)
+	}
+	b.WriteString("        volumeMounts:\n")
+	for _, m := range d.Mounts {
+		prop := ""
+		if m.Bidirectional {
+			prop = ", mountPropagation: Bidirectional"
+		}
+		fmt.Fprintf(&b, "        - {name: %s, mountPath: %q%s}\n", m.Name, m.MountPath, prop)
+	}
+	b.WriteString("      volumes:\n")
+	for _, m := range d.Mounts {
+		fmt.Fprintf(&b, "      - name: %s\n        hostPath: {path: %q, type: %s}\n", m.Name, m.HostPath, m.Type)
+	}
+	return b.String()
+}
