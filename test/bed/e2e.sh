@@ -25,6 +25,13 @@ step() {
 	return "$rc"
 }
 
+# One bed at a time: a second run would tear the first one's bed down.
+runlock=${MC_E2E_PIDFILE:-/run/mountcontainers-e2e.pid}
+if other=$(cat "$runlock" 2>/dev/null) && [[ $other != "$$" ]] && kill -0 "$other" 2>/dev/null; then
+	die "another test/bed/e2e.sh (pid $other) is running; one bed at a time on a machine"
+fi
+echo "$$" >"$runlock"
+
 snapshot=$(mktemp "${TMPDIR:-/tmp}/mc-e2e-sysctl.XXXXXX")
 status=0
 finish() {
@@ -39,6 +46,7 @@ finish() {
 		fi
 	fi
 	rm -f "$snapshot" "$snapshot.paths"
+	[[ $(cat "$runlock" 2>/dev/null) == "$$" ]] && rm -f "$runlock"
 	log "=== timings"
 	for t in "${timings[@]}"; do printf '  %s\n' "$t" >&2; done
 	[[ -f $BED_DIR/logs/timings ]] && sed 's/^/  /' "$BED_DIR/logs/timings" >&2
