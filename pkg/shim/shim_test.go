@@ -1,6 +1,7 @@
 package shim_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -316,5 +317,56 @@ func TestInstallRefusesForeignShim(t *testing.T) {
 		if r.code != 125 || !strings.Contains(r.stderr, "invalid tool name") {
 			t.Errorf("tool %q: code %d, %q", bad, r.code, r.stderr)
 		}
+	}
+}
+
+func TestWatchPrintsOneLinePerChange(t *testing.T) {
+	reg := filepath.Join(t.TempDir(), "plugin-containers")
+	cmd := exec.Command(shimBin, "--registration-dir", reg, "watch")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case l := <-lines:
+			if !strings.Contains(l, want) {
+				t.Fatalf("watch printed %q, want a line with %q", l, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("watch printed nothing for %q; stderr %q", want, stderr.String())
+		}
+	}
+	// The directory does not exist yet: the watch must see it appear.
+	time.Sleep(200 * time.Millisecond)
+	r := validRegistration()
+	if err := registration.Write(reg, "kubernetes.io/rbd", r); err != nil {
+		t.Fatal(err)
+	}
+	next("kubernetes.io/rbd registered kube-system/" + r.PodName)
+	if err := os.Remove(filepath.Join(reg, "kubernetes.io~rbd.json")); err != nil {
+		t.Fatal(err)
+	}
+	next("kubernetes.io/rbd removed")
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("watch after SIGINT: %v (want exit 0); stderr %q", err, stderr.String())
 	}
 }
