@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/mountcontainers/mountcontainers/pkg/cliexit"
 	"github.com/mountcontainers/mountcontainers/pkg/rollout"
 	"github.com/mountcontainers/mountcontainers/pkg/version"
 )
@@ -46,19 +47,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	err := newApp(stdout, stderr).RunContext(ctx, args)
-	if err == nil {
-		return 0
-	}
-	var ec cli.ExitCoder
-	if errors.As(err, &ec) {
-		if msg := err.Error(); msg != "" {
-			fmt.Fprintln(stderr, msg)
-		}
-		return ec.ExitCode()
-	}
-	fmt.Fprintln(stderr, "mountpod-rollout:", err)
-	return exitUsage
+	return cliexit.Code(stderr, "mountpod-rollout", newApp(stdout, stderr).RunContext(ctx, args), exitUsage)
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {

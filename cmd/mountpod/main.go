@@ -9,8 +9,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/pkg/cliexit"
 	mcversion "github.com/mountcontainers/mountcontainers/pkg/version"
 )
 
@@ -37,20 +36,7 @@ func main() {
 
 // run runs the application and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := newApp(stdout, stderr)
-	err := app.RunContext(ctx, args)
-	if err == nil {
-		return 0
-	}
-	var ec cli.ExitCoder
-	if errors.As(err, &ec) {
-		if msg := err.Error(); msg != "" {
-			fmt.Fprintln(stderr, msg)
-		}
-		return ec.ExitCode()
-	}
-	fmt.Fprintln(stderr, "mountpod:", err)
-	return exitUsage
+	return cliexit.Code(stderr, "mountpod", newApp(stdout, stderr).RunContext(ctx, args), exitUsage)
 }
 
 const (

@@ -2,7 +2,6 @@ package shim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/mountcontainers/mountcontainers/pkg/cliexit"
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -72,23 +72,7 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 	}
 	app := newApp(stdio)
 	err := app.RunContext(ctx, args)
-	return report(stdio.Stderr, err)
-}
-
-// report prints err (if it has a message) and returns its exit code.
-func report(stderr io.Writer, err error) int {
-	if err == nil {
-		return 0
-	}
-	var ec cli.ExitCoder
-	if errors.As(err, &ec) {
-		if msg := ec.Error(); msg != "" {
-			fmt.Fprintf(stderr, "%s: %s\n", BinaryName, msg)
-		}
-		return ec.ExitCode()
-	}
-	fmt.Fprintf(stderr, "%s: %v\n", BinaryName, err)
-	return ExitShimFailed // usage errors and anything unexpected
+	return cliexit.Code(stdio.Stderr, BinaryName, err, ExitShimFailed)
 }
 
 func newApp(stdio IO) *cli.App {

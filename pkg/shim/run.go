@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mountcontainers/mountcontainers/pkg/cliexit"
 )
 
 func runCommand(cfg *Config, stdio IO) *cli.Command {
@@ -144,7 +146,7 @@ func multiCall(ctx context.Context, tool string, args []string, stdio IO) int {
 		ExecMode:        envOr(EnvExecMode, "", "auto"),
 	}
 	if err := cfg.check(); err != nil {
-		return report(stdio.Stderr, err)
+		return cliexit.Code(stdio.Stderr, BinaryName, err, ExitShimFailed)
 	}
 	return runUtility(ctx, cfg, plugin, append([]string{tool}, args...), stdio)
 }
