@@ -9,8 +9,8 @@ GO          ?= go
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -s -w -X github.com/mountcontainers/mountcontainers/pkg/version.Version=$(VERSION)
 BIN         ?= bin
-# urfave_cli_no_docs leaves out urfave/cli's man-page generator: a
-# kubelet-exec-shim process starts 0.4 ms faster.
+# urfave_cli_no_docs leaves out urfave/cli's man-page generator: the
+# processes start faster (kubelet-exec-shim: 0.4 ms).
 BUILD_TAGS  := urfave_cli_no_docs
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s

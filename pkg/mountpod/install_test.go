@@ -12,7 +12,7 @@ import (
 
 func TestInstallConfig(t *testing.T) {
 	bin := t.TempDir()
-	for _, n := range []string{"glusterfs-flexvolume", shim.BinaryName} {
+	for _, n := range []string{"glusterfs-flexvolume", shim.BinaryName, shim.HelperName} {
 		if err := os.WriteFile(filepath.Join(bin, n), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -30,6 +30,11 @@ func TestInstallConfig(t *testing.T) {
 	s, err := flexvolume.LoadSettings(exe, func(string) string { return "" })
 	if err != nil || s.Plugin != "kubernetes.io/glusterfs" || s.RegistrationDir != "/k/plugin-containers" || s.RuntimeEndpoint != "unix:///run/bed/containerd.sock" {
 		t.Fatalf("driver settings %+v, %v", s, err)
+	}
+	for _, n := range []string{shim.BinaryName, shim.HelperName} {
+		if fi, err := os.Lstat(filepath.Join(shimDir, n)); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s not installed as a regular file: %v", n, err)
+		}
 	}
 	for _, tool := range []string{"mount.glusterfs", "rbd"} {
 		if target, err := os.Readlink(filepath.Join(shimDir, tool)); err != nil || target != shim.BinaryName {

@@ -4,18 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	utilexec "k8s.io/utils/exec"
 
 	"github.com/mountcontainers/mountcontainers/pkg/cliexit"
-	"github.com/mountcontainers/mountcontainers/pkg/cri"
-	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/pkg/version"
 )
@@ -25,6 +22,8 @@ const DefaultTimeout = 2 * time.Minute
 
 // Environment variables of the global settings.
 const (
+	// EnvRuntimeEndpoint is the variable of package cri (and crictl).
+	EnvRuntimeEndpoint = "CONTAINER_RUNTIME_ENDPOINT"
 	EnvRegistrationDir = "PLUGIN_CONTAINERS_DIR"
 	EnvHostMode        = "KUBELET_EXEC_SHIM_HOST_MODE"
 	EnvHostRoot        = "KUBELET_EXEC_SHIM_HOST_ROOT"
@@ -61,21 +60,52 @@ type Config struct {
 	ExecMode string
 }
 
-// Main runs the shim with args (args[0] is the name it was invoked as) and
-// returns its exit code. Invoked under a tool's name, it runs that tool for
-// the plugin recorded at install time.
+// Host modes: how commands run on the host.
+const (
+	HostModeOS      = "os"
+	HostModeNsenter = "nsenter"
+)
+
+// ExecModes are the values --exec-mode accepts, the exec modes of package
+// exec (which this package does not link; see [Backend]).
+var ExecModes = []string{"auto", "cri", "socket"}
+
+// Backend is the part of the shim that needs the container runtime. The
+// kubelet-exec-shim binary does not link the runtime's client (gRPC and the
+// CRI API): its start-up would cost more than the host fallback itself. Its
+// backend runs a command on the host when the plugin has no registration and
+// hands everything else over to kubelet-exec-shim-cri ([HelperName]), whose
+// backend resolves through the runtime (package shim/crihelper).
+type Backend interface {
+	// Run runs argv for plugin and returns the shim's exit code.
+	Run(ctx context.Context, cfg *Config, plugin string, argv []string, stdio IO) int
+	// Status prints the state of every registration, or of plugin, in
+	// output format "table" or "json".
+	Status(ctx context.Context, cfg *Config, plugin, output string, stdio IO) error
+}
+
+// Main runs kubelet-exec-shim with args (args[0] is the name it was invoked
+// as) and returns its exit code. Invoked under a tool's name, it runs that
+// tool for the plugin recorded at install time. When the runtime is needed
+// it replaces the process with [HelperName], passing args on, so stdio must
+// be the process's own standard streams.
 func Main(ctx context.Context, args []string, stdio IO) int {
+	return MainWith(ctx, args, stdio, &launcher{args: args})
+}
+
+// MainWith is [Main] with the given backend.
+func MainWith(ctx context.Context, args []string, stdio IO, b Backend) int {
 	if len(args) > 0 {
 		if base := filepath.Base(args[0]); !strings.HasPrefix(base, BinaryName) && base != "" {
-			return multiCall(ctx, base, args[1:], stdio)
+			return multiCall(ctx, base, args[1:], stdio, b)
 		}
 	}
-	app := newApp(stdio)
+	app := newApp(stdio, b)
 	err := app.RunContext(ctx, args)
 	return cliexit.Code(stdio.Stderr, BinaryName, err, ExitShimFailed)
 }
 
-func newApp(stdio IO) *cli.App {
+func newApp(stdio IO, b Backend) *cli.App {
 	cfg := &Config{}
 	return &cli.App{
 		Name:    BinaryName,
@@ -91,8 +121,8 @@ func newApp(stdio IO) *cli.App {
 		Flags:  globalFlags(cfg),
 		Before: func(*cli.Context) error { return cfg.check() },
 		Commands: []*cli.Command{
-			runCommand(cfg, stdio),
-			statusCommand(cfg, stdio),
+			runCommand(cfg, stdio, b),
+			statusCommand(cfg, stdio, b),
 			watchCommand(cfg, stdio),
 			installCommand(cfg),
 			uninstallCommand(),
@@ -104,7 +134,7 @@ func globalFlags(cfg *Config) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name: "runtime-endpoint", Usage: "CRI runtime endpoint (unix socket); empty probes containerd, CRI-O and cri-dockerd.",
-			EnvVars: []string{cri.EnvEndpoint}, Destination: &cfg.RuntimeEndpoint,
+			EnvVars: []string{EnvRuntimeEndpoint}, Destination: &cfg.RuntimeEndpoint,
 		},
 		&cli.StringFlag{
 			Name: "registration-dir", Usage: "Directory of the plugin-container registrations.",
@@ -116,7 +146,7 @@ func globalFlags(cfg *Config) []cli.Flag {
 		},
 		&cli.StringFlag{
 			Name: "host-mode", Usage: "How host commands run: os (directly) or nsenter (through --host-root/proc/1, for a shim in a container).",
-			EnvVars: []string{EnvHostMode}, Value: "os", Destination: &cfg.HostMode,
+			EnvVars: []string{EnvHostMode}, Value: HostModeOS, Destination: &cfg.HostMode,
 		},
 		&cli.StringFlag{
 			Name: "host-root", Usage: "Where the host's root is mounted, in nsenter mode.",
@@ -128,15 +158,15 @@ func globalFlags(cfg *Config) []cli.Flag {
 		},
 		&cli.StringFlag{
 			Name: "exec-mode", Usage: "How commands reach a live mount container: auto (its exec socket when that answers for the registered pod, else CRI ExecSync), cri (always ExecSync) or socket (the exec socket or an error).",
-			EnvVars: []string{EnvExecMode}, Value: string(mcexec.ModeAuto), Destination: &cfg.ExecMode,
+			EnvVars: []string{EnvExecMode}, Value: ExecModes[0], Destination: &cfg.ExecMode,
 		},
 	}
 }
 
 func (cfg *Config) check() error {
 	switch cfg.HostMode {
-	case "os":
-	case "nsenter":
+	case HostModeOS:
+	case HostModeNsenter:
 		if cfg.HostRoot == "" {
 			return cli.Exit("--host-mode nsenter needs --host-root", ExitShimFailed)
 		}
@@ -146,29 +176,9 @@ func (cfg *Config) check() error {
 	if cfg.Timeout <= 0 {
 		return cli.Exit(fmt.Sprintf("--timeout %s: must be positive", cfg.Timeout), ExitShimFailed)
 	}
-	if _, err := mcexec.ParseExecMode(cfg.ExecMode); err != nil {
-		return cli.Exit("--"+err.Error(), ExitShimFailed)
+	if !slices.Contains(ExecModes, cfg.ExecMode) {
+		n := len(ExecModes)
+		return cli.Exit(fmt.Sprintf("--exec-mode %q: want %s or %s", cfg.ExecMode, strings.Join(ExecModes[:n-1], ", "), ExecModes[n-1]), ExitShimFailed)
 	}
 	return nil
-}
-
-// resolver builds the resolver for cfg; the caller closes it.
-func (cfg *Config) resolver(stderr io.Writer) *mcexec.Resolver {
-	var host utilexec.Interface = newSelfSkippingExec()
-	if cfg.HostMode == "nsenter" {
-		host = mcexec.NewNsenter(cfg.HostRoot)
-	}
-	level := slog.LevelWarn
-	if cfg.Verbose {
-		level = slog.LevelDebug
-	}
-	mode, _ := mcexec.ParseExecMode(cfg.ExecMode) // checked by check
-	return mcexec.NewResolver(mcexec.Options{
-		ExecMode: mode,
-		Dir:      cfg.RegistrationDir,
-		Endpoint: cfg.RuntimeEndpoint,
-		Host:     host,
-		Timeout:  cfg.Timeout,
-		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
-	})
 }

@@ -3,6 +3,19 @@
 // that can only exec a command (Flexvolume drivers, scripts, a kubelet
 // calling a mount helper).
 //
+// # Two binaries
+//
+// kubelet-exec-shim does not link the container runtime's client (gRPC,
+// protobuf and the CRI API, whose package initialisation alone costs more
+// than a host fallback): when a plugin has no registration it runs the
+// command on the host itself. Whenever the runtime is needed (a registration
+// exists, trusted or not; status; host mode nsenter) it replaces its process
+// with [HelperName] next to it, passing its arguments and environment on.
+// The helper (package shim/crihelper) is the whole shim with a backend that
+// decides through package exec, so it decides, reports and exits exactly as
+// the shim would. It is run only when it is a regular file owned by root (or
+// the shim's user) and writable by nobody else; [Install] places both.
+//
 // # Exit codes
 //
 // The shim's exit code is exactly the utility's. Its own failures use the
@@ -19,13 +32,13 @@
 // # Multi-call
 //
 // `kubelet-exec-shim install --dir DIR --plugin P TOOL...` places a copy of
-// the shim in DIR and a symbolic link DIR/TOOL to it for each tool, each
-// written as a dotfile and renamed into place, and records the tool-to-plugin
-// mapping in DIR/kubelet-exec-shim.json. Invoked under a tool's name, the
+// the shim and its helper in DIR and a symbolic link DIR/TOOL to the shim
+// for each tool, each written as a dotfile and renamed into place, and
+// records the tool-to-plugin mapping in DIR/kubelet-exec-shim.json. Invoked under a tool's name, the
 // shim behaves as `run --plugin P -- TOOL args...`. When the command falls
 // back to the host, the host's own TOOL is searched on PATH skipping DIR and
-// any file that is the shim itself (same device and inode), so the shim never
-// runs itself.
+// any file that is the shim or its helper (same device and inode), so the
+// shim never runs itself.
 //
 // # Standard input
 //

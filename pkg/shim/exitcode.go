@@ -8,8 +8,6 @@ import (
 	"syscall"
 
 	utilexec "k8s.io/utils/exec"
-
-	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 )
 
 // The shim's own exit codes; see the package documentation.
@@ -43,7 +41,7 @@ func exitCodeOf(err error) int {
 	switch {
 	case errors.Is(err, utilexec.ErrExecutableNotFound), errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return ExitNotFound
-	case errors.Is(err, mcexec.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded): // package exec's ErrTimeout wraps it too
 		return ExitTimeout
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR):
 		return ExitCannotRun

@@ -15,24 +15,31 @@ import (
 
 // selfSkippingExec is the host executor of the shim in os mode: it looks
 // commands up on PATH like os/exec, but never finds the shim itself (its
-// install directory, or any file with its device and inode), so a tool name
+// install directory, or any file with the device and inode of the running
+// executable, kubelet-exec-shim or its helper next to it), so a tool name
 // that falls back to the host cannot recurse into the shim.
 type selfSkippingExec struct {
 	exec    utilexec.Interface
 	selfDir string
-	self    *syscall.Stat_t // nil when the shim's own file cannot be found
-	path    string          // PATH to search
+	self    []syscall.Stat_t // the shim's own files that could be found
+	path    string           // PATH to search
 }
 
 var _ utilexec.Interface = (*selfSkippingExec)(nil)
+
+// NewHostExec returns the shim's host executor in os mode: os/exec, except
+// that a command is never the shim itself.
+func NewHostExec() utilexec.Interface { return newSelfSkippingExec() }
 
 func newSelfSkippingExec() *selfSkippingExec {
 	e := &selfSkippingExec{exec: utilexec.New(), path: os.Getenv("PATH")}
 	if exe, err := os.Executable(); err == nil {
 		e.selfDir = filepath.Dir(exe)
-		var st syscall.Stat_t
-		if syscall.Stat(exe, &st) == nil {
-			e.self = &st
+		for _, p := range []string{exe, filepath.Join(e.selfDir, BinaryName), filepath.Join(e.selfDir, HelperName)} {
+			var st syscall.Stat_t
+			if syscall.Stat(p, &st) == nil {
+				e.self = append(e.self, st)
+			}
 		}
 	}
 	return e
@@ -89,7 +96,15 @@ func (e *selfSkippingExec) LookPath(file string) (string, error) {
 
 func (e *selfSkippingExec) isSelf(p string) bool {
 	var st syscall.Stat_t
-	return e.self != nil && syscall.Stat(p, &st) == nil && st.Dev == e.self.Dev && st.Ino == e.self.Ino
+	if len(e.self) == 0 || syscall.Stat(p, &st) != nil {
+		return false
+	}
+	for _, s := range e.self {
+		if st.Dev == s.Dev && st.Ino == s.Ino {
+			return true
+		}
+	}
+	return false
 }
 
 func sameDir(a, b string) bool {

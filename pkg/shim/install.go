@@ -43,6 +43,7 @@ type InstallOptions struct {
 	// Dir receives the shim, the links and the mapping.
 	Dir string
 	// Source is the shim binary to copy; default the running executable.
+	// Its helper ([HelperName]) is copied from the same directory.
 	Source string
 	// Plugin the tools belong to.
 	Plugin string
@@ -52,8 +53,8 @@ type InstallOptions struct {
 	RegistrationDir, RuntimeEndpoint, HostMode, HostRoot string
 }
 
-// Install places the shim and a link named after each tool into
-// opts.Dir and records the mapping. Every file is written as a dotfile and
+// Install places the shim, its helper and a link named after each tool
+// into opts.Dir and records the mapping. Every file is written as a dotfile and
 // renamed into place, so a program that runs a tool concurrently sees the
 // old file or the new one. A file at Dir/TOOL or Dir/kubelet-exec-shim that
 // this package did not place is never overwritten: Install fails before
@@ -81,6 +82,14 @@ func Install(opts InstallOptions) error {
 		}
 		src = exe
 	}
+	helperSrc := filepath.Join(filepath.Dir(src), HelperName)
+	for _, p := range []string{src, helperSrc} {
+		if fi, err := os.Stat(p); err != nil {
+			return fmt.Errorf("install: %w (the shim and %s are installed together)", err, HelperName)
+		} else if !fi.Mode().IsRegular() {
+			return fmt.Errorf("install: %s is not a regular file", p)
+		}
+	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return fmt.Errorf("install: %w", err)
 	}
@@ -88,9 +97,11 @@ func Install(opts InstallOptions) error {
 	if err != nil {
 		return fmt.Errorf("install: %w", err)
 	}
-	bin := filepath.Join(opts.Dir, BinaryName)
-	if _, err := os.Lstat(bin); err == nil && !managed {
-		return fmt.Errorf("install: %s exists and was not installed by %s (no %s next to it); remove it first", bin, BinaryName, MappingFile)
+	bin, helper := filepath.Join(opts.Dir, BinaryName), filepath.Join(opts.Dir, HelperName)
+	for _, p := range []string{bin, helper} {
+		if _, err := os.Lstat(p); err == nil && !managed {
+			return fmt.Errorf("install: %s exists and was not installed by %s (no %s next to it); remove it first", p, BinaryName, MappingFile)
+		}
 	}
 	for _, t := range opts.Tools {
 		if err := checkOurs(opts.Dir, t); err != nil {
@@ -98,9 +109,13 @@ func Install(opts InstallOptions) error {
 		}
 	}
 
-	if !sameFile(src, bin) {
-		if err := atomicfile.Copy(src, bin, 0o755); err != nil {
-			return fmt.Errorf("install: copy %s to %s: %w", src, bin, err)
+	// The helper first: a new shim may rely on it.
+	for _, c := range []struct{ from, to string }{{helperSrc, helper}, {src, bin}} {
+		if sameFile(c.from, c.to) {
+			continue
+		}
+		if err := atomicfile.Copy(c.from, c.to, 0o755); err != nil {
+			return fmt.Errorf("install: copy %s to %s: %w", c.from, c.to, err)
 		}
 	}
 	for _, t := range opts.Tools {
@@ -115,7 +130,7 @@ func Install(opts InstallOptions) error {
 }
 
 // Uninstall removes the given tools' links from dir (all of them when tools
-// is empty), and the shim and its mapping once no tool is left. Links that
+// is empty), and the shim, its helper and the mapping once no tool is left. Links that
 // are not the shim's are left alone and reported.
 func Uninstall(dir string, tools []string) error {
 	m, managed, err := readMapping(dir)
@@ -151,7 +166,7 @@ func Uninstall(dir string, tools []string) error {
 		errs = append(errs, writeMapping(dir, m))
 		return errors.Join(errs...)
 	}
-	for _, name := range []string{BinaryName, MappingFile} {
+	for _, name := range []string{BinaryName, HelperName, MappingFile} {
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -168,7 +183,7 @@ func validateTool(t string) error {
 		return fmt.Errorf("invalid tool name %q: must not contain '/' or NUL", t)
 	case strings.HasPrefix(t, "."):
 		return fmt.Errorf("invalid tool name %q: must not start with '.'", t)
-	case t == BinaryName || t == MappingFile:
+	case t == BinaryName || t == HelperName || t == MappingFile:
 		return fmt.Errorf("invalid tool name %q: reserved", t)
 	}
 	return nil

@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
+	utilexec "k8s.io/utils/exec"
 
 	"github.com/mountcontainers/mountcontainers/pkg/cliexit"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
-func runCommand(cfg *Config, stdio IO) *cli.Command {
+func runCommand(cfg *Config, stdio IO, b Backend) *cli.Command {
 	var plugin string
 	return &cli.Command{
 		Name:      "run",
@@ -26,7 +29,7 @@ func runCommand(cfg *Config, stdio IO) *cli.Command {
 			if len(argv) == 0 {
 				return cli.Exit("run: no command given (usage: run --plugin NAME -- COMMAND [ARGS...])", ExitShimFailed)
 			}
-			return exitWith(runUtility(c.Context, cfg, plugin, argv, stdio))
+			return exitWith(b.Run(c.Context, cfg, plugin, argv, stdio))
 		},
 	}
 }
@@ -39,33 +42,38 @@ func exitWith(code int) error {
 	return cli.Exit("", code)
 }
 
-// runUtility runs argv for plugin and returns the exit code: the utility's
-// own, or one of the shim's after a diagnostic on stderr.
-func runUtility(ctx context.Context, cfg *Config, plugin string, argv []string, stdio IO) int {
+// A Target is where a utility runs: the host or a mount container.
+type Target interface {
+	// CommandContext returns the command, bound to ctx.
+	CommandContext(ctx context.Context, cmd string, args ...string) utilexec.Cmd
+	// OnHost reports whether the command runs on the host.
+	OnHost() bool
+	// Where names the target in diagnostics: "host" or "container ID".
+	Where() string
+}
+
+// RunUtility runs argv for plugin on the target resolve returns, within
+// cfg.Timeout, and returns the exit code: the utility's own, or one of the
+// shim's after a diagnostic on stderr. resolve gets the bounded context.
+func RunUtility(ctx context.Context, cfg *Config, plugin string, argv []string, stdio IO, resolve func(context.Context) (Target, error)) int {
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stdio.Stderr, "%s: %s\n", BinaryName, fmt.Sprintf(format, args...))
 		return code
 	}
-	r := cfg.resolver(stdio.Stderr)
-	defer r.Close()
-	e, err := r.For(plugin)
-	if err != nil {
-		return fail(ExitShimFailed, "%v", err)
-	}
 	tctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
-	d, err := e.Resolve(tctx)
+	t, err := resolve(tctx)
 	if err != nil {
 		if tctx.Err() != nil {
 			return fail(interruptedOr(ctx, ExitTimeout), "%s: %v", argv[0], err)
 		}
 		return fail(ExitShimFailed, "%v", err)
 	}
-	cmd := e.CommandContext(tctx, argv[0], argv[1:]...)
+	cmd := t.CommandContext(tctx, argv[0], argv[1:]...)
 	cmd.SetStdout(stdio.Stdout)
 	cmd.SetStderr(stdio.Stderr)
-	if stdio.Stdin != nil && (d.OnHost() || stdinHasData(stdio.Stdin)) {
+	if stdio.Stdin != nil && (t.OnHost() || stdinHasData(stdio.Stdin)) {
 		// Through the exec socket a pipe or a non-empty file is streamed
 		// to the utility; through ExecSync it fails clearly instead of
 		// losing its data. In a container a terminal or /dev/null is not
@@ -80,13 +88,13 @@ func runUtility(ctx context.Context, cfg *Config, plugin string, argv []string, 
 		return fail(interruptedOr(ctx, ExitShimFailed), "%s: interrupted", argv[0])
 	}
 	if tctx.Err() == context.DeadlineExceeded {
-		return fail(ExitTimeout, "%s (plugin %s, %s): timed out after %s", argv[0], plugin, d.Where(), cfg.Timeout)
+		return fail(ExitTimeout, "%s (plugin %s, %s): timed out after %s", argv[0], plugin, t.Where(), cfg.Timeout)
 	}
 	code := exitCodeOf(err)
 	if isExitStatus(err) {
 		return code // the utility's own code; its stderr said why
 	}
-	return fail(code, "%s (plugin %s, %s): %v", argv[0], plugin, d.Where(), err)
+	return fail(code, "%s (plugin %s, %s): %v", argv[0], plugin, t.Where(), err)
 }
 
 // interruptedOr returns 130 when ctx was cancelled by a signal, else code.
@@ -116,7 +124,7 @@ func stdinHasData(in *os.File) bool {
 // multiCall runs the shim invoked under a tool's name: `run --plugin P --
 // TOOL args...` with P and the settings recorded at install time; the
 // environment overrides the recorded settings.
-func multiCall(ctx context.Context, tool string, args []string, stdio IO) int {
+func multiCall(ctx context.Context, tool string, args []string, stdio IO, b Backend) int {
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "%s (as %s): find own executable: %v\n", BinaryName, tool, err)
@@ -137,18 +145,26 @@ func multiCall(ctx context.Context, tool string, args []string, stdio IO) int {
 		return ExitShimFailed
 	}
 	cfg := &Config{
-		RegistrationDir: envOr(EnvRegistrationDir, m.RegistrationDir, "/var/lib/kubelet/plugin-containers"),
-		RuntimeEndpoint: envOr("CONTAINER_RUNTIME_ENDPOINT", m.RuntimeEndpoint, ""),
-		HostMode:        envOr(EnvHostMode, m.HostMode, "os"),
+		RegistrationDir: envOr(EnvRegistrationDir, m.RegistrationDir, registration.DefaultDir),
+		RuntimeEndpoint: envOr(EnvRuntimeEndpoint, m.RuntimeEndpoint, ""),
+		HostMode:        envOr(EnvHostMode, m.HostMode, HostModeOS),
 		HostRoot:        envOr(EnvHostRoot, m.HostRoot, "/host"),
 		Timeout:         DefaultTimeout,
 		Verbose:         os.Getenv(EnvVerbose) != "",
-		ExecMode:        envOr(EnvExecMode, "", "auto"),
+		ExecMode:        envOr(EnvExecMode, "", ExecModes[0]),
+	}
+	if v := os.Getenv(EnvTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintf(stdio.Stderr, "%s (as %s): %s=%q: %v\n", BinaryName, tool, EnvTimeout, v, err)
+			return ExitShimFailed
+		}
+		cfg.Timeout = d
 	}
 	if err := cfg.check(); err != nil {
 		return cliexit.Code(stdio.Stderr, BinaryName, err, ExitShimFailed)
 	}
-	return runUtility(ctx, cfg, plugin, append([]string{tool}, args...), stdio)
+	return b.Run(ctx, cfg, plugin, append([]string{tool}, args...), stdio)
 }
 
 func envOr(name, recorded, def string) string {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/pkg/shim"
+	"github.com/mountcontainers/mountcontainers/pkg/shim/shimtest"
 )
 
 // shimBin is the real binary, built once for every test.
@@ -26,13 +27,9 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	shimBin = filepath.Join(dir, shim.BinaryName)
-	// Built as `make build` and the image build it: static and stripped.
-	build := exec.Command("go", "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-ldflags", "-s -w", "-o", shimBin, "github.com/mountcontainers/mountcontainers/cmd/kubelet-exec-shim")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		panic("build kubelet-exec-shim: " + err.Error())
+	shimBin, err = shimtest.Build(dir)
+	if err != nil {
+		panic(err)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -304,15 +301,25 @@ func TestMultiCallNeverRecurses(t *testing.T) {
 }
 
 func TestInstallRefusesForeignShim(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, shim.BinaryName), []byte("someone else's"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{shim.BinaryName, shim.HelperName} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("someone else's"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, nil, "", shimBin, "install", "--dir", dir, "--plugin", "kubernetes.io/rbd", "rbd")
+		if r.code != 125 || !strings.Contains(r.stderr, "not installed by") || !strings.Contains(r.stderr, name) {
+			t.Fatalf("foreign %s: code %d, %q", name, r.code, r.stderr)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, "rbd")); err == nil {
+			t.Fatalf("foreign %s: a refused install changed the directory", name)
+		}
 	}
-	r := run(t, nil, "", shimBin, "install", "--dir", dir, "--plugin", "kubernetes.io/rbd", "rbd")
-	if r.code != 125 || !strings.Contains(r.stderr, "not installed by") {
-		t.Fatalf("code %d, %q", r.code, r.stderr)
+	alone := shimAlone(t)
+	r := run(t, nil, "", alone, "install", "--dir", t.TempDir(), "--plugin", "kubernetes.io/rbd", "rbd")
+	if r.code != 125 || !strings.Contains(r.stderr, shim.HelperName) {
+		t.Fatalf("install without the helper next to the shim: code %d, %q", r.code, r.stderr)
 	}
-	for _, bad := range []string{"../x", ".hidden", shim.MappingFile} {
+	for _, bad := range []string{"../x", ".hidden", shim.MappingFile, shim.HelperName} {
 		r := run(t, nil, "", shimBin, "install", "--dir", t.TempDir(), "--plugin", "kubernetes.io/rbd", bad)
 		if r.code != 125 || !strings.Contains(r.stderr, "invalid tool name") {
 			t.Errorf("tool %q: code %d, %q", bad, r.code, r.stderr)

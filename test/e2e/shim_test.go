@@ -20,6 +20,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/pkg/shim"
+	"github.com/mountcontainers/mountcontainers/pkg/shim/shimtest"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 
@@ -28,20 +29,13 @@ type shimResult struct {
 	stdout, stderr string
 }
 
-// buildShim builds kubelet-exec-shim into a temporary directory.
+// buildShim builds kubelet-exec-shim and its helper into a temporary
+// directory.
 func buildShim(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), shim.BinaryName)
-	root, err := framework.RepoRoot()
+	bin, err := shimtest.Build(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
-	}
-	// Built as `make build` and the image build it.
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-ldflags", "-s -w", "-o", bin, "./cmd/kubelet-exec-shim")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the shim: %v\n%s", err, out)
 	}
 	return bin
 }

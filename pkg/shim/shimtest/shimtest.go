@@ -1,0 +1,30 @@
+// Package shimtest builds kubelet-exec-shim for tests, as `make build` and
+// the image build it: static, stripped, with the helper next to the shim.
+package shimtest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/mountcontainers/mountcontainers/pkg/shim"
+)
+
+const module = "github.com/mountcontainers/mountcontainers"
+
+// Build builds kubelet-exec-shim and kubelet-exec-shim-cri into dir and
+// returns the shim's path. It must run inside the module.
+func Build(dir string) (string, error) {
+	for name, pkg := range map[string]string{
+		shim.BinaryName: module + "/cmd/kubelet-exec-shim",
+		shim.HelperName: module + "/cmd/kubelet-exec-shim-cri",
+	} {
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-ldflags", "-s -w", "-o", filepath.Join(dir, name), pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("build %s: %v\n%s", name, err, out)
+		}
+	}
+	return filepath.Join(dir, shim.BinaryName), nil
+}
