@@ -9,9 +9,11 @@ GO          ?= go
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -s -w -X github.com/mountcontainers/mountcontainers/pkg/version.Version=$(VERSION)
 BIN         ?= bin
-# urfave_cli_no_docs leaves out urfave/cli's man-page generator: the
-# processes start faster (kubelet-exec-shim: 0.4 ms).
-BUILD_TAGS  := urfave_cli_no_docs
+# urfave_cli_no_docs leaves out urfave/cli's man-page generator, grpcnotrace
+# gRPC's x/net/trace debug pages (and html/template): every process starts
+# faster (kubelet-exec-shim 0.4 ms, kubelet-exec-shim-cri 0.3 ms). Keep in
+# step with images/Dockerfile and pkg/shim/shimtest.ReleaseTags.
+BUILD_TAGS  := urfave_cli_no_docs,grpcnotrace
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
 REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -27,7 +26,21 @@ const MaxSocketPath = len(unix.RawSockaddrUnix{}.Path) - 1
 // root.
 var ErrUntrustedSocket = errors.New("untrusted exec socket")
 
-var plainUID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
+// plainUID reports whether s matches ^[A-Za-z0-9][A-Za-z0-9-]{0,63}$. (A
+// regular expression with that counted repetition costs every process that
+// links this package 0.2 ms of start-up to compile.)
+func plainUID(s string) bool {
+	if len(s) == 0 || len(s) > 64 || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // SocketName returns the socket of the pod with podUID, relative to the
 // registration directory: ".exec/<pod UID>.sock", or, for a UID that is not
@@ -35,7 +48,7 @@ var plainUID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
 // digits>.sock".
 func SocketName(podUID string) string {
 	name := podUID
-	if !plainUID.MatchString(name) {
+	if !plainUID(name) {
 		sum := sha256.Sum256([]byte(podUID))
 		name = hex.EncodeToString(sum[:16])
 	}

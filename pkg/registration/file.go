@@ -52,6 +52,33 @@ func Read(dir, plugin string) (r Registration, ok bool, err error) {
 	return readFile(path)
 }
 
+// Exists reports whether dir holds a file (of any kind) at plugin's
+// registration path, without opening or trusting it: it returns false and a
+// nil error exactly where [Read] reports no registration, and an error
+// where Read fails before looking at the file. It serves callers that only
+// need to know whether to look further, at the cost of a stat.
+func Exists(dir, plugin string) (bool, error) {
+	path, err := Path(dir, plugin)
+	if err != nil {
+		return false, err
+	}
+	if err := checkDir(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	var st unix.Stat_t
+	switch err := unix.Lstat(path, &st); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENOENT):
+		return false, nil
+	default:
+		return false, fmt.Errorf("registration %s: %w", path, err)
+	}
+}
+
 // readFile opens path without following symlinks or blocking, and checks it
 // before decoding it.
 func readFile(path string) (Registration, bool, error) {

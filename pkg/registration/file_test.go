@@ -364,3 +364,55 @@ func assertNoTemps(t *testing.T, dir string) {
 		}
 	}
 }
+
+// Exists says "no registration" exactly where Read does, and otherwise
+// either true or Read's error.
+func TestExistsAgreesWithRead(t *testing.T) {
+	good, _ := Encode(validReg())
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir, path string) string // returns the directory to ask
+		want  bool
+	}{
+		{"registered", func(t *testing.T, dir, path string) string { writeRaw(t, path, good, 0o644); return dir }, true},
+		{"no file", func(t *testing.T, dir, path string) string { return dir }, false},
+		{"no directory", func(t *testing.T, dir, path string) string { return filepath.Join(dir, "missing") }, false},
+		{"fifo", func(t *testing.T, dir, path string) string {
+			if err := syscall.Mkfifo(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}, true},
+		{"dangling symlink", func(t *testing.T, dir, path string) string {
+			if err := os.Symlink(filepath.Join(dir, "nowhere"), path); err != nil {
+				t.Fatal(err)
+			}
+			return dir
+		}, true},
+		{"malformed", func(t *testing.T, dir, path string) string { writeRaw(t, path, []byte("{"), 0o644); return dir }, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := regDir(t)
+			ask := tc.setup(t, dir, filepath.Join(dir, "kubernetes.io~glusterfs.json"))
+			got, err := Exists(ask, plugin)
+			if err != nil || got != tc.want {
+				t.Fatalf("Exists = %v, %v; want %v", got, err, tc.want)
+			}
+			_, ok, rerr := Read(ask, plugin)
+			if readSaysNone := !ok && rerr == nil; readSaysNone != !got {
+				t.Fatalf("Exists = %v but Read = %v, %v", got, ok, rerr)
+			}
+		})
+	}
+	dir := regDir(t)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Exists(dir, plugin); !errors.Is(err, ErrUntrusted) {
+		t.Fatalf("Exists in a world-writable directory: %v, want Read's untrusted error", err)
+	}
+	if _, err := Exists(dir, "../etc"); err == nil {
+		t.Fatal("Exists accepted a plugin name that escapes the directory")
+	}
+}

@@ -42,8 +42,9 @@ type Mapping struct {
 type InstallOptions struct {
 	// Dir receives the shim, the links and the mapping.
 	Dir string
-	// Source is the shim binary to copy; default the running executable.
-	// Its helper ([HelperName]) is copied from the same directory.
+	// Source is the shim binary to copy; default the running executable
+	// (or, run as the helper, the shim next to it). Its helper
+	// ([HelperName]) is copied from the same directory.
 	Source string
 	// Plugin the tools belong to.
 	Plugin string
@@ -81,6 +82,9 @@ func Install(opts InstallOptions) error {
 			return fmt.Errorf("install: find the running shim: %w", err)
 		}
 		src = exe
+		if filepath.Base(exe) == HelperName { // the helper installs the shim next to it
+			src = filepath.Join(filepath.Dir(exe), BinaryName)
+		}
 	}
 	helperSrc := filepath.Join(filepath.Dir(src), HelperName)
 	for _, p := range []string{src, helperSrc} {

@@ -13,7 +13,7 @@ func installCommand(cfg *Config) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Usage: "Directory to install into (put it on the callers' PATH).", Required: true, Destination: &dir},
 			&cli.StringFlag{Name: "plugin", Usage: "Volume plugin the tools belong to.", Required: true, Destination: &plugin},
-			&cli.StringFlag{Name: "source", Usage: "Shim binary to copy (default: this one).", Destination: &source},
+			&cli.StringFlag{Name: "source", Usage: "Shim binary to copy (default: this one); " + HelperName + " is taken from the same directory.", Destination: &source},
 		},
 		Action: func(c *cli.Context) error {
 			err := Install(InstallOptions{

@@ -19,7 +19,7 @@ const HelperName = BinaryName + "-cri"
 
 // launcher is the backend of kubelet-exec-shim itself. A plugin with no
 // registration runs on the host right here: that decision needs no runtime,
-// only a failed open. Everything else (a registration, trusted or not, host
+// only two stats. Everything else (a registration, trusted or not, host
 // mode nsenter, status) replaces the process with [HelperName] and the
 // same arguments, so the helper decides and reports exactly as if it had
 // been run in the first place.
@@ -37,7 +37,9 @@ func (l *launcher) Run(ctx context.Context, cfg *Config, plugin string, argv []s
 		return ExitShimFailed
 	}
 	if cfg.HostMode == HostModeOS {
-		_, registered, err := registration.Read(cfg.RegistrationDir, plugin)
+		// Whatever is at the registration's path, the helper reads and
+		// judges it (and reports a bad one exactly as it would alone).
+		registered, err := registration.Exists(cfg.RegistrationDir, plugin)
 		if err == nil && !registered {
 			if cfg.Verbose {
 				slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).DebugContext(ctx,

@@ -1,6 +1,7 @@
 package shim_test
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	critesting "github.com/mountcontainers/mountcontainers/pkg/cri/testing"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/pkg/shim"
+	"github.com/mountcontainers/mountcontainers/pkg/shim/shimtest"
 )
 
 // TestShimDoesNotLinkTheRuntimeClient keeps the host fallback's start-up
@@ -19,7 +21,7 @@ import (
 // the CRI API; kubelet-exec-shim-cri does.
 func TestShimDoesNotLinkTheRuntimeClient(t *testing.T) {
 	deps := func(pkg string) []string {
-		out, err := exec.Command("go", "list", "-deps", "-tags", "urfave_cli_no_docs", "github.com/mountcontainers/mountcontainers/cmd/"+pkg).Output()
+		out, err := exec.Command("go", "list", "-deps", "-tags", shimtest.ReleaseTags, "github.com/mountcontainers/mountcontainers/cmd/"+pkg).Output()
 		if err != nil {
 			t.Fatalf("go list %s: %v", pkg, err)
 		}
@@ -163,5 +165,25 @@ func TestMultiCallThroughTheHelper(t *testing.T) {
 	r = run(t, append(env, shim.EnvTimeout+"=soon"), "", filepath.Join(bin, "slowtool"))
 	if r.code != shim.ExitShimFailed || !strings.Contains(r.stderr, shim.EnvTimeout) {
 		t.Fatalf("slowtool with %s=soon: code %d, stderr %q; want 125 naming the variable", shim.EnvTimeout, r.code, r.stderr)
+	}
+}
+
+// TestInstallFromTheHelper: the helper run as `install` places the shim
+// under the shim's name, not itself.
+func TestInstallFromTheHelper(t *testing.T) {
+	dir := t.TempDir()
+	helper := filepath.Join(filepath.Dir(shimBin), shim.HelperName)
+	if r := run(t, nil, "", helper, "install", "--dir", dir, "--plugin", "kubernetes.io/rbd", "rbd"); r.code != 0 {
+		t.Fatalf("install: code %d, %s", r.code, r.stderr)
+	}
+	for name, src := range map[string]string{shim.BinaryName: shimBin, shim.HelperName: helper} {
+		want, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s in %s is not a copy of %s (%v)", name, dir, src, err)
+		}
 	}
 }

@@ -13,6 +13,9 @@ import (
 
 const module = "github.com/mountcontainers/mountcontainers"
 
+// ReleaseTags are the build tags of `make build` and the image build.
+const ReleaseTags = "urfave_cli_no_docs,grpcnotrace"
+
 // Build builds kubelet-exec-shim and kubelet-exec-shim-cri into dir and
 // returns the shim's path. It must run inside the module.
 func Build(dir string) (string, error) {
@@ -20,7 +23,7 @@ func Build(dir string) (string, error) {
 		shim.BinaryName: module + "/cmd/kubelet-exec-shim",
 		shim.HelperName: module + "/cmd/kubelet-exec-shim-cri",
 	} {
-		cmd := exec.Command("go", "build", "-trimpath", "-tags", "urfave_cli_no_docs", "-ldflags", "-s -w", "-o", filepath.Join(dir, name), pkg)
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", ReleaseTags, "-ldflags", "-s -w", "-o", filepath.Join(dir, name), pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("build %s: %v\n%s", name, err, out)
