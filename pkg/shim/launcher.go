@@ -24,9 +24,7 @@ const HelperName = BinaryName + "-cri"
 // same arguments, so the helper decides and reports exactly as if it had
 // been run in the first place.
 type launcher struct {
-	args []string
-	// exec replaces the process; syscall.Exec unless a test says otherwise.
-	exec func(path string, argv, env []string) error
+	args []string // the shim's own, handed on as they are
 }
 
 var _ Backend = (*launcher)(nil)
@@ -64,11 +62,7 @@ func (l *launcher) Status(_ context.Context, _ *Config, _, _ string, stdio IO) e
 func (l *launcher) handover(what string, stdio IO) int {
 	helper, err := helperPath()
 	if err == nil {
-		exec := l.exec
-		if exec == nil {
-			exec = syscall.Exec
-		}
-		err = exec(helper, l.args, os.Environ())
+		err = syscall.Exec(helper, l.args, os.Environ())
 		err = fmt.Errorf("run %s: %w", helper, err)
 	}
 	fmt.Fprintf(stdio.Stderr, "%s: %s needs the container runtime, which %s reaches: %v\n", BinaryName, what, HelperName, err)
