@@ -67,7 +67,8 @@ const (
 )
 
 // ExecModes are the values --exec-mode accepts, the exec modes of package
-// exec (which this package does not link; see [Backend]).
+// exec (which this package does not link; see [Backend]); the first is the
+// default, also for an empty value.
 var ExecModes = []string{"auto", "cri", "socket"}
 
 // Backend is the part of the shim that needs the container runtime. The
@@ -175,6 +176,9 @@ func (cfg *Config) check() error {
 	}
 	if cfg.Timeout <= 0 {
 		return cli.Exit(fmt.Sprintf("--timeout %s: must be positive", cfg.Timeout), ExitShimFailed)
+	}
+	if cfg.ExecMode == "" { // an empty variable, as package exec reads it
+		cfg.ExecMode = ExecModes[0]
 	}
 	if !slices.Contains(ExecModes, cfg.ExecMode) {
 		n := len(ExecModes)

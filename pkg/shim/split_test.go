@@ -76,6 +76,24 @@ func TestHostFallbackNeedsNoHelper(t *testing.T) {
 	}
 }
 
+// An empty exec mode (say, a variable set to nothing in a manifest) is the
+// default, as it always was; a wrong one is refused.
+func TestEmptyExecModeIsTheDefault(t *testing.T) {
+	for _, env := range [][]string{{shim.EnvExecMode + "="}, nil} {
+		args := []string{"--registration-dir", t.TempDir(), "run", "--plugin", "kubernetes.io/rbd", "--", "true"}
+		if env == nil {
+			args = append([]string{"--exec-mode", ""}, args...)
+		}
+		if r := run(t, append(noRuntime(t), env...), "", shimBin, args...); r.code != 0 {
+			t.Errorf("empty exec mode (env %v): code %d, stderr %q; want the default", env, r.code, r.stderr)
+		}
+	}
+	r := run(t, noRuntime(t), "", shimBin, "--exec-mode", "fast", "--registration-dir", t.TempDir(), "run", "--plugin", "kubernetes.io/rbd", "--", "true")
+	if r.code != shim.ExitShimFailed || !strings.Contains(r.stderr, "want auto, cri or socket") {
+		t.Errorf("--exec-mode fast: code %d, stderr %q; want 125", r.code, r.stderr)
+	}
+}
+
 func TestMissingOrUntrustedHelper(t *testing.T) {
 	reg := t.TempDir()
 	if err := registration.Write(reg, "kubernetes.io/glusterfs", validRegistration()); err != nil {
