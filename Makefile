@@ -7,12 +7,12 @@ SHELL := /usr/bin/env bash
 
 GO          ?= go
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS     := -s -w -X github.com/mountcontainers/mountcontainers/pkg/version.Version=$(VERSION)
+LDFLAGS     := -s -w -X github.com/mountcontainers/mountcontainers/internal/version.Version=$(VERSION)
 BIN         ?= bin
 # urfave_cli_no_docs leaves out urfave/cli's man-page generator, grpcnotrace
 # gRPC's x/net/trace debug pages (and html/template): processes start faster
 # (measured on the one-binary shim: 0.4 ms and 0.3 ms). Keep in step with
-# images/Dockerfile and pkg/shim/shimtest.ReleaseTags.
+# images/Dockerfile and internal/shimtest.ReleaseTags.
 BUILD_TAGS  := urfave_cli_no_docs,grpcnotrace
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a run with

@@ -1,6 +1,6 @@
 // Command glusterfs-flexvolume is a Flexvolume driver for GlusterFS that
 // mounts through the glusterfs mount pod (see package
-// github.com/mountcontainers/mountcontainers/pkg/flexvolume). The mount pod
+// github.com/mountcontainers/mountcontainers/internal/flexvolume). The mount pod
 // installs it as <volume plugin dir>/mountcontainers.io~glusterfs/glusterfs.
 //
 // The kubelet reads the driver's standard output and standard error as one
@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
-	"github.com/mountcontainers/mountcontainers/pkg/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
 )
 
 func main() {

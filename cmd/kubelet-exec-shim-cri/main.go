@@ -10,8 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/mountcontainers/mountcontainers/pkg/shim"
-	"github.com/mountcontainers/mountcontainers/pkg/shim/crihelper"
+	"github.com/mountcontainers/mountcontainers/internal/shim"
+	"github.com/mountcontainers/mountcontainers/internal/shim/crihelper"
 )
 
 func main() {

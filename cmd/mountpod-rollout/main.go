@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/mountcontainers/mountcontainers/pkg/cliexit"
-	"github.com/mountcontainers/mountcontainers/pkg/rollout"
-	"github.com/mountcontainers/mountcontainers/pkg/version"
+	"github.com/mountcontainers/mountcontainers/internal/cliexit"
+	"github.com/mountcontainers/mountcontainers/internal/rollout"
+	"github.com/mountcontainers/mountcontainers/internal/version"
 )
 
 const (

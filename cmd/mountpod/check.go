@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/pkg/mountpod"
+	"github.com/mountcontainers/mountcontainers/internal/mountpod"
 )
 
 func checkCommand(stdout io.Writer) *cli.Command {

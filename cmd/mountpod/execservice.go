@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
-	"github.com/mountcontainers/mountcontainers/pkg/mountpod"
+	"github.com/mountcontainers/mountcontainers/internal/mountpod"
 )
 
 // execSocketFlag chooses the exec service's socket; shared by serve and

@@ -1,7 +1,7 @@
 // Command mountpod is the daemon of a MountContainers mount pod: it
 // registers the pod's container as the carrier of volume plugins' utilities
 // and keeps the registrations in place while it runs. See package
-// github.com/mountcontainers/mountcontainers/pkg/mountpod.
+// github.com/mountcontainers/mountcontainers/internal/mountpod.
 //
 // In the image it runs under tini ("tini -- mountpod serve"): tini is PID 1
 // and reaps the orphans of utilities that daemonize, such as FUSE clients.
@@ -17,8 +17,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/pkg/cliexit"
-	mcversion "github.com/mountcontainers/mountcontainers/pkg/version"
+	"github.com/mountcontainers/mountcontainers/internal/cliexit"
+	mcversion "github.com/mountcontainers/mountcontainers/internal/version"
 )
 
 // version is the build's version; see package version.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/pkg/mountpod"
+	"github.com/mountcontainers/mountcontainers/internal/mountpod"
 )
 
 func serveCommand(logTo io.Writer) *cli.Command {

@@ -10,7 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
-	critesting "github.com/mountcontainers/mountcontainers/pkg/cri/testing"
+	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 )
 
 // Benchmarks report the ratio of the resolver's path to the raw operation
@@ -31,12 +31,12 @@ func benchTarget(b *testing.B, opts Options) (*Exec, func() error) {
 	if p := realRuntimeOrNil(b); p != nil {
 		r, id = p.resolver(b, opts), p.containerID
 	} else {
-		e := &env{dir: b.TempDir() + "/plugin-containers", rt: critesting.NewFakeRuntime()}
+		e := &env{dir: b.TempDir() + "/plugin-containers", rt: crifake.NewFakeRuntime()}
 		e.endpoint = e.rt.Serve(b)
 		e.register(b, testReg)
 		id = "abc"
-		e.rt.SetContainers(critesting.Container(id, testReg.PodNamespace, testReg.PodName, testReg.PodUID, testReg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
-		e.rt.SetExec(critesting.RunLocally)
+		e.rt.SetContainers(crifake.Container(id, testReg.PodNamespace, testReg.PodName, testReg.PodUID, testReg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
+		e.rt.SetExec(crifake.RunLocally)
 		opts.Dir, opts.Endpoint = e.dir, e.endpoint
 		r = NewResolver(opts)
 		b.Cleanup(func() { r.Close() })

@@ -16,7 +16,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
-	critesting "github.com/mountcontainers/mountcontainers/pkg/cri/testing"
+	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 )
 
 // exitCode returns the code of a utilexec.ExitError the way mount-utils
@@ -65,7 +65,7 @@ func TestCommand(t *testing.T) {
 				e := newEnv(t)
 				if where == "container" {
 					e.running(t, "abc")
-					e.rt.SetExec(critesting.RunLocally)
+					e.rt.SetExec(crifake.RunLocally)
 				}
 				x := e.exec(t, Options{})
 				cmd := x.Command(tc.cmd[0], tc.cmd[1:]...)
@@ -102,7 +102,7 @@ func TestCommand(t *testing.T) {
 func TestCombinedOutputAndRun(t *testing.T) {
 	e := newEnv(t)
 	e.running(t, "abc")
-	e.rt.SetExec(critesting.Answer([]byte("out\n"), []byte("err\n"), 3))
+	e.rt.SetExec(crifake.Answer([]byte("out\n"), []byte("err\n"), 3))
 	x := e.exec(t, Options{})
 
 	out, err := x.Command("x").CombinedOutput()
@@ -134,7 +134,7 @@ func TestPipesStartWait(t *testing.T) {
 			e := newEnv(t)
 			if where == "container" {
 				e.running(t, "abc")
-				e.rt.SetExec(critesting.RunLocally)
+				e.rt.SetExec(crifake.RunLocally)
 			}
 			x := e.exec(t, Options{})
 			cmd := x.Command("sh", "-c", "echo out; echo err >&2; exit 4")
@@ -180,7 +180,7 @@ func TestWaitBeforeStart(t *testing.T) {
 func TestStdin(t *testing.T) {
 	e := newEnv(t)
 	e.running(t, "abc")
-	e.rt.SetExec(critesting.RunLocally)
+	e.rt.SetExec(crifake.RunLocally)
 	x := e.exec(t, Options{})
 
 	cmd := x.Command("cat")
@@ -201,14 +201,14 @@ func TestStdin(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	tests := []struct {
 		name        string
-		exec        critesting.ExecFunc
+		exec        crifake.ExecFunc
 		timeout     time.Duration // Options.Timeout
 		ctxTimeout  time.Duration // CommandContext deadline
 		wantSeconds int64
 	}{
-		{name: "hang, default", exec: critesting.Hang, timeout: 1 * time.Second, wantSeconds: 1},
-		{name: "hang, context deadline rounds up", exec: critesting.Hang, timeout: time.Hour, ctxTimeout: 1200 * time.Millisecond, wantSeconds: 2},
-		{name: "runtime reports", exec: critesting.RunLocally, timeout: time.Second, wantSeconds: 1},
+		{name: "hang, default", exec: crifake.Hang, timeout: 1 * time.Second, wantSeconds: 1},
+		{name: "hang, context deadline rounds up", exec: crifake.Hang, timeout: time.Hour, ctxTimeout: 1200 * time.Millisecond, wantSeconds: 2},
+		{name: "runtime reports", exec: crifake.RunLocally, timeout: time.Second, wantSeconds: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -243,7 +243,7 @@ func TestTimeout(t *testing.T) {
 func TestExpiredContext(t *testing.T) {
 	e := newEnv(t)
 	e.running(t, "abc")
-	e.rt.SetExec(critesting.RunLocally)
+	e.rt.SetExec(crifake.RunLocally)
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	err := e.exec(t, Options{}).CommandContext(ctx, "true").Run()
@@ -255,7 +255,7 @@ func TestExpiredContext(t *testing.T) {
 func TestStopAndCancel(t *testing.T) {
 	e := newEnv(t)
 	e.running(t, "abc")
-	e.rt.SetExec(critesting.Hang)
+	e.rt.SetExec(crifake.Hang)
 	x := e.exec(t, Options{})
 
 	cmd := x.Command("sleep", "100")
@@ -278,7 +278,7 @@ func TestStopAndCancel(t *testing.T) {
 func TestRuntimeUnavailableDuringExec(t *testing.T) {
 	e := newEnv(t)
 	e.running(t, "abc")
-	e.rt.SetExec(critesting.Fail(codes.Unavailable, "runtime going away"))
+	e.rt.SetExec(crifake.Fail(codes.Unavailable, "runtime going away"))
 	err := e.exec(t, Options{}).Command("true").Run()
 	if err == nil || !strings.Contains(err.Error(), e.endpoint) || !strings.Contains(err.Error(), "example.com/gluster") {
 		t.Errorf("err = %v, want one naming the plugin and %s", err, e.endpoint)
@@ -299,7 +299,7 @@ func TestLargeOutput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.running(t, "abc")
-			e.rt.SetExec(critesting.Answer(bytes.Repeat([]byte{'x'}, tc.size), nil, 0))
+			e.rt.SetExec(crifake.Answer(bytes.Repeat([]byte{'x'}, tc.size), nil, 0))
 			out, err := e.exec(t, Options{}).Command("cat", "big").Output()
 			if tc.tooBig {
 				if !errors.Is(err, cri.ErrResponseTooLarge) {
@@ -319,7 +319,7 @@ func TestContainerGoneReResolves(t *testing.T) {
 	e.running(t, "abc")
 	e.rt.SetExec(func(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
 		e.rt.SetContainers() // it stopped under our feet
-		return critesting.Fail(codes.NotFound, "container %q not found", req.GetContainerId())(ctx, req)
+		return crifake.Fail(codes.NotFound, "container %q not found", req.GetContainerId())(ctx, req)
 	})
 	cmd := e.exec(t, Options{}).Command("sh", "-c", "echo host")
 	out, err := cmd.Output()
@@ -337,7 +337,7 @@ func TestLookPath(t *testing.T) {
 			e := newEnv(t)
 			if where == "container" {
 				e.running(t, "abc")
-				e.rt.SetExec(critesting.RunLocally)
+				e.rt.SetExec(crifake.RunLocally)
 			}
 			x := e.exec(t, Options{})
 			p, err := x.LookPath("sh")
@@ -381,7 +381,7 @@ func TestArgv(t *testing.T) {
 func TestConcurrent(t *testing.T) {
 	e := newEnv(t)
 	e.running(t, "abc")
-	e.rt.SetExec(critesting.RunLocally)
+	e.rt.SetExec(crifake.RunLocally)
 	x := e.exec(t, Options{})
 	var wg sync.WaitGroup
 	for i := range 32 {
@@ -411,7 +411,7 @@ func TestErrorClassification(t *testing.T) {
 		{code: codes.Internal, msg: "boom"},
 	}
 	for _, tc := range tests {
-		err := critesting.Fail(tc.code, "%s", tc.msg)
+		err := crifake.Fail(tc.code, "%s", tc.msg)
 		_, ferr := err(context.Background(), nil)
 		if got := isGone(ferr); got != tc.gone {
 			t.Errorf("isGone(%q) = %v", tc.msg, got)

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	critesting "github.com/mountcontainers/mountcontainers/pkg/cri/testing"
+	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -28,13 +28,13 @@ var testReg = registration.Registration{
 
 type env struct {
 	dir      string
-	rt       *critesting.FakeRuntime
+	rt       *crifake.FakeRuntime
 	endpoint string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{dir: filepath.Join(t.TempDir(), "plugin-containers"), rt: critesting.NewFakeRuntime()}
+	e := &env{dir: filepath.Join(t.TempDir(), "plugin-containers"), rt: crifake.NewFakeRuntime()}
 	e.endpoint = e.rt.Serve(t)
 	return e
 }
@@ -70,14 +70,14 @@ func (e *env) exec(t *testing.T, opts Options) *Exec {
 func (e *env) running(t *testing.T, id string) {
 	t.Helper()
 	e.register(t, testReg)
-	e.rt.SetContainers(critesting.Container(id, testReg.PodNamespace, testReg.PodName, testReg.PodUID, testReg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
+	e.rt.SetContainers(crifake.Container(id, testReg.PodNamespace, testReg.PodName, testReg.PodUID, testReg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
 }
 
 func TestResolve(t *testing.T) {
 	running := runtimeapi.ContainerState_CONTAINER_RUNNING
 	exited := runtimeapi.ContainerState_CONTAINER_EXITED
 	ctr := func(id, ns, pod, uid, name string, st runtimeapi.ContainerState) *runtimeapi.Container {
-		return critesting.Container(id, ns, pod, uid, name, st)
+		return crifake.Container(id, ns, pod, uid, name, st)
 	}
 	tests := []struct {
 		name       string
@@ -298,7 +298,7 @@ func TestContainerCache(t *testing.T) {
 	running := runtimeapi.ContainerState_CONTAINER_RUNNING
 	exited := runtimeapi.ContainerState_CONTAINER_EXITED
 	ctr := func(id, uid string, st runtimeapi.ContainerState) *runtimeapi.Container {
-		return critesting.Container(id, testReg.PodNamespace, testReg.PodName, uid, testReg.ContainerName, st)
+		return crifake.Container(id, testReg.PodNamespace, testReg.PodName, uid, testReg.ContainerName, st)
 	}
 	// The fake answers like containerd: an exec in a container that is not
 	// running fails before starting.

@@ -11,7 +11,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	critesting "github.com/mountcontainers/mountcontainers/pkg/cri/testing"
+	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -36,10 +36,10 @@ func socketBenchTargets(b *testing.B) (viaSocket, viaCRI *Exec) {
 		reg = p.reg
 		opts.Conn = p.conn
 	} else {
-		rt := critesting.NewFakeRuntime()
+		rt := crifake.NewFakeRuntime()
 		opts.Endpoint = rt.Serve(b)
-		rt.SetContainers(critesting.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
-		rt.SetExec(critesting.RunLocally)
+		rt.SetContainers(crifake.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
+		rt.SetExec(crifake.RunLocally)
 	}
 	reg.ExecSocket = execserver.SocketName(reg.PodUID)
 	if err := registration.Write(dir, testPlugin, reg); err != nil {

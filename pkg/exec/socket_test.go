@@ -14,7 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 
-	critesting "github.com/mountcontainers/mountcontainers/pkg/cri/testing"
+	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -36,7 +36,7 @@ func newSocketEnv(t *testing.T, id execserver.Identity) *socketEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
-	e := &env{dir: filepath.Join(base, "pc"), rt: critesting.NewFakeRuntime()}
+	e := &env{dir: filepath.Join(base, "pc"), rt: crifake.NewFakeRuntime()}
 	e.endpoint = e.rt.Serve(t)
 	if err := os.Mkdir(e.dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -44,8 +44,8 @@ func newSocketEnv(t *testing.T, id execserver.Identity) *socketEnv {
 	reg := testReg
 	reg.ExecSocket = execserver.SocketName(reg.PodUID)
 	e.register(t, reg)
-	e.rt.SetContainers(critesting.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
-	e.rt.SetExec(critesting.RunLocally)
+	e.rt.SetContainers(crifake.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
+	e.rt.SetExec(crifake.RunLocally)
 	se := &socketEnv{env: e, reg: reg}
 	se.stop = se.serve(t, id)
 	return se

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
-	"github.com/mountcontainers/mountcontainers/pkg/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 

@@ -26,7 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
-	"github.com/mountcontainers/mountcontainers/pkg/rollout"
+	"github.com/mountcontainers/mountcontainers/internal/rollout"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 

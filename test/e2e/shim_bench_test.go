@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mountcontainers/mountcontainers/pkg/shim"
+	"github.com/mountcontainers/mountcontainers/internal/shim"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 

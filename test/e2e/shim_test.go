@@ -19,8 +19,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
-	"github.com/mountcontainers/mountcontainers/pkg/shim"
-	"github.com/mountcontainers/mountcontainers/pkg/shim/shimtest"
+	"github.com/mountcontainers/mountcontainers/internal/shim"
+	"github.com/mountcontainers/mountcontainers/internal/shimtest"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 

@@ -11,10 +11,10 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	critesting "github.com/mountcontainers/mountcontainers/pkg/cri/testing"
+	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
-	"github.com/mountcontainers/mountcontainers/pkg/shim"
+	"github.com/mountcontainers/mountcontainers/internal/shim"
 )
 
 // TestExecSocket runs the shim against a registration whose container the
@@ -33,10 +33,10 @@ func TestExecSocket(t *testing.T) {
 	if err := registration.Write(dir, plugin, reg); err != nil {
 		t.Fatal(err)
 	}
-	rt := critesting.NewFakeRuntime()
+	rt := crifake.NewFakeRuntime()
 	endpoint := rt.Serve(t)
-	rt.SetContainers(critesting.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
-	rt.SetExec(critesting.RunLocally)
+	rt.SetContainers(crifake.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
+	rt.SetExec(crifake.RunLocally)
 	l, err := execserver.Listen(filepath.Join(dir, reg.ExecSocket), nil)
 	if err != nil {
 		t.Fatal(err)

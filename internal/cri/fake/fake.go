@@ -1,9 +1,9 @@
-// Package critesting provides an in-process CRI RuntimeService served over a
+// Package fake provides an in-process CRI RuntimeService served over a
 // real unix socket. It exists for the faults a real runtime cannot be made to
 // produce on demand (a call that hangs, UNAVAILABLE, an oversized response)
 // and for table tests of decisions that depend on what the runtime lists.
 // Everything else is tested against a real runtime.
-package critesting
+package fake
 
 import (
 	"context"

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/mountcontainers/mountcontainers/pkg/rollout"
-	rt "github.com/mountcontainers/mountcontainers/pkg/rollout/testing"
+	"github.com/mountcontainers/mountcontainers/internal/rollout"
+	rt "github.com/mountcontainers/mountcontainers/internal/rollout/testing"
 )
 
 const (

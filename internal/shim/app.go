@@ -12,9 +12,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/pkg/cliexit"
+	"github.com/mountcontainers/mountcontainers/internal/cliexit"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
-	"github.com/mountcontainers/mountcontainers/pkg/version"
+	"github.com/mountcontainers/mountcontainers/internal/version"
 )
 
 // DefaultTimeout bounds a utility run by the shim.

@@ -17,9 +17,9 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	critesting "github.com/mountcontainers/mountcontainers/pkg/cri/testing"
+	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
-	"github.com/mountcontainers/mountcontainers/pkg/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -345,14 +345,14 @@ func TestUnmountFails(t *testing.T) {
 // and nothing runs on the host.
 func TestMountInMountPod(t *testing.T) {
 	tools := newFakeTools(t)
-	rt := critesting.NewFakeRuntime()
+	rt := crifake.NewFakeRuntime()
 	endpoint := rt.Serve(t)
 	regDir := filepath.Join(t.TempDir(), "plugin-containers")
 	reg := registration.Registration{PodNamespace: "kube-system", PodName: "glusterfs-mountpod-abcde", PodUID: "6f1c1d2e-0000-4000-8000-000000000001", ContainerName: "mount"}
 	if err := registration.Write(regDir, plugin, reg); err != nil {
 		t.Fatal(err)
 	}
-	rt.SetContainers(critesting.Container("ctr1", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
+	rt.SetContainers(crifake.Container("ctr1", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
 	var mu sync.Mutex
 	rt.SetExec(func(_ context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
 		mu.Lock()

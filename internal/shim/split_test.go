@@ -10,10 +10,10 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	critesting "github.com/mountcontainers/mountcontainers/pkg/cri/testing"
+	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
-	"github.com/mountcontainers/mountcontainers/pkg/shim"
-	"github.com/mountcontainers/mountcontainers/pkg/shim/shimtest"
+	"github.com/mountcontainers/mountcontainers/internal/shim"
+	"github.com/mountcontainers/mountcontainers/internal/shimtest"
 )
 
 // TestShimDoesNotLinkTheRuntimeClient keeps the host fallback's start-up
@@ -166,10 +166,10 @@ func TestMultiCallThroughTheHelper(t *testing.T) {
 	if err := registration.Write(reg, "kubernetes.io/rbd", validRegistration()); err != nil {
 		t.Fatal(err)
 	}
-	rt := critesting.NewFakeRuntime()
+	rt := crifake.NewFakeRuntime()
 	endpoint := rt.Serve(t)
 	r0 := validRegistration()
-	rt.SetContainers(critesting.Container("abc", r0.PodNamespace, r0.PodName, r0.PodUID, r0.ContainerName, runtimeapi.ContainerState_CONTAINER_EXITED))
+	rt.SetContainers(crifake.Container("abc", r0.PodNamespace, r0.PodName, r0.PodUID, r0.ContainerName, runtimeapi.ContainerState_CONTAINER_EXITED))
 	env := []string{shim.EnvRuntimeEndpoint + "=" + endpoint, "PATH=" + strings.Join([]string{bin, hostBin, os.Getenv("PATH")}, ":"), shim.EnvVerbose + "=1"}
 
 	r := run(t, env, "", filepath.Join(bin, "rbd"), "map", "x")

@@ -11,7 +11,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/mountcontainers/mountcontainers/pkg/atomicfile"
+	"github.com/mountcontainers/mountcontainers/internal/atomicfile"
 )
 
 // DefaultDriver is the driver directory name the mount pod installs:

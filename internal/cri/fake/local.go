@@ -1,4 +1,4 @@
-package critesting
+package fake
 
 import (
 	"bytes"

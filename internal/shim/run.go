@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/mountcontainers/mountcontainers/pkg/cliexit"
+	"github.com/mountcontainers/mountcontainers/internal/cliexit"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
-	"github.com/mountcontainers/mountcontainers/pkg/shim"
-	"github.com/mountcontainers/mountcontainers/pkg/shim/shimtest"
+	"github.com/mountcontainers/mountcontainers/internal/shim"
+	"github.com/mountcontainers/mountcontainers/internal/shimtest"
 )
 
 // shimBin is the real binary, built once for every test.

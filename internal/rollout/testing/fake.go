@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/mountcontainers/mountcontainers/pkg/rollout"
+	"github.com/mountcontainers/mountcontainers/internal/rollout"
 )
 
 var (

@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/mountcontainers/mountcontainers/pkg/shim"
+	"github.com/mountcontainers/mountcontainers/internal/shim"
 )
 
 const module = "github.com/mountcontainers/mountcontainers"

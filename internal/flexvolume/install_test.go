@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mountcontainers/mountcontainers/pkg/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
 )
 
 func writeFile(t *testing.T, p, content string, mode os.FileMode) {

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/mountcontainers/mountcontainers/pkg/flexvolume"
-	"github.com/mountcontainers/mountcontainers/pkg/shim"
+	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/shim"
 )
 
 // Default sources of the installed binaries, as the image places them.

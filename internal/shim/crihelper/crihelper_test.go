@@ -6,7 +6,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
-	"github.com/mountcontainers/mountcontainers/pkg/shim"
+	"github.com/mountcontainers/mountcontainers/internal/shim"
 )
 
 // The shim checks its flags without linking package exec or cri; what it

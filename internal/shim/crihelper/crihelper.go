@@ -17,7 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
-	"github.com/mountcontainers/mountcontainers/pkg/shim"
+	"github.com/mountcontainers/mountcontainers/internal/shim"
 )
 
 // Main runs the helper with args, as [shim.Main] runs the shim.

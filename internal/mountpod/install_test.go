@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mountcontainers/mountcontainers/pkg/flexvolume"
-	"github.com/mountcontainers/mountcontainers/pkg/shim"
+	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/shim"
 )
 
 func TestInstallConfig(t *testing.T) {

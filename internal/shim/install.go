@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/mountcontainers/mountcontainers/pkg/atomicfile"
+	"github.com/mountcontainers/mountcontainers/internal/atomicfile"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
