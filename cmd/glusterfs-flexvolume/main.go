@@ -17,8 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 )
 
 func main() {

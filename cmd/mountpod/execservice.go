@@ -9,8 +9,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/internal/mountpod"
+	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 )
 
 // execSocketFlag chooses the exec service's socket; shared by serve and

@@ -13,8 +13,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mountcontainers/mountcontainers/internal/cliexit"
-	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/internal/version"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
 // DefaultTimeout bounds a utility run by the shim.

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/internal/shim"
 	"github.com/mountcontainers/mountcontainers/internal/shimtest"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
 // shimBin is the real binary, built once for every test.

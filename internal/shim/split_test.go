@@ -11,9 +11,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
-	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/internal/shim"
 	"github.com/mountcontainers/mountcontainers/internal/shimtest"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
 // TestShimDoesNotLinkTheRuntimeClient keeps the host fallback's start-up

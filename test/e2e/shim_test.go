@@ -18,9 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/internal/shim"
 	"github.com/mountcontainers/mountcontainers/internal/shimtest"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 

@@ -16,8 +16,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/internal/shim"
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 )
 
 // Main runs the helper with args, as [shim.Main] runs the shim.

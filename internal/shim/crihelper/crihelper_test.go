@@ -4,9 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mountcontainers/mountcontainers/internal/shim"
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
-	"github.com/mountcontainers/mountcontainers/internal/shim"
 )
 
 // The shim checks its flags without linking package exec or cri; what it

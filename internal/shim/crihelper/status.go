@@ -8,9 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mountcontainers/mountcontainers/internal/shim"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
-	"github.com/mountcontainers/mountcontainers/internal/shim"
 )
 
 // Statuses returns the state of every registration in cfg's directory, or
