@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check-clean.sh [SYSCTL_SNAPSHOT]: assert that no test bed is left on this
 # machine: no bed process, no mount under $BED_DIR, no loop device backed by a
-# file under it, no CNI bridge nor iptables rule naming it, no kubepods cgroup,
+# file under it, no CNI bridge nor iptables rule naming it, no kubepods cgroup
+# nor scope cgroup of the mounts,
 # and (given a snapshot made with `sysctl-snapshot.sh` before up.sh) the sysctls
 # as they were. Exit status 1 lists what is left.
 set -euo pipefail
@@ -22,6 +23,9 @@ rules=$(for t in nat filter mangle; do iptables -t "$t" -S 2>/dev/null; done | g
 [[ -z $rules ]] || problems+=("iptables rules: $rules")
 for cg in $(kubepods_cgroups); do
 	if [[ -e $cg ]]; then problems+=("cgroup $cg"); fi
+done
+for cg in $(scope_cgroups); do
+	if [[ -e $cg ]]; then problems+=("scope cgroup $cg (processes: $(scope_pids | tr '\n' ' '))"); fi
 done
 if [[ -d $BED_DIR ]]; then
 	left=$(find "$BED_DIR" -mindepth 1 -maxdepth 1 ! -name logs)

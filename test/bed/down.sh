@@ -2,7 +2,8 @@
 # down.sh: tear the test bed down and leave nothing behind: every process of the
 # bed (components, containerd shims, containers and what they started), every
 # mount under $BED_DIR (deepest first, lazily, so dead FUSE mounts go too), loop
-# devices backed by files under $BED_DIR, the kubepods cgroups, the CNI bridge and
+# devices backed by files under $BED_DIR, the kubepods cgroups and the mounts'
+# scopes, the CNI bridge and
 # any iptables rule naming it, the sysctls the kubelet changed, and the host paths
 # the kubelet, containerd and CNI created. Then $BED_DIR is removed, except its
 # logs/ (BED_KEEP_LOGS=0 removes those too). Idempotent: safe to run twice.
@@ -73,7 +74,19 @@ for round in 1 2 3; do
 		sleep 0.1
 	done
 done
-mapfile -t pids < <(bed_pids "$mode")
+# FUSE daemons in the mounts' scopes outlive their mount pods by design:
+# whatever is left there goes too.
+for round in 1 2 3; do
+	mapfile -t pids < <(scope_pids)
+	((${#pids[@]} > 0)) || break
+	log "killing ${#pids[@]} processes left in the mounts' scopes (round $round)"
+	kill -KILL "${pids[@]}" 2>/dev/null
+	for _ in $(seq 1 20); do
+		any_alive "${pids[@]}" || break
+		sleep 0.1
+	done
+done
+mapfile -t pids < <(bed_pids "$mode"; scope_pids)
 if ((${#pids[@]} > 0)); then
 	log "ERROR: bed processes survived: ${pids[*]}"
 	errors=$((errors + 1))
@@ -106,6 +119,13 @@ if [[ -f $STATE/absent-cgroups ]]; then
 		[[ -d $cg ]] && { log "ERROR: cannot remove cgroup $cg"; errors=$((errors + 1)); }
 	done <"$STATE/absent-cgroups"
 fi
+
+# 4b. The mounts' scopes, deepest first.
+for cg in $(scope_cgroups); do
+	[[ -d $cg ]] || continue
+	find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+	[[ -d $cg ]] && { log "ERROR: cannot remove scope cgroup $cg"; errors=$((errors + 1)); }
+done
 
 # 5. The CNI bridge, and any iptables rule that names it or the CNI network.
 if ip link show "$BED_BRIDGE" >/dev/null 2>&1; then

@@ -54,6 +54,10 @@ BED_HOST_PATHS=(/var/lib/kubelet/device-plugins /var/lib/kubelet/pod-resources /
 BED_BRIDGE=mcbed0
 BED_CNI_NETWORK=mountcontainers-bed
 BED_POD_CIDR=10.244.250.0/24
+# The cgroup parent of the scopes the bed's mount pods make for FUSE mounts
+# (docs/scopes.md), in every hierarchy; down.sh kills what is left in it and
+# removes it.
+BED_SCOPE_PARENT=mountcontainers-bed
 
 # bed_pids own|kubepods prints the PIDs of every process that belongs to the
 # bed: those whose command lines name $BED_DIR (its components and containerd
@@ -114,6 +118,30 @@ kubepods_cgroups() {
 	for c in /sys/fs/cgroup/*/; do
 		[[ -f ${c}cgroup.procs ]] && echo "${c}kubepods"
 	done
+	return 0
+}
+
+# scope_cgroups prints the bed's scope parent in every hierarchy (cgroup v1
+# controllers, and the cgroup2 one: the root itself or "unified" on a hybrid
+# host).
+scope_cgroups() {
+	local c
+	if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+		echo "/sys/fs/cgroup/$BED_SCOPE_PARENT"
+		return 0
+	fi
+	for c in /sys/fs/cgroup/*/; do
+		[[ -f ${c}cgroup.procs ]] && echo "${c}$BED_SCOPE_PARENT"
+	done
+	return 0
+}
+
+# scope_pids prints the PIDs of every process in the bed's scopes.
+scope_pids() {
+	local cg
+	for cg in $(scope_cgroups); do
+		[[ -d $cg ]] && find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null
+	done | sort -un
 	return 0
 }
 

@@ -5,7 +5,7 @@
 #   OUTDIR/mountpod/kustomization.yaml  an overlay of the real deploy/glusterfs
 #       that points the kubelet directory, the registration directory, the
 #       Flexvolume directory, the shim directory and /lib/modules at the
-#       bed's paths, records the bed's CRI endpoint for the driver and the
+#       bed's paths (and its own cgroup parent for the mounts' scopes), records the bed's CRI endpoint for the driver and the
 #       shim, and runs the locally built image with imagePullPolicy Never;
 #   OUTDIR/glusterfs-server.yaml  the GlusterFS server pod (host network,
 #       brick host = the node's host name) in namespace $GLUSTER_NAMESPACE.
@@ -25,6 +25,9 @@ ns=${GLUSTER_NAMESPACE:-glusterfs-demo}
 mountpod_image=${MOUNTPOD_IMAGE:-localhost/mountcontainers/mountpod:dev}
 server_image=${GLUSTER_SERVER_IMAGE:-localhost/mountcontainers/glusterfs-server:dev}
 shim_dir=${SHIM_DIR:-$BED_DIR/shim-bin}
+# The cgroup parent of the mounts' scopes: the bed's own, so that down.sh
+# can kill what is left in it and remove it.
+: "${BED_SCOPE_PARENT:=mountcontainers-bed}" # older env files lack it
 
 mkdir -p "$out/mountpod"
 # kustomize takes bases only as relative paths.
@@ -51,20 +54,24 @@ patches:
       - {op: replace, path: /spec/template/spec/containers/0/env/5/value, value: $REGISTRATION_DIR}
       - {op: test, path: /spec/template/spec/volumes/3/name, value: lib-modules}
       - {op: replace, path: /spec/template/spec/volumes/3/hostPath/path, value: $BED_DIR/lib-modules}
-      - {op: test, path: /spec/template/spec/volumes/4/name, value: flexvolume-dir}
-      - {op: replace, path: /spec/template/spec/volumes/4/hostPath/path, value: $VOLUME_PLUGIN_DIR}
-      - {op: test, path: /spec/template/spec/containers/0/volumeMounts/4/name, value: flexvolume-dir}
-      - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/4/mountPath, value: $VOLUME_PLUGIN_DIR}
-      - {op: test, path: /spec/template/spec/containers/0/env/6/name, value: MOUNTPOD_INSTALL_FLEXVOLUME_DIR}
-      - {op: replace, path: /spec/template/spec/containers/0/env/6/value, value: $VOLUME_PLUGIN_DIR}
-      - {op: test, path: /spec/template/spec/volumes/5/name, value: shim-dir}
-      - {op: replace, path: /spec/template/spec/volumes/5/hostPath/path, value: $shim_dir}
-      - {op: test, path: /spec/template/spec/containers/0/volumeMounts/5/name, value: shim-dir}
-      - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/5/mountPath, value: $shim_dir}
-      - {op: test, path: /spec/template/spec/containers/0/env/7/name, value: MOUNTPOD_INSTALL_SHIM_DIR}
-      - {op: replace, path: /spec/template/spec/containers/0/env/7/value, value: $shim_dir}
-      - {op: test, path: /spec/template/spec/containers/0/env/8/name, value: MOUNTPOD_HOST_RUNTIME_ENDPOINT}
-      - {op: replace, path: /spec/template/spec/containers/0/env/8/value, value: "$CRI_ENDPOINT"}
+      - {op: test, path: /spec/template/spec/containers/0/env/8/name, value: MOUNTPOD_SCOPE_PARENT}
+      - {op: replace, path: /spec/template/spec/containers/0/env/8/value, value: $BED_SCOPE_PARENT}
+      - {op: test, path: /spec/template/spec/volumes/5/name, value: flexvolume-dir}
+      - {op: replace, path: /spec/template/spec/volumes/5/hostPath/path, value: $VOLUME_PLUGIN_DIR}
+      - {op: test, path: /spec/template/spec/containers/0/volumeMounts/5/name, value: flexvolume-dir}
+      - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/5/mountPath, value: $VOLUME_PLUGIN_DIR}
+      - {op: test, path: /spec/template/spec/containers/0/env/9/name, value: MOUNTPOD_INSTALL_FLEXVOLUME_DIR}
+      - {op: replace, path: /spec/template/spec/containers/0/env/9/value, value: $VOLUME_PLUGIN_DIR}
+      - {op: test, path: /spec/template/spec/volumes/6/name, value: shim-dir}
+      - {op: replace, path: /spec/template/spec/volumes/6/hostPath/path, value: $shim_dir}
+      - {op: test, path: /spec/template/spec/containers/0/volumeMounts/6/name, value: shim-dir}
+      - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/6/mountPath, value: $shim_dir}
+      - {op: test, path: /spec/template/spec/containers/0/env/10/name, value: MOUNTPOD_INSTALL_SHIM_DIR}
+      - {op: replace, path: /spec/template/spec/containers/0/env/10/value, value: $shim_dir}
+      - {op: test, path: /spec/template/spec/containers/0/env/11/name, value: MOUNTPOD_HOST_RUNTIME_ENDPOINT}
+      - {op: replace, path: /spec/template/spec/containers/0/env/11/value, value: "$CRI_ENDPOINT"}
+      - {op: test, path: /spec/template/spec/volumes/7/name, value: glusterfs-log}
+      - {op: replace, path: /spec/template/spec/volumes/7/hostPath/path, value: $BED_DIR/logs/glusterfs-client}
 YAML
 
 cat >"$out/glusterfs-server.yaml" <<YAML
