@@ -85,9 +85,11 @@ step "setup (packages)" "$here/setup.sh"
 if [[ -e $BED_DIR/env || -e $BED_DIR/state ]] || bed_leftovers; then
 	"$here/down.sh"
 fi
-"$here/sysctl-snapshot.sh" "$snapshot"
 step "build kubernetes $(kube_version)" "$here/build-kube.sh" >/dev/null
 step "images" "$here/images.sh" all
+# After the builds: buildah creates /etc/cni/net.d on its first run, which is
+# the image builder's doing, not the bed's.
+"$here/sysctl-snapshot.sh" "$snapshot"
 
 gotest=(go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-60m}")
 [[ -z ${E2E_RUN:-} ]] || gotest+=(-run "$E2E_RUN")
