@@ -32,8 +32,13 @@ func hostCgroupNS(cfg Config) (string, error) {
 // from PID 1's cgroups instead: a path starting with "/.." lies outside
 // this process's namespace root, so the namespace is private, and that is
 // an error since the host's cannot be entered.
+//
+// It reads the calling thread's namespace (thread-self): /proc/self is the
+// main thread's, which may be one inCgroupNS left in the host's namespace.
 func privateCgroupNS(procRoot, hostNS string) (bool, error) {
-	own, err := os.Readlink(filepath.Join(procRoot, "self/ns/cgroup"))
+	runtime.LockOSThread()
+	own, err := os.Readlink(filepath.Join(procRoot, "thread-self/ns/cgroup"))
+	runtime.UnlockOSThread()
 	host, hostErr := os.Readlink(hostNS)
 	if err == nil && hostErr == nil {
 		return own != host, nil
@@ -62,11 +67,13 @@ func privateCgroupNS(procRoot, hostNS string) (bool, error) {
 // namespace at ns, or in place when ns is empty.
 //
 // setns(2) with CLONE_NEWCGROUP changes only the calling thread (unlike
-// CLONE_NEWNS, which a multithreaded process cannot join), so the
-// goroutine locks its thread, enters the namespace, runs fn and ends
-// without unlocking: the Go runtime then ends the thread instead of reusing
-// it, and a locked thread never becomes the parent of a new thread (the
-// runtime starts those from a clean template thread).
+// CLONE_NEWNS, which a multithreaded process cannot join), so the goroutine
+// locks its thread, enters the namespace, runs fn and goes back to the
+// thread's own namespace before unlocking. If going back fails it ends
+// still locked, and the Go runtime ends the thread instead of reusing it
+// (or, for the main thread, never schedules on it again). While locked,
+// the thread is never the parent of a new thread: the runtime starts those
+// from a clean template thread.
 func inCgroupNS(ns string, fn func() error) error {
 	if ns == "" {
 		return fn()
@@ -74,18 +81,31 @@ func inCgroupNS(ns string, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		f, err := os.Open(ns)
+		own, err := os.Open("/proc/thread-self/ns/cgroup")
 		if err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("open this thread's cgroup namespace: %w", err)
+			return
+		}
+		defer own.Close()
+		host, err := os.Open(ns)
+		if err != nil {
+			runtime.UnlockOSThread()
 			done <- fmt.Errorf("enter the host's cgroup namespace: %w", err)
 			return
 		}
-		err = unix.Setns(int(f.Fd()), unix.CLONE_NEWCGROUP)
-		f.Close()
+		err = unix.Setns(int(host.Fd()), unix.CLONE_NEWCGROUP)
+		host.Close()
 		if err != nil {
+			runtime.UnlockOSThread()
 			done <- fmt.Errorf("enter the host's cgroup namespace %s: setns: %w", ns, err)
 			return
 		}
-		done <- fn()
+		err = fn()
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWCGROUP) == nil {
+			runtime.UnlockOSThread()
+		}
+		done <- err
 	}()
 	return <-done
 }

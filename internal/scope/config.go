@@ -78,8 +78,8 @@ type Config struct {
 	// HostCgroupNS is the host's cgroup namespace. Default
 	// /proc/1/ns/cgroup (the host's init, with hostPID).
 	HostCgroupNS string
-	// ProcRoot is the proc file system, for /proc/self/cgroup and
-	// /proc/1/cgroup. Default /proc.
+	// ProcRoot is the proc file system, for this thread's cgroup
+	// namespace and PID 1's cgroups. Default /proc.
 	ProcRoot string
 	// Timeout bounds every call to systemd, job included. Default 10s.
 	Timeout time.Duration

@@ -56,12 +56,15 @@ func ExitCode(err error) int {
 // Exec places the calling process in the scope of target under plugin's
 // parent, then replaces it with argv, argv[0] found on PATH, with the same
 // environment: whatever the command starts (a FUSE daemon) starts in the
-// scope. The command is looked up first, so a missing one leaves no scope
-// behind. Exec returns only on failure. A failure of execve(2) itself, after
+// scope. The arguments are checked and the command is looked up first, so
+// neither a bad name nor a missing command leaves a scope behind. Exec returns only on failure. A failure of execve(2) itself, after
 // placement, leaves an empty scope that Remove takes away.
 func Exec(cfg Config, plugin, target string, argv []string) error {
 	if len(argv) == 0 {
 		return errors.New("no command to run")
+	}
+	if err := validate(plugin, target); err != nil {
+		return err
 	}
 	bin, err := exec.LookPath(argv[0])
 	if err != nil {

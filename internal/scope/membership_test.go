@@ -63,13 +63,13 @@ func TestMembershipInOutside(t *testing.T) {
 	}
 }
 
-// fakeProc writes a proc tree: self/ns/cgroup and, when given, the host
+// fakeProc writes a proc tree: thread-self/ns/cgroup and, when given, the host
 // namespace link and 1/cgroup.
 func fakeProc(t *testing.T, own, host, pid1 string) (procRoot, hostNS string) {
 	t.Helper()
 	procRoot = t.TempDir()
 	hostNS = filepath.Join(procRoot, "1/ns/cgroup")
-	for link, target := range map[string]string{filepath.Join(procRoot, "self/ns/cgroup"): own, hostNS: host} {
+	for link, target := range map[string]string{filepath.Join(procRoot, "thread-self/ns/cgroup"): own, hostNS: host} {
 		if target == "" {
 			continue
 		}

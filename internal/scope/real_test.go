@@ -277,3 +277,50 @@ func TestHelperPrivateCgroupNS(t *testing.T) {
 	}
 	t.Logf("placed %d in %s from the host's cgroup namespace", pid, s.Cgroup)
 }
+
+// BenchmarkCgroupfsPlace measures Place on the real cgroup file system: one
+// op moves a sleeping process between two existing scopes (the parents and
+// scopes exist, as for every mount but a node's first), in every hierarchy.
+// Needs root.
+func BenchmarkCgroupfsPlace(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root to write the cgroup file system")
+	}
+	parent := fmt.Sprintf("mountcontainers-bench-%d", os.Getpid())
+	m, err := New(Config{Backend: BackendCgroupfs, Parent: parent})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		for _, target := range []string{targetA, targetB} {
+			if err := m.Remove(glusterfs, Name(target)); err != nil {
+				b.Error(err)
+			}
+		}
+		for _, h := range m.(*cgroupfs).layout.Hierarchies {
+			for _, d := range []string{filepath.Join(h.Path, parent, "kubernetes.io~glusterfs"), filepath.Join(h.Path, parent)} {
+				if err := rmdir(d); err != nil {
+					b.Errorf("leaked cgroup: %v", err)
+				}
+			}
+		}
+	}()
+	targets := []string{targetA, targetB}
+	for _, target := range targets {
+		if _, err := m.Place(glusterfs, target, cmd.Process.Pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := m.Place(glusterfs, targets[i%2], cmd.Process.Pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

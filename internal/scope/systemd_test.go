@@ -204,11 +204,12 @@ func TestSystemdSelection(t *testing.T) {
 	}
 }
 
-// BenchmarkSystemdPlace measures what `mountpod scope` does on a systemd
-// host, against the fake systemd on a private dbus-daemon: connect (two
-// connections, Hello, the Version probe), StartTransientUnit and its job
-// signal, close. Real systemd adds its own work on top; this is the
-// client's and the bus's share.
+// BenchmarkSystemdPlace measures the systemd backend against the fake
+// systemd on a private dbus-daemon: "connect+place" is what one `mountpod
+// scope` does (two connections with Hello, the Version probe,
+// StartTransientUnit and its job signal, close), "place" one more Place on
+// an open Manager. Real systemd adds its own work; this is the client's and
+// the bus's share.
 func BenchmarkSystemdPlace(b *testing.B) {
 	sock := systemdtest.StartBus(b)
 	systemdtest.Serve(b, sock)
@@ -220,16 +221,33 @@ func BenchmarkSystemdPlace(b *testing.B) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	}()
-	b.ResetTimer()
-	for i := range b.N {
-		m, err := New(Config{Backend: BackendSystemd, SystemdSockets: []string{sock}})
+	cfg := Config{Backend: BackendSystemd, SystemdSockets: []string{sock}}
+	n := 0
+	place := func(b *testing.B, m Manager) {
+		n++ // a new target each time: a new transient unit
+		if _, err := m.Place(glusterfs, "/mnt/"+strconv.Itoa(n), cmd.Process.Pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("connect+place", func(b *testing.B) {
+		for range b.N {
+			m, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			place(b, m)
+			m.Close()
+		}
+	})
+	b.Run("place", func(b *testing.B) {
+		m, err := New(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		// A new target each time: a new transient unit.
-		if _, err := m.Place(glusterfs, "/mnt/"+strconv.Itoa(i), cmd.Process.Pid); err != nil {
-			b.Fatal(err)
+		defer m.Close()
+		b.ResetTimer()
+		for range b.N {
+			place(b, m)
 		}
-		m.Close()
-	}
+	})
 }

@@ -8,6 +8,7 @@ package systemdtest
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -166,7 +167,8 @@ func (s *Systemd) Unit(name string) (Unit, bool) {
 	}
 	c := *u
 	c.PIDs = slices.Clone(u.PIDs)
-	c.SliceProperties = s.sliceProps[u.Slice]
+	c.Properties = maps.Clone(u.Properties)
+	c.SliceProperties = maps.Clone(s.sliceProps[u.Slice])
 	return c, true
 }
 
@@ -208,15 +210,14 @@ func (s *Systemd) senderPID(sender dbus.Sender) (uint32, error) {
 	return pid, err
 }
 
-// job emits JobRemoved for a new job of unit, after the reply has gone.
+// job emits JobRemoved for a new job of unit. The signal may reach the
+// caller before the reply, as it can from systemd when the job is quick;
+// go-systemd waits for the reply before it looks at the signal.
 func (s *Systemd) job(unit, result string) dbus.ObjectPath {
 	s.jobs++
 	id := s.jobs
 	p := dbus.ObjectPath(fmt.Sprintf("/org/freedesktop/systemd1/job/%d", id))
-	go func() {
-		time.Sleep(time.Millisecond)
-		s.conn.Emit(managerPath, managerIf+".JobRemoved", id, p, unit, result)
-	}()
+	go s.conn.Emit(managerPath, managerIf+".JobRemoved", id, p, unit, result)
 	return p
 }
 
