@@ -10,8 +10,10 @@
 //
 // ([Wrap] builds that line, [Exec] is what it does): the process places
 // itself in the scope of the target and execs the command, so that
-// mount.glusterfs and the FUSE daemon it forks live in the scope. With the
-// mount pod in the host's PID namespace (hostPID) and tini as subreaper, the
+// mount.glusterfs and the FUSE daemon it forks live in the scope. A process
+// that starts commands itself, such as the mount pod's exec service, uses
+// [Start] instead, which saves starting a second Go program. With the mount
+// pod in the host's PID namespace (hostPID) and tini as subreaper, the
 // daemon then survives its container.
 //
 // # Names

@@ -115,8 +115,9 @@ func TestStartReal(t *testing.T) {
 
 // BenchmarkStart measures what Start adds to running a command on the real
 // cgroup file system (root only): each op runs `true` through Start (the
-// gate, Place in this process, exec) and, in the same run, `true` alone.
-// Reported: both medians, the median difference (added-ms) and the ratio.
+// gate, Place in this process, exec) and, in the same run, `true` alone and
+// `sh -c 'exec "$@"' sh true` (the gate's shell without the placement).
+// Reported: the medians, the median difference (added-ms) and the ratio.
 func BenchmarkStart(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root to write the cgroup file system")
@@ -138,8 +139,11 @@ func BenchmarkStart(b *testing.B) {
 			}
 		}
 	}()
-	run := func(scoped bool) time.Duration {
-		cmd := exec.Command("true")
+	run := func(scoped bool, argv ...string) time.Duration {
+		if len(argv) == 0 {
+			argv = []string{"true"}
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
 		start := time.Now()
 		if scoped {
 			if _, err := Start(m, glusterfs, "/mnt/bench", cmd); err != nil {
@@ -154,23 +158,27 @@ func BenchmarkStart(b *testing.B) {
 		return time.Since(start)
 	}
 	run(true) // the parents exist from here on, as on a node
-	var raw, scoped, added []time.Duration
+	var raw, scoped, added, shell []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		r, s := run(false), run(true)
 		raw, scoped, added = append(raw, r), append(scoped, s), append(added, s-r)
+		shell = append(shell, run(false, Shell, "-c", `exec "$@"`, "sh", "true"))
 	}
 	b.StopTimer()
 	reportMedians(b, raw, scoped, added)
+	b.ReportMetric(float64(median(shell))/float64(time.Millisecond), "shell-ms")
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // reportMedians reports the medians of a benchmark's raw and scoped runs.
 func reportMedians(b *testing.B, raw, scoped, added []time.Duration) {
-	med := func(d []time.Duration) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[len(s)/2]
-	}
+	med := median
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	b.ReportMetric(ms(med(raw)), "raw-ms")
 	b.ReportMetric(ms(med(scoped)), "scope-ms")
