@@ -74,7 +74,7 @@
 // or, if the host's cannot be read, PID 1's cgroups show as "/.." paths).
 // setns(2) with CLONE_NEWCGROUP changes only the calling thread, and unlike
 // CLONE_NEWNS it works in a multithreaded process: the operations run on a
-// locked OS thread that enters the namespace and is ended afterwards. That
+// locked OS thread that enters the namespace and leaves it afterwards. That
 // thread-level switch is proven by the tests on the build machine; the
 // refusal it avoids needs a cgroup2 mount with nsdelegate, which the build
 // machine does not have, so it is not reproduced there. The cgroup root must

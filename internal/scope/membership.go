@@ -82,6 +82,17 @@ func (m Membership) In(cgroup string) bool {
 	return len(m) > 0
 }
 
+// InAny reports whether the process is in cgroup, or below it, in at least
+// one hierarchy; !InAny(c) means the process is outside c everywhere.
+func (m Membership) InAny(cgroup string) bool {
+	for _, e := range m {
+		if within(e.Path, cgroup) {
+			return true
+		}
+	}
+	return false
+}
+
 // Outside reports whether the process has left the cgroups of other (such
 // as a container's, read from its PID 1): in no hierarchy where other's
 // cgroup is not the root is the process in other's cgroup or below it. A

@@ -55,6 +55,9 @@ func TestMembershipInOutside(t *testing.T) {
 	if !placed.In("/mountcontainers") {
 		t.Error("a process in a scope is not In its parents")
 	}
+	if !container.InAny("/kubepods/pod1") || placed.InAny("/kubepods") || !placed.InAny(scope) {
+		t.Error("InAny is wrong")
+	}
 	if !placed.Outside(container) {
 		t.Error("placed process not Outside the container's cgroups")
 	}
