@@ -1,0 +1,354 @@
+package scope
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroupfs makes scopes by writing the cgroup file system.
+type cgroupfs struct {
+	cfg    Config
+	layout Layout
+	// ns is the cgroup namespace every operation runs in, or "" for the
+	// process's own.
+	ns string
+	// rmdir removes an empty cgroup; tests replace it to remove the
+	// plain files of their fake trees first, as the kernel does.
+	rmdir func(string) error
+}
+
+var _ Manager = (*cgroupfs)(nil)
+
+func newCgroupfs(cfg Config) (*cgroupfs, error) {
+	ns, err := hostCgroupNS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	layout, err := DetectLayout(cfg.CgroupRoot)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MemoryLimit > 0 && !slices.ContainsFunc(layout.Hierarchies, func(h Hierarchy) bool { return h.Memory }) {
+		return nil, fmt.Errorf("a memory limit is set but no cgroup hierarchy under %s has the memory controller", cfg.CgroupRoot)
+	}
+	return &cgroupfs{cfg: cfg, layout: layout, ns: ns, rmdir: rmdir}, nil
+}
+
+func (c *cgroupfs) Backend() Backend { return BackendCgroupfs }
+
+func (c *cgroupfs) Close() error { return nil }
+
+// pluginRel returns plugin's parent, relative to a hierarchy's root.
+func (c *cgroupfs) pluginRel(plugin string) (string, error) {
+	dir, err := PluginDir(plugin)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(c.cfg.Parent, dir), nil
+}
+
+func (c *cgroupfs) Place(plugin, target string, pid int) (Scope, error) {
+	if err := validate(plugin, target); err != nil {
+		return Scope{}, err
+	}
+	if pid < 0 {
+		return Scope{}, fmt.Errorf("invalid PID %d", pid)
+	}
+	if pid == 0 {
+		pid = os.Getpid()
+	}
+	prel, _ := c.pluginRel(plugin)
+	s := Scope{Plugin: plugin, Name: Name(target)}
+	rel := path.Join(prel, s.Name)
+	s.Cgroup = "/" + rel
+	for _, h := range c.layout.Hierarchies {
+		s.Paths = append(s.Paths, filepath.Join(h.Path, rel))
+	}
+	err := inCgroupNS(c.ns, func() error {
+		unlock, err := c.lock(prel, true)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		for _, h := range c.layout.Hierarchies {
+			if err := c.prepare(h, prel, rel); err != nil {
+				return err
+			}
+		}
+		// Only now that every hierarchy is ready: a failure above leaves
+		// the process where it was.
+		for _, p := range s.Paths {
+			if err := writeFile(filepath.Join(p, "cgroup.procs"), strconv.Itoa(pid)+"\n", true); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return s, fmt.Errorf("place process %d in scope %s of plugin %s (%s): %w", pid, s.Name, plugin, s.Cgroup, err)
+	}
+	return s, nil
+}
+
+// prepare creates every missing level of rel in hierarchy h (copying the
+// cpuset of its parent into each new cpuset cgroup) and sets the memory
+// limit of the plugin's parent prel.
+func (c *cgroupfs) prepare(h Hierarchy, prel, rel string) error {
+	dir := h.Path
+	for _, name := range strings.Split(rel, "/") {
+		parent := dir
+		dir = filepath.Join(dir, name)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		if h.Cpuset {
+			if err := copyCpuset(parent, dir); err != nil {
+				return err
+			}
+		}
+		if dir == filepath.Join(h.Path, prel) && c.cfg.MemoryLimit > 0 && h.Memory {
+			if err := c.limitMemory(h, prel); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// copyCpuset gives dir its parent's cpuset.cpus and cpuset.mems where they
+// are empty: a new cgroup v1 cpuset starts empty and refuses processes
+// (ENOSPC) until both are set.
+func copyCpuset(parent, dir string) error {
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		cur, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if len(bytes.TrimSpace(cur)) > 0 {
+			continue
+		}
+		val, err := os.ReadFile(filepath.Join(parent, f))
+		if err != nil {
+			return err
+		}
+		if err := writeFile(filepath.Join(dir, f), string(val), false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// limitMemory sets the memory limit of prel in h: memory.limit_in_bytes in
+// v1; memory.max in v2, after enabling the memory controller in every
+// ancestor's cgroup.subtree_control (none of them holds processes).
+func (c *cgroupfs) limitMemory(h Hierarchy, prel string) error {
+	limit := strconv.FormatInt(c.cfg.MemoryLimit, 10)
+	if !h.V2 {
+		return writeFile(filepath.Join(h.Path, prel, "memory.limit_in_bytes"), limit, false)
+	}
+	dir := h.Path
+	for _, name := range strings.Split(prel, "/") {
+		ctl := filepath.Join(dir, "cgroup.subtree_control")
+		cur, err := os.ReadFile(ctl)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if !slices.Contains(strings.Fields(string(cur)), "memory") {
+			if err := writeFile(ctl, "+memory", false); err != nil {
+				return err
+			}
+		}
+		dir = filepath.Join(dir, name)
+	}
+	return writeFile(filepath.Join(dir, "memory.max"), limit, false)
+}
+
+func (c *cgroupfs) List(plugin string) ([]Scope, error) {
+	prel, err := c.pluginRel(plugin)
+	if err != nil {
+		return nil, err
+	}
+	var scopes []Scope
+	err = inCgroupNS(c.ns, func() error {
+		byName := map[string]*Scope{}
+		for _, h := range c.layout.Hierarchies {
+			dir := filepath.Join(h.Path, prel)
+			entries, err := os.ReadDir(dir)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			for _, e := range entries {
+				if !e.IsDir() || !ValidName(e.Name()) {
+					continue
+				}
+				s := byName[e.Name()]
+				if s == nil {
+					s = &Scope{Plugin: plugin, Name: e.Name(), Cgroup: "/" + path.Join(prel, e.Name())}
+					byName[e.Name()] = s
+				}
+				p := filepath.Join(dir, e.Name())
+				s.Paths = append(s.Paths, p)
+				pids, err := readPIDs(filepath.Join(p, "cgroup.procs"))
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+				s.PIDs = append(s.PIDs, pids...)
+			}
+		}
+		for _, s := range byName {
+			slices.Sort(s.PIDs)
+			s.PIDs = slices.Compact(s.PIDs)
+			scopes = append(scopes, *s)
+		}
+		slices.SortFunc(scopes, func(a, b Scope) int { return strings.Compare(a.Name, b.Name) })
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list scopes of plugin %s: %w", plugin, err)
+	}
+	return scopes, nil
+}
+
+func (c *cgroupfs) Remove(plugin, name string) error {
+	prel, err := c.pluginRel(plugin)
+	if err != nil {
+		return err
+	}
+	if err := checkName(name); err != nil {
+		return err
+	}
+	rel := path.Join(prel, name)
+	err = inCgroupNS(c.ns, func() error {
+		unlock, err := c.lock(prel, false)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		// Every hierarchy is checked before any is touched: a scope is
+		// removed everywhere or nowhere.
+		var dirs []string
+		for _, h := range c.layout.Hierarchies {
+			dir := filepath.Join(h.Path, rel)
+			pids, err := readPIDs(filepath.Join(dir, "cgroup.procs"))
+			if errors.Is(err, fs.ErrNotExist) {
+				if exists(dir) {
+					return fmt.Errorf("%s has no cgroup.procs: not a cgroup", dir)
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if len(pids) > 0 {
+				slices.Sort(pids)
+				return fmt.Errorf("%w: %v in %s", ErrPopulated, pids, dir)
+			}
+			dirs = append(dirs, dir)
+		}
+		for _, dir := range dirs {
+			if err := c.rmdir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.ENOTEMPTY) {
+					return fmt.Errorf("%w (or child cgroups): %w", ErrPopulated, err)
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("remove scope %s of plugin %s (%s): %w", name, plugin, "/"+rel, err)
+	}
+	return nil
+}
+
+// lock takes an exclusive flock(2) on plugin's parent (prel) in the first
+// hierarchy, creating the directories up to it when create is set, so that
+// a Remove never removes a scope that a concurrent Place (another process,
+// the same target) is filling. It returns the unlock function.
+func (c *cgroupfs) lock(prel string, create bool) (func(), error) {
+	h := c.layout.Hierarchies[0]
+	if create {
+		// prepare, called next for every hierarchy, fills in cpuset
+		// and memory settings.
+		if err := os.MkdirAll(filepath.Join(h.Path, prel), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.Open(filepath.Join(h.Path, prel))
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// writeFile writes s to an existing cgroup file; appending for
+// cgroup.procs. O_CREATE matters only for the plain directories of tests'
+// fake trees: in a cgroup file system the kernel has made the file.
+func writeFile(name, s string, appending bool) error {
+	flag := os.O_WRONLY | os.O_CREATE
+	if appending {
+		flag |= os.O_APPEND
+	} else {
+		flag |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(name, flag, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// rmdir removes a cgroup directory.
+func rmdir(dir string) error {
+	if err := unix.Rmdir(dir); err != nil {
+		return &fs.PathError{Op: "rmdir", Path: dir, Err: err}
+	}
+	return nil
+}
+
+// readPIDs reads a cgroup.procs file.
+func readPIDs(name string) ([]int, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: malformed PID %q", name, f)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}

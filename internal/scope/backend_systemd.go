@@ -1,0 +1,359 @@
+package scope
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	sdbus "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+)
+
+// errNoSystemd is wrapped by newSystemd when no configured socket leads to
+// a systemd that answers.
+var errNoSystemd = errors.New("systemd does not answer")
+
+// D-Bus error names of systemd this backend handles.
+const (
+	errUnitExists = "org.freedesktop.systemd1.UnitExists"
+	errNoSuchUnit = "org.freedesktop.systemd1.NoSuchUnit"
+)
+
+// systemd makes scopes as transient scope units of systemd, through its
+// D-Bus API.
+type systemd struct {
+	cfg     Config
+	socket  string
+	version string
+	conn    *sdbus.Conn
+	// raw is one of conn's two connections, for the one call go-systemd
+	// does not wrap (GetUnitProcesses).
+	raw    *dbus.Conn
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+var _ Manager = (*systemd)(nil)
+
+// newSystemd connects to systemd on the first of cfg.SystemdSockets that
+// exists and answers.
+func newSystemd(cfg Config) (*systemd, error) {
+	var errs []error
+	for _, sock := range cfg.SystemdSockets {
+		fi, err := os.Stat(sock)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if fi.Mode().Type() != fs.ModeSocket {
+			errs = append(errs, fmt.Errorf("%s is not a socket", sock))
+			continue
+		}
+		s, err := dialSystemd(cfg, sock)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", sock, err))
+			continue
+		}
+		return s, nil
+	}
+	if len(errs) == 0 {
+		errs = append(errs, errors.New("no socket configured"))
+	}
+	return nil, fmt.Errorf("%w: %w", errNoSystemd, errors.Join(errs...))
+}
+
+// dialSystemd connects to systemd at sock and asks for its version. A
+// socket named "private" is systemd's own peer-to-peer socket; any other
+// is a message bus, which wants a Hello first.
+func dialSystemd(cfg Config, sock string) (*systemd, error) {
+	// The connections live until Close cancels ctx; until systemd has
+	// answered, a timer cancels it too, so that a hung peer cannot block.
+	ctx, cancel := context.WithCancel(context.Background())
+	timer := time.AfterFunc(cfg.Timeout, cancel)
+	s := &systemd{cfg: cfg, socket: sock, cancel: cancel}
+	peer := filepath.Base(sock) == "private"
+	var err error
+	s.conn, err = sdbus.NewConnection(func() (*dbus.Conn, error) {
+		c, err := dbus.Dial("unix:path="+sock, dbus.WithContext(ctx))
+		if err != nil {
+			return nil, err
+		}
+		if err := c.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("authenticate: %w", err)
+		}
+		if !peer {
+			if err := c.Hello(); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("hello: %w", err)
+			}
+		}
+		if s.raw == nil {
+			s.raw = c
+		}
+		return c, nil
+	})
+	if err == nil {
+		s.version, err = s.conn.GetManagerProperty("Version")
+		if err != nil {
+			s.conn.Close()
+		}
+	}
+	if !timer.Stop() && err == nil {
+		s.conn.Close()
+		err = fmt.Errorf("no answer within %v", cfg.Timeout)
+	}
+	if err != nil {
+		cancel()
+		return nil, dbusError(err)
+	}
+	return s, nil
+}
+
+func (s *systemd) Backend() Backend { return BackendSystemd }
+
+func (s *systemd) Close() error {
+	s.once.Do(func() {
+		s.conn.Close()
+		s.cancel()
+	})
+	return nil
+}
+
+func (s *systemd) Place(plugin, target string, pid int) (Scope, error) {
+	if err := validate(plugin, target); err != nil {
+		return Scope{}, err
+	}
+	if pid < 0 {
+		return Scope{}, fmt.Errorf("invalid PID %d", pid)
+	}
+	slice, err := SliceName(s.cfg.Parent, plugin)
+	if err != nil {
+		return Scope{}, err
+	}
+	sc := Scope{Plugin: plugin, Name: Name(target)}
+	sc.Unit = sc.Name + ".scope"
+	sc.Cgroup = slicePath(slice) + "/" + sc.Unit
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	err = s.place(ctx, sc.Unit, slice, target, plugin, uint32(pid))
+	if err != nil {
+		who := "process " + strconv.Itoa(pid)
+		if pid == 0 {
+			who = "this process"
+		}
+		return sc, fmt.Errorf("place %s in scope unit %s of plugin %s (slice %s, systemd %s on %s): %w", who, sc.Unit, plugin, slice, s.version, s.socket, err)
+	}
+	return sc, nil
+}
+
+// place starts the transient scope unit with pid in it (PID 0 is the
+// caller, as systemd resolves it from the connection's credentials), or
+// attaches pid to the unit if it exists, and sets the slice's memory limit.
+func (s *systemd) place(ctx context.Context, unit, slice, target, plugin string, pid uint32) error {
+	props := []sdbus.Property{
+		sdbus.PropPids(pid),
+		sdbus.PropSlice(slice),
+		sdbus.PropDescription("mountcontainers: " + plugin + " mount " + target),
+		// Unload the unit once its processes are gone, failed or not.
+		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
+	}
+	done := make(chan string, 1)
+	_, err := s.conn.StartTransientUnitContext(ctx, unit, "fail", props, done)
+	switch {
+	case dbusErrorName(err) == errUnitExists:
+		if err := s.conn.AttachProcessesToUnit(ctx, unit, "", []uint32{pid}); err != nil {
+			return fmt.Errorf("attach to the existing unit: %w", dbusError(err))
+		}
+	case err != nil:
+		return fmt.Errorf("start transient unit: %w", dbusError(err))
+	default:
+		select {
+		case result := <-done:
+			if result != "done" {
+				return fmt.Errorf("start transient unit: job %s", result)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("start transient unit: waiting for the job: %w", ctx.Err())
+		}
+	}
+	if s.cfg.MemoryLimit > 0 {
+		err := s.conn.SetUnitPropertiesContext(ctx, slice, true, sdbus.Property{Name: "MemoryMax", Value: dbus.MakeVariant(uint64(s.cfg.MemoryLimit))})
+		if err != nil {
+			return fmt.Errorf("set MemoryMax of %s: %w", slice, dbusError(err))
+		}
+	}
+	return nil
+}
+
+// unitProcess is one entry of GetUnitProcesses: cgroup, PID, command line.
+type unitProcess struct {
+	Cgroup  string
+	PID     uint32
+	Command string
+}
+
+// processes returns the processes of unit and the units below it, or
+// ok false for a unit systemd does not know.
+func (s *systemd) processes(ctx context.Context, unit string) (procs []unitProcess, ok bool, err error) {
+	obj := s.raw.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1")
+	err = obj.CallWithContext(ctx, "org.freedesktop.systemd1.Manager.GetUnitProcesses", 0, unit).Store(&procs)
+	if dbusErrorName(err) == errNoSuchUnit {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("processes of %s: %w", unit, dbusError(err))
+	}
+	return procs, true, nil
+}
+
+func (s *systemd) List(plugin string) ([]Scope, error) {
+	slice, err := SliceName(s.cfg.Parent, plugin)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	procs, _, err := s.processes(ctx, slice)
+	if err != nil {
+		return nil, fmt.Errorf("list scopes of plugin %s: %w", plugin, err)
+	}
+	prefix := slicePath(slice) + "/"
+	byName := map[string]*Scope{}
+	for _, p := range procs {
+		rest, ok := strings.CutPrefix(p.Cgroup, prefix)
+		if !ok {
+			continue
+		}
+		unit, _, _ := strings.Cut(rest, "/")
+		name, ok := strings.CutSuffix(unit, ".scope")
+		if !ok || !ValidName(name) {
+			continue
+		}
+		sc := byName[name]
+		if sc == nil {
+			sc = &Scope{Plugin: plugin, Name: name, Unit: unit, Cgroup: prefix + unit}
+			byName[name] = sc
+		}
+		sc.PIDs = append(sc.PIDs, int(p.PID))
+	}
+	var scopes []Scope
+	for _, sc := range byName {
+		slices.Sort(sc.PIDs)
+		sc.PIDs = slices.Compact(sc.PIDs)
+		scopes = append(scopes, *sc)
+	}
+	slices.SortFunc(scopes, func(a, b Scope) int { return strings.Compare(a.Name, b.Name) })
+	return scopes, nil
+}
+
+func (s *systemd) Remove(plugin, name string) error {
+	slice, err := SliceName(s.cfg.Parent, plugin)
+	if err != nil {
+		return err
+	}
+	if err := checkName(name); err != nil {
+		return err
+	}
+	unit := name + ".scope"
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	err = s.remove(ctx, slice, unit)
+	if err != nil {
+		return fmt.Errorf("remove scope unit %s of plugin %s: %w", unit, plugin, err)
+	}
+	return nil
+}
+
+func (s *systemd) remove(ctx context.Context, slice, unit string) error {
+	procs, ok, err := s.processes(ctx, unit)
+	if err != nil || !ok {
+		return err
+	}
+	if len(procs) > 0 {
+		var pids []int
+		for _, p := range procs {
+			pids = append(pids, int(p.PID))
+		}
+		return fmt.Errorf("%w: %v in %s", ErrPopulated, pids, unit)
+	}
+	// Never stop a unit of the same name in another slice.
+	prop, err := s.conn.GetUnitTypePropertyContext(ctx, unit, "Scope", "Slice")
+	if dbusErrorName(err) == errNoSuchUnit {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("slice of %s: %w", unit, dbusError(err))
+	}
+	if got, _ := prop.Value.Value().(string); got != slice {
+		return fmt.Errorf("%s is in slice %q, not %s: not ours", unit, got, slice)
+	}
+	done := make(chan string, 1)
+	_, err = s.conn.StopUnitContext(ctx, unit, "fail", done)
+	if dbusErrorName(err) == errNoSuchUnit {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stop: %w", dbusError(err))
+	}
+	select {
+	case result := <-done:
+		if result != "done" {
+			return fmt.Errorf("stop: job %s", result)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("stop: waiting for the job: %w", ctx.Err())
+	}
+	// A unit already collected is no error.
+	if err := s.conn.ResetFailedUnitContext(ctx, unit); err != nil && dbusErrorName(err) != errNoSuchUnit {
+		return fmt.Errorf("reset failed state: %w", dbusError(err))
+	}
+	return nil
+}
+
+// slicePath returns where systemd puts a slice in the cgroup tree: each
+// dash-separated prefix is a parent slice, so "a-b-c.slice" lives at
+// /a.slice/a-b.slice/a-b-c.slice.
+func slicePath(slice string) string {
+	name := strings.TrimSuffix(slice, ".slice")
+	var p, prefix string
+	for _, part := range strings.Split(name, "-") {
+		if prefix != "" {
+			prefix += "-"
+		}
+		prefix += part
+		p = path.Join(p, prefix+".slice")
+	}
+	return "/" + p
+}
+
+// dbusErrorName returns the D-Bus error name of err, or "".
+func dbusErrorName(err error) string {
+	var e dbus.Error
+	if errors.As(err, &e) {
+		return e.Name
+	}
+	var pe *dbus.Error
+	if errors.As(err, &pe) {
+		return pe.Name
+	}
+	return ""
+}
+
+// dbusError adds the D-Bus error name to err's message, which godbus
+// leaves out.
+func dbusError(err error) error {
+	if name := dbusErrorName(err); name != "" {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return err
+}

@@ -1,0 +1,146 @@
+package scope
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Defaults of [Config].
+const (
+	DefaultCgroupRoot   = "/sys/fs/cgroup"
+	DefaultParent       = "mountcontainers"
+	DefaultHostCgroupNS = "/proc/1/ns/cgroup"
+	DefaultTimeout      = 10 * time.Second
+)
+
+// DefaultSystemdSockets are the sockets [New] tries for systemd, in order:
+// systemd's own peer-to-peer socket, then the system bus (as
+// github.com/coreos/go-systemd/v22/dbus does).
+var DefaultSystemdSockets = []string{"/run/systemd/private", "/run/dbus/system_bus_socket"}
+
+// Backend chooses how scopes are made.
+type Backend string
+
+const (
+	// BackendAuto uses systemd when one of Config.SystemdSockets exists and
+	// systemd answers on it, else cgroupfs.
+	BackendAuto Backend = "auto"
+	// BackendCgroupfs writes the cgroup file system directly.
+	BackendCgroupfs Backend = "cgroupfs"
+	// BackendSystemd asks systemd for a transient scope unit over D-Bus.
+	BackendSystemd Backend = "systemd"
+)
+
+// CgroupNSMode says whether cgroupfs placement enters the host's cgroup
+// namespace; see the package documentation.
+type CgroupNSMode string
+
+const (
+	// CgroupNSAuto enters Config.HostCgroupNS when this process's cgroup
+	// namespace is not the host's: the namespace files differ, or, when
+	// the host's cannot be read, PID 1's cgroups lie outside this process's
+	// namespace root (paths starting with "/..").
+	CgroupNSAuto CgroupNSMode = "auto"
+	// CgroupNSEnter always enters Config.HostCgroupNS.
+	CgroupNSEnter CgroupNSMode = "enter"
+	// CgroupNSOff never enters it.
+	CgroupNSOff CgroupNSMode = "off"
+)
+
+// Config configures a [Manager]. The zero value means the defaults.
+type Config struct {
+	// Backend is auto (default), cgroupfs or systemd.
+	Backend Backend
+	// CgroupRoot is where the host's cgroup hierarchies are mounted:
+	// a cgroup2 file system (unified), or a directory of cgroup v1
+	// hierarchies, optionally with a cgroup2 one named "unified" (hybrid).
+	// In a mount pod that is the host's /sys/fs/cgroup mounted from the
+	// host, e.g. at /host/sys/fs/cgroup. Default /sys/fs/cgroup.
+	CgroupRoot string
+	// Parent is the cgroup, relative to the root of every hierarchy, under
+	// which each plugin gets its own parent (Parent/<PluginDir(plugin)>);
+	// for systemd the slice prefix (see [SliceName]). Default
+	// "mountcontainers".
+	Parent string
+	// MemoryLimit, when positive, is the memory limit in bytes of each
+	// plugin's parent: memory.limit_in_bytes (v1), memory.max (v2) or
+	// MemoryMax= of the plugin's slice (systemd).
+	MemoryLimit int64
+	// SystemdSockets are the D-Bus sockets tried for systemd, in order. A
+	// socket whose base name is "private" is systemd's peer-to-peer socket;
+	// any other is a message bus. Default [DefaultSystemdSockets].
+	SystemdSockets []string
+	// CgroupNS says whether cgroupfs placement enters HostCgroupNS:
+	// auto (default), enter or off.
+	CgroupNS CgroupNSMode
+	// HostCgroupNS is the host's cgroup namespace. Default
+	// /proc/1/ns/cgroup (the host's init, with hostPID).
+	HostCgroupNS string
+	// ProcRoot is the proc file system, for this thread's cgroup
+	// namespace and PID 1's cgroups. Default /proc.
+	ProcRoot string
+	// Timeout bounds every call to systemd, job included. Default 10s.
+	Timeout time.Duration
+}
+
+// withDefaults returns cfg with the zero fields set to their defaults, or
+// an error for a field that is invalid.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Backend == "" {
+		cfg.Backend = BackendAuto
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = DefaultCgroupRoot
+	}
+	if cfg.Parent == "" {
+		cfg.Parent = DefaultParent
+	}
+	if cfg.SystemdSockets == nil {
+		cfg.SystemdSockets = DefaultSystemdSockets
+	}
+	if cfg.CgroupNS == "" {
+		cfg.CgroupNS = CgroupNSAuto
+	}
+	if cfg.HostCgroupNS == "" {
+		cfg.HostCgroupNS = DefaultHostCgroupNS
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	switch cfg.Backend {
+	case BackendAuto, BackendCgroupfs, BackendSystemd:
+	default:
+		return cfg, fmt.Errorf("invalid scope backend %q: want auto, cgroupfs or systemd", cfg.Backend)
+	}
+	switch cfg.CgroupNS {
+	case CgroupNSAuto, CgroupNSEnter, CgroupNSOff:
+	default:
+		return cfg, fmt.Errorf("invalid cgroup namespace mode %q: want auto, enter or off", cfg.CgroupNS)
+	}
+	if cfg.MemoryLimit < 0 {
+		return cfg, fmt.Errorf("invalid memory limit %d: must not be negative", cfg.MemoryLimit)
+	}
+	return cfg, validateParent(cfg.Parent)
+}
+
+// ParseMemoryLimit parses a memory limit as Kubernetes writes quantities
+// ("512Mi", "1G", "1073741824"); empty means none (0).
+func ParseMemoryLimit(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid memory limit %q: %w", s, err)
+	}
+	v, ok := q.AsInt64()
+	if !ok || v < 0 {
+		return 0, fmt.Errorf("invalid memory limit %q: not a whole, non-negative number of bytes", s)
+	}
+	return v, nil
+}

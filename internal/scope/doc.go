@@ -1,0 +1,91 @@
+// Package scope moves the processes behind a mount into a cgroup of their
+// own, a scope, outside the mount pod's container, so that ending the
+// container does not end the mount: the analogue of the kubelet's
+// `systemd-run --scope` (k8s.io/mount-utils) for mounts made through a mount
+// pod.
+//
+// A mount through a mount pod runs as
+//
+//	mountpod scope --plugin kubernetes.io/glusterfs --target /var/lib/kubelet/pods/.../mnt -- mount -t glusterfs ...
+//
+// ([Wrap] builds that line, [Exec] is what it does): the process places
+// itself in the scope of the target and execs the command, so that
+// mount.glusterfs and the FUSE daemon it forks live in the scope. A process
+// that starts commands itself, such as the mount pod's exec service, uses
+// [Start] instead, which saves starting a second Go program. With the mount
+// pod in the host's PID namespace (hostPID) and tini as subreaper, the
+// daemon then survives its container.
+//
+// # Names
+//
+// Each plugin has a parent cgroup, Config.Parent/<plugin with "/" as "~">
+// ("mountcontainers/kubernetes.io~glusterfs"), in which each mount target
+// has a scope named by [Name]: "mount-" and 16 hexadecimal digits of the
+// SHA-256 of the cleaned target. The same target always maps to the same
+// scope, so a later mount pod finds the scopes of live mounts with
+// [Manager.List]. Plugin names are validated as registration file names
+// (registration.ValidatePluginName) and Parent as plain relative cgroup
+// names, so nothing can reach outside the parent; [Manager.Remove] takes
+// only names [ValidName] accepts.
+//
+// # Backends
+//
+// The cgroupfs backend writes the cgroup file system under Config.CgroupRoot,
+// whose layout [DetectLayout] reads: cgroup v2 (unified), or cgroup v1 with
+// one directory per hierarchy, plus the cgroup2 hierarchy "unified" of a
+// hybrid system. The scope is made in every hierarchy; in the v1 cpuset one
+// each new level first gets its parent's cpuset.cpus and cpuset.mems (an
+// empty cpuset takes no process). Config.MemoryLimit goes to the plugin's
+// parent: memory.limit_in_bytes (v1) or memory.max (v2, after enabling the
+// memory controller in the ancestors' cgroup.subtree_control). The PID is
+// written to cgroup.procs in every hierarchy only once all are ready.
+// Place and Remove of one plugin serialise on a flock(2) of the plugin's
+// parent in the first hierarchy, across processes.
+//
+// The systemd backend asks systemd, over D-Bus (go-systemd), for a transient
+// unit "<name>.scope" in the slice [SliceName] returns
+// ("mountcontainers-kubernetes.io-glusterfs.slice"), with PIDs, Slice,
+// Description and CollectMode=inactive-or-failed (systemd unloads it once
+// its processes are gone), and waits for the job. It does not set Delegate:
+// FUSE daemons make no cgroups of their own. A scope that exists already
+// (the same target mounted again while its old daemon lives) is joined with
+// AttachProcessesToUnit. The memory limit is MemoryMax= of the slice.
+// [New] picks systemd when one of Config.SystemdSockets exists and systemd
+// answers there (its Version property), cgroupfs otherwise.
+//
+// # PIDs and namespaces
+//
+// A PID is read in the namespace of whoever reads it: the cgroupfs backend
+// writes it in the caller's PID namespace, as the kernel expects, but
+// systemd reads it in the host's. The systemd backend therefore needs the
+// caller in the host's PID namespace (hostPID), except for PID 0, "the
+// calling process", which systemd resolves from the connection's
+// credentials (for StartTransientUnit; for AttachProcessesToUnit this is
+// not verified here).
+//
+// # Cgroup namespaces
+//
+// Cgroup v2 checks a migration against the cgroup namespace of whoever
+// opened cgroup.procs: with nsdelegate (systemd mounts cgroup2 with it), a
+// process in a private cgroup namespace, as containers on cgroup v2 are,
+// cannot move a process to a cgroup outside that namespace. So the cgroupfs
+// backend runs its operations from the host's cgroup namespace when this
+// process's is private (Config.CgroupNS auto: the namespace files differ;
+// or, if the host's cannot be read, PID 1's cgroups show as "/.." paths).
+// setns(2) with CLONE_NEWCGROUP changes only the calling thread, and unlike
+// CLONE_NEWNS it works in a multithreaded process: the operations run on a
+// locked OS thread that enters the namespace and leaves it afterwards. That
+// thread-level switch is proven by the tests on the build machine; the
+// refusal it avoids needs a cgroup2 mount with nsdelegate, which the build
+// machine does not have, so it is not reproduced there. The cgroup root must
+// be the host's file system either way: a cgroup namespace's own view
+// cannot reach outside its root, and [DetectLayout] refuses one.
+//
+// # What is not done
+//
+// Place does not undo a partial placement: if writing cgroup.procs fails in
+// one hierarchy after succeeding in others, the process stays split and the
+// error says where. Remove leaves the plugin parents in place; they hold
+// the memory limit. Lowering Config.MemoryLimit below what the plugin's
+// processes use makes Place fail with EBUSY on cgroup v1.
+package scope

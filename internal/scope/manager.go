@@ -1,0 +1,94 @@
+package scope
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrPopulated is returned, wrapped, by Remove for a scope that still has
+// processes.
+var ErrPopulated = errors.New("scope still has processes")
+
+// Scope is one mount's cgroup.
+type Scope struct {
+	// Plugin is the volume plugin whose parent holds the scope.
+	Plugin string
+	// Name is the scope's name, [Name] of the mount target.
+	Name string
+	// Cgroup is the scope's path relative to the root of every hierarchy,
+	// as /proc/PID/cgroup shows it from the host's cgroup namespace, such
+	// as "/mountcontainers/kubernetes.io~glusterfs/mount-0123456789abcdef"
+	// (cgroupfs) or "/mountcontainers.slice/.../mount-0123456789abcdef.scope"
+	// (systemd).
+	Cgroup string
+	// Paths are the scope's directories, one per hierarchy (cgroupfs
+	// backend only).
+	Paths []string
+	// Unit is the scope unit, such as "mount-0123456789abcdef.scope"
+	// (systemd backend only).
+	Unit string
+	// PIDs are the processes in the scope, sorted (List only).
+	PIDs []int
+}
+
+// Manager places processes into scopes, lists them and removes empty ones.
+// Its methods are safe for concurrent use.
+type Manager interface {
+	// Place moves process pid, or the calling process for pid 0, into
+	// the scope of target under plugin's parent, creating the scope and
+	// its parents as needed. A scope that exists already is joined.
+	Place(plugin, target string, pid int) (Scope, error)
+	// List returns the scopes under plugin's parent with their processes,
+	// sorted by name. The cgroupfs backend lists empty scopes too; systemd
+	// collects those itself, so its list has only live ones.
+	List(plugin string) ([]Scope, error)
+	// Remove removes the scope named name (see [Name]) under plugin's
+	// parent. It fails with an error wrapping [ErrPopulated] while the
+	// scope has processes, and does nothing for a scope that does not
+	// exist.
+	Remove(plugin, name string) error
+	// Backend names the backend in use: cgroupfs or systemd.
+	Backend() Backend
+	// Close releases the manager's connections.
+	Close() error
+}
+
+// New returns the Manager cfg selects: the systemd backend when
+// cfg.Backend is systemd, or auto and systemd answers on one of
+// cfg.SystemdSockets; the cgroupfs backend otherwise.
+func New(cfg Config) (Manager, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	switch cfg.Backend {
+	case BackendCgroupfs:
+		return newCgroupfs(cfg)
+	case BackendSystemd:
+		return newSystemd(cfg)
+	}
+	m, err := newSystemd(cfg)
+	if err == nil {
+		return m, nil
+	}
+	if !errors.Is(err, errNoSystemd) {
+		return nil, err
+	}
+	return newCgroupfs(cfg)
+}
+
+// validate checks a plugin name and a mount target for Place.
+func validate(plugin, target string) error {
+	if _, err := PluginDir(plugin); err != nil {
+		return err
+	}
+	return ValidateTarget(target)
+}
+
+// checkName checks a scope name for Remove.
+func checkName(name string) error {
+	if !ValidName(name) {
+		return fmt.Errorf("invalid scope name %q: want %s and 16 lowercase hexadecimal digits", name, NamePrefix)
+	}
+	return nil
+}

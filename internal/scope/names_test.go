@@ -1,0 +1,96 @@
+package scope
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func ExampleName() {
+	fmt.Println(Name("/var/lib/kubelet/pods/0c9f6a2e/volumes/kubernetes.io~glusterfs/data"))
+	// The same target, written differently, is the same scope.
+	fmt.Println(Name("/var/lib/kubelet/pods/0c9f6a2e/volumes/kubernetes.io~glusterfs/data/"))
+	// Output:
+	// mount-b4b18144bf8ab18f
+	// mount-b4b18144bf8ab18f
+}
+
+func ExamplePluginDir() {
+	dir, _ := PluginDir("kubernetes.io/glusterfs")
+	fmt.Println(dir)
+	// Output: kubernetes.io~glusterfs
+}
+
+func ExampleSliceName() {
+	for _, plugin := range []string{"kubernetes.io/glusterfs", "example.com/my-fs", "cephfs"} {
+		slice, _ := SliceName("mountcontainers", plugin)
+		fmt.Println(slice, slicePath(slice))
+	}
+	// Output:
+	// mountcontainers-kubernetes.io-glusterfs.slice /mountcontainers.slice/mountcontainers-kubernetes.io.slice/mountcontainers-kubernetes.io-glusterfs.slice
+	// mountcontainers-example.com-my\x2dfs.slice /mountcontainers.slice/mountcontainers-example.com.slice/mountcontainers-example.com-my\x2dfs.slice
+	// mountcontainers-cephfs.slice /mountcontainers.slice/mountcontainers-cephfs.slice
+}
+
+func ExampleWrap() {
+	fmt.Println(strings.Join(Wrap("kubernetes.io/glusterfs", "/mnt/data", []string{"mount", "-t", "glusterfs", "server:/vol", "/mnt/data"}), " "))
+	// Output: mountpod scope --plugin kubernetes.io/glusterfs --target /mnt/data -- mount -t glusterfs server:/vol /mnt/data
+}
+
+func TestValidName(t *testing.T) {
+	for name, want := range map[string]bool{
+		Name("/x"):                 true,
+		"mount-0123456789abcdef":   true,
+		"mount-0123456789ABCDEF":   false,
+		"mount-0123456789abcde":    false,
+		"mount-0123456789abcdef0":  false,
+		"Mount-0123456789abcdef":   false,
+		"mount-0123456789abcdef\n": false,
+		"":                         false,
+	} {
+		if got := ValidName(name); got != want {
+			t.Errorf("ValidName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestSliceNameRefuses(t *testing.T) {
+	for _, tc := range []struct{ parent, plugin string }{
+		{"mountcontainers", "../x"},
+		{"mountcontainers", "a~b"},
+		{"../x", "kubernetes.io/glusterfs"},
+		{"", "kubernetes.io/glusterfs"},
+	} {
+		if s, err := SliceName(tc.parent, tc.plugin); err == nil {
+			t.Errorf("SliceName(%q, %q) = %q; want an error", tc.parent, tc.plugin, s)
+		}
+	}
+	if got := unitEscape(".a-b/c"); got != `\x2ea\x2db\x2fc` {
+		t.Errorf("unitEscape = %q", got)
+	}
+}
+
+func TestParseMemoryLimit(t *testing.T) {
+	for s, want := range map[string]int64{"": 0, "512Mi": 512 << 20, "1G": 1e9, "1073741824": 1 << 30} {
+		if got, err := ParseMemoryLimit(s); err != nil || got != want {
+			t.Errorf("ParseMemoryLimit(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"lots", "-1Mi", "0.5"} {
+		if got, err := ParseMemoryLimit(s); err == nil {
+			t.Errorf("ParseMemoryLimit(%q) = %d; want an error", s, got)
+		}
+	}
+}
+
+func TestConfigRefuses(t *testing.T) {
+	for _, cfg := range []Config{
+		{Backend: "docker"},
+		{CgroupNS: "sometimes"},
+		{MemoryLimit: -1},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) succeeded; want an error", cfg)
+		}
+	}
+}

@@ -1,0 +1,326 @@
+package scope
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tests in this file work on the machine's real cgroup file system,
+// under parents of their own that t.Cleanup removes; they need root.
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to write the cgroup file system")
+	}
+}
+
+// testParent returns a Parent unique to this test run.
+func testParent(t *testing.T) string {
+	return fmt.Sprintf("mountcontainers-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+}
+
+// removeParent removes parent and everything below it in every hierarchy
+// of the real cgroup file system, deepest first, and fails the test for
+// anything it cannot remove (a leaked cgroup).
+func removeParent(t *testing.T, l Layout, parent string) {
+	t.Helper()
+	for _, h := range l.Hierarchies {
+		top := filepath.Join(h.Path, parent)
+		var dirs []string
+		filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		slices.Reverse(dirs)
+		for _, d := range dirs {
+			if err := rmdir(d); err != nil {
+				t.Errorf("leaked cgroup: %v", err)
+			}
+		}
+	}
+}
+
+// startSleep starts a sleep that t.Cleanup kills.
+func startSleep(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+func TestRealCgroupfs(t *testing.T) {
+	needRoot(t)
+	parent := testParent(t)
+	m, err := New(Config{Backend: BackendCgroupfs, Parent: parent, MemoryLimit: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.(*cgroupfs)
+	t.Cleanup(func() { removeParent(t, c.layout, parent) })
+	t.Logf("layout of %s: unified %v, %d hierarchies", c.layout.Root, c.layout.Unified, len(c.layout.Hierarchies))
+
+	self, err := ProcMembership(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleep := startSleep(t)
+	pid := sleep.Process.Pid
+	before, err := ProcMembership(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(self, func(e Member) bool { return e.Path != "/" }) && before.Outside(self) {
+		t.Fatalf("a child is Outside its parent's cgroups before placement: %v vs %v", before, self)
+	}
+
+	s, err := m.Place(glusterfs, targetA, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := ProcMembership(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.In(s.Cgroup) {
+		t.Errorf("/proc/%d/cgroup after Place:\n%v\nwant %s in every hierarchy", pid, after, s.Cgroup)
+	}
+	if len(after) != len(c.layout.Hierarchies) {
+		t.Errorf("the process is in %d hierarchies, the layout has %d", len(after), len(c.layout.Hierarchies))
+	}
+	if !after.Outside(self) {
+		t.Errorf("placed process not Outside this test's cgroups %v", self)
+	}
+	for _, h := range c.layout.Hierarchies {
+		if h.Cpuset {
+			if got, want := readTrim(t, filepath.Join(h.Path, s.Cgroup, "cpuset.cpus")), readTrim(t, filepath.Join(h.Path, "cpuset.cpus")); got != want {
+				t.Errorf("scope cpuset.cpus = %q, root has %q", got, want)
+			}
+		}
+		if h.Memory && !h.V2 {
+			if got := readTrim(t, filepath.Join(h.Path, parent, "kubernetes.io~glusterfs", "memory.limit_in_bytes")); got != "268435456" {
+				t.Errorf("memory.limit_in_bytes of the plugin's parent = %q, want 268435456", got)
+			}
+		}
+	}
+
+	list, err := m.List(glusterfs)
+	if err != nil || len(list) != 1 || !slices.Equal(list[0].PIDs, []int{pid}) || list[0].Name != s.Name {
+		t.Errorf("List = %+v, %v; want %s with [%d]", list, err, s.Name, pid)
+	}
+	if err := m.Remove(glusterfs, s.Name); !errors.Is(err, ErrPopulated) {
+		t.Errorf("Remove of a live scope = %v, want ErrPopulated", err)
+	}
+
+	sleep.Process.Kill()
+	sleep.Wait()
+	if err := m.Remove(glusterfs, s.Name); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range s.Paths {
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s left after Remove: %v", p, err)
+		}
+	}
+	if list, err := m.List(glusterfs); err != nil || len(list) != 0 {
+		t.Errorf("List after Remove = %+v, %v", list, err)
+	}
+}
+
+// TestPlaceFromPrivateCgroupNS runs the placement in a child whose every
+// thread is in a private cgroup namespace (a container's situation on cgroup
+// v2): the child is moved into a cgroup of its own in the cgroup2
+// hierarchy, then `unshare --cgroup` starts this test binary there, which
+// detects the private namespace, enters the parent's (the host's) on one
+// thread, and places a process. The child's checks are in
+// TestHelperPrivateCgroupNS.
+func TestPlaceFromPrivateCgroupNS(t *testing.T) {
+	needRoot(t)
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("unshare (util-linux) is not installed")
+	}
+	l, err := DetectLayout(DefaultCgroupRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(l.Hierarchies, func(h Hierarchy) bool { return h.V2 })
+	if i < 0 {
+		t.Skip("no cgroup2 hierarchy: a cgroup namespace is tested on cgroup v2 only")
+	}
+	parent := testParent(t)
+	t.Cleanup(func() { removeParent(t, l, parent) })
+	container := filepath.Join(l.Hierarchies[i].Path, parent+"-container")
+	if err := os.Mkdir(container, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rmdir(container); err != nil {
+			t.Errorf("leaked cgroup: %v", err)
+		}
+	})
+	sleep := startSleep(t)
+
+	cmd := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && shift && exec "$@"`, "sh", container,
+		unshare, "--cgroup", os.Args[0], "-test.run=^TestHelperPrivateCgroupNS$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(),
+		"SCOPE_NS_HELPER=1",
+		"SCOPE_NS_HOST="+fmt.Sprintf("/proc/%d/ns/cgroup", os.Getpid()),
+		"SCOPE_NS_PARENT="+parent,
+		"SCOPE_NS_PID="+strconv.Itoa(sleep.Process.Pid),
+		"SCOPE_NS_CONTAINER=/"+filepath.Base(container))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestHelperPrivateCgroupNS") {
+		t.Fatalf("helper in a private cgroup namespace: %v\n%s", err, out)
+	}
+	t.Logf("helper:\n%s", out)
+
+	want := "/" + parent + "/kubernetes.io~glusterfs/" + Name(targetA)
+	got, err := ProcMembership(sleep.Process.Pid)
+	if err != nil || !got.In(want) {
+		t.Errorf("/proc/%d/cgroup = %v, %v; want %s everywhere", sleep.Process.Pid, got, err, want)
+	}
+	sleep.Process.Kill()
+	sleep.Wait()
+	m, err := New(Config{Backend: BackendCgroupfs, Parent: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove(glusterfs, Name(targetA)); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestHelperPrivateCgroupNS is the child of TestPlaceFromPrivateCgroupNS.
+func TestHelperPrivateCgroupNS(t *testing.T) {
+	if os.Getenv("SCOPE_NS_HELPER") == "" {
+		t.Skip("run by TestPlaceFromPrivateCgroupNS")
+	}
+	hostNS, container := os.Getenv("SCOPE_NS_HOST"), os.Getenv("SCOPE_NS_CONTAINER")
+	pid, err := strconv.Atoi(os.Getenv("SCOPE_NS_PID"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2Path := func(m Membership) string {
+		for _, e := range m {
+			if e.ID == 0 {
+				return e.Path
+			}
+		}
+		return ""
+	}
+
+	// Every thread sees its own cgroup as the root, and PID 1 outside.
+	own, err := ProcMembership(os.Getpid())
+	if err != nil || v2Path(own) != "/" {
+		t.Fatalf("own cgroup2 path = %q, %v; want / (a private namespace)", v2Path(own), err)
+	}
+	pid1, err := ProcMembership(1)
+	if err != nil || !strings.HasPrefix(v2Path(pid1), "/..") {
+		t.Fatalf("PID 1's cgroup2 path = %q, %v; want it outside (/..)", v2Path(pid1), err)
+	}
+	// Detection: from the namespace links, and from PID 1's paths alone.
+	if private, err := privateCgroupNS("/proc", hostNS); !private || err != nil {
+		t.Errorf("privateCgroupNS = %v, %v; want true", private, err)
+	}
+	if private, err := privateCgroupNS("/proc", "/nonexistent"); !private || err == nil {
+		t.Errorf("privateCgroupNS without the host's namespace = %v, %v; want true and an error", private, err)
+	}
+
+	// One thread enters the host's namespace and sees the full path; the
+	// others stay in the private one.
+	var hostView string
+	err = inCgroupNS(hostNS, func() error {
+		f, err := os.Open("/proc/thread-self/cgroup")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		m, err := ParseMembership(f)
+		hostView = v2Path(m)
+		return err
+	})
+	if err != nil || hostView != container {
+		t.Errorf("cgroup2 path seen from the host's namespace = %q, %v; want %s", hostView, err, container)
+	}
+	if own, _ := ProcMembership(os.Getpid()); v2Path(own) != "/" {
+		t.Errorf("after inCgroupNS the process sees %q; its threads should still be in the private namespace", v2Path(own))
+	}
+
+	m, err := New(Config{Backend: BackendCgroupfs, Parent: os.Getenv("SCOPE_NS_PARENT"), HostCgroupNS: hostNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns := m.(*cgroupfs).ns; ns != hostNS {
+		t.Fatalf("auto mode chose namespace %q, want %s", ns, hostNS)
+	}
+	s, err := m.Place(glusterfs, targetA, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("placed %d in %s from the host's cgroup namespace", pid, s.Cgroup)
+}
+
+// BenchmarkCgroupfsPlace measures Place on the real cgroup file system: one
+// op moves a sleeping process between two existing scopes (the parents and
+// scopes exist, as for every mount but a node's first), in every hierarchy.
+// Needs root.
+func BenchmarkCgroupfsPlace(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root to write the cgroup file system")
+	}
+	parent := fmt.Sprintf("mountcontainers-bench-%d", os.Getpid())
+	m, err := New(Config{Backend: BackendCgroupfs, Parent: parent})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		for _, target := range []string{targetA, targetB} {
+			if err := m.Remove(glusterfs, Name(target)); err != nil {
+				b.Error(err)
+			}
+		}
+		for _, h := range m.(*cgroupfs).layout.Hierarchies {
+			for _, d := range []string{filepath.Join(h.Path, parent, "kubernetes.io~glusterfs"), filepath.Join(h.Path, parent)} {
+				if err := rmdir(d); err != nil {
+					b.Errorf("leaked cgroup: %v", err)
+				}
+			}
+		}
+	}()
+	targets := []string{targetA, targetB}
+	for _, target := range targets {
+		if _, err := m.Place(glusterfs, target, cmd.Process.Pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := m.Place(glusterfs, targets[i%2], cmd.Process.Pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
