@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mountcontainers/mountcontainers/internal/scope"
+	"github.com/mountcontainers/mountcontainers/internal/scope/scopetest"
 )
 
 // TestScopeFailures runs `mountpod scope` in this process: only its
@@ -63,61 +62,14 @@ func TestScopeFailures(t *testing.T) {
 	}
 }
 
-// buildMountpod builds the mountpod binary into a temporary directory.
-func buildMountpod(tb testing.TB) string {
-	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "mountpod")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// scopeEnv returns the environment of a `mountpod scope` run on the real
-// cgroup file system under a parent of the test's own, which tb.Cleanup
-// removes in every hierarchy (failing on a leak).
-func scopeEnv(tb testing.TB) []string {
-	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("needs root to write the cgroup file system")
-	}
-	parent := fmt.Sprintf("mountcontainers-test-%d-%d", os.Getpid(), time.Now().UnixNano())
-	l, err := scope.DetectLayout(scope.DefaultCgroupRoot)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		for _, h := range l.Hierarchies {
-			top := filepath.Join(h.Path, parent)
-			var dirs []string
-			filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
-				if err == nil && d.IsDir() {
-					dirs = append(dirs, p)
-				}
-				return nil
-			})
-			slices.Reverse(dirs)
-			for _, d := range dirs {
-				if err := syscall.Rmdir(d); err != nil {
-					tb.Errorf("leaked cgroup %s: %v", d, err)
-				}
-			}
-		}
-	})
-	return append(os.Environ(), "MOUNTPOD_SCOPE_BACKEND=cgroupfs", "MOUNTPOD_SCOPE_PARENT="+parent)
-}
-
 // TestScopeEndToEnd runs the mountpod binary: the wrapped shell and the
 // background process it leaves behind (as mount.glusterfs leaves its FUSE
 // daemon) are in the scope of the target in every hierarchy, outside this
 // test's cgroups; the exit code is the command's.
 func TestScopeEndToEnd(t *testing.T) {
-	env := scopeEnv(t)
-	bin := buildMountpod(t)
+	parent, env := scopetest.Parent(t)
+	bin := scopetest.Build(t, ".", "mountpod")
 	const plugin, target = "kubernetes.io/glusterfs", "/var/lib/kubelet/pods/0c9f6a2e/volumes/kubernetes.io~glusterfs/data"
-	parent := strings.TrimPrefix(env[len(env)-1], "MOUNTPOD_SCOPE_PARENT=")
 	cgroup := "/" + parent + "/kubernetes.io~glusterfs/" + scope.Name(target)
 
 	cmd := exec.Command(bin, scope.Wrap(plugin, target, []string{"sh", "-c", `sleep 30 >/dev/null 2>&1 & echo $!; cat /proc/$$/cgroup`})[1:]...)
@@ -194,8 +146,8 @@ func TestScopeEndToEnd(t *testing.T) {
 //
 //	go test ./cmd/mountpod -run '^$' -bench Scope -benchtime 200x
 func BenchmarkScope(b *testing.B) {
-	env := scopeEnv(b)
-	bin := buildMountpod(b)
+	_, env := scopetest.Parent(b)
+	bin := scopetest.Build(b, ".", "mountpod")
 	truePath, err := exec.LookPath("true")
 	if err != nil {
 		b.Fatal(err)

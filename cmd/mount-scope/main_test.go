@@ -1,0 +1,224 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mountcontainers/mountcontainers/internal/scope"
+	"github.com/mountcontainers/mountcontainers/internal/scope/scopetest"
+)
+
+const plugin = "kubernetes.io/glusterfs"
+
+// helperDir returns a directory with the built binary linked as
+// mount.fuse.test and, as its diverted real helper, the shell script body.
+func helperDir(t testing.TB, bin, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(dir, "mount.fuse.test")); err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		if err := os.WriteFile(filepath.Join(dir, "mount.fuse.test"+scope.DivertedSuffix), []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestHelper runs the binary as mount(8) runs a helper: the real helper and
+// the daemon it leaves behind run in the scope of the mount target, outside
+// this test's cgroups, and get the helper's arguments and exit code.
+func TestHelper(t *testing.T) {
+	parent, env := scopetest.Parent(t)
+	bin := scopetest.Build(t, ".", "mount-scope")
+	target := filepath.Join(t.TempDir(), "mnt")
+	cgroup := "/" + parent + "/kubernetes.io~glusterfs/" + scope.Name(target)
+	dir := helperDir(t, bin, `[ -n "$EXIT" ] && exit $EXIT
+sleep 30 >/dev/null 2>&1 &
+echo $!
+echo "$*"
+cat /proc/$$/cgroup
+`)
+	env = append(env, "MOUNTPOD_PLUGINS="+plugin)
+	self, err := scope.ProcMembership(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(filepath.Join(dir, "mount.fuse.test"), "srv:/vol", target, "-o", "ro")
+	cmd.Env = env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("mount.fuse.test: %v\n%s", err, stderr.String())
+	}
+	lines := strings.SplitN(string(out), "\n", 3)
+	daemon, err := strconv.Atoi(lines[0])
+	if err != nil || len(lines) < 3 {
+		t.Fatalf("output %q: want the daemon's PID, the arguments, the cgroups", out)
+	}
+	t.Cleanup(func() { syscall.Kill(daemon, syscall.SIGKILL) })
+	if want := "srv:/vol " + target + " -o ro"; lines[1] != want {
+		t.Errorf("the real helper got %q, want %q", lines[1], want)
+	}
+	if m, err := scope.ParseMembership(strings.NewReader(lines[2])); err != nil || !m.In(cgroup) {
+		t.Errorf("the real helper's cgroups:\n%s\nwant %s everywhere (%v)", lines[2], cgroup, err)
+	}
+	if m, err := scope.ProcMembership(daemon); err != nil || !m.In(cgroup) || !m.Outside(self) {
+		t.Errorf("the daemon's cgroups = %v, %v; want %s everywhere, outside %v", m, err, cgroup, self)
+	}
+
+	// The real helper's exit code is the helper's.
+	cmd = exec.Command(filepath.Join(dir, "mount.fuse.test"), "srv:/vol", target)
+	cmd.Env = append(env, "EXIT=32")
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 32 {
+		t.Errorf("exit code %v, want the real helper's 32", err)
+	}
+
+	syscall.Kill(daemon, syscall.SIGKILL)
+	m, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for err = m.Remove(plugin, scope.Name(target)); err != nil && time.Now().Before(deadline); err = m.Remove(plugin, scope.Name(target)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// TestHelperWithoutScope: scopes off, or a call that is not a mount, run the
+// real helper where the caller is, and make no scope.
+func TestHelperWithoutScope(t *testing.T) {
+	parent, env := scopetest.Parent(t)
+	bin := scopetest.Build(t, ".", "mount-scope")
+	target := filepath.Join(t.TempDir(), "mnt")
+	dir := helperDir(t, bin, "cat /proc/$$/cgroup\n")
+	self, err := scope.ProcMembership(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{"scopes off", []string{"MOUNTPOD_SCOPES=false"}, []string{"srv:/vol", target}},
+		{"not a mount", []string{"MOUNTPOD_PLUGINS=" + plugin}, []string{"-V"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(filepath.Join(dir, "mount.fuse.test"), tc.args...)
+			cmd.Env = append(env, tc.env...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			m, err := scope.ParseMembership(strings.NewReader(string(out)))
+			if err != nil || m.InAny("/"+parent) {
+				t.Errorf("cgroups %v (%v): want none under %s", m, err, parent)
+			}
+			if self.Outside(m) {
+				t.Errorf("cgroups %v, want this test's %v", m, self)
+			}
+		})
+	}
+	mgr, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	if l, err := mgr.List(plugin); err != nil || len(l) != 0 {
+		t.Errorf("scopes %v (%v), want none", l, err)
+	}
+}
+
+// TestHelperFailures: the binary's own failures, each before the real
+// helper runs, with the exit code and a message naming what failed.
+func TestHelperFailures(t *testing.T) {
+	bin := scopetest.Build(t, ".", "mount-scope")
+	target := filepath.Join(t.TempDir(), "mnt")
+	withReal := helperDir(t, bin, "echo RAN\n")
+	noReal := helperDir(t, bin, "")
+	empty := t.TempDir()
+	base := append(os.Environ(), "MOUNTPOD_SCOPE_BACKEND=cgroupfs", "MOUNTPOD_SCOPE_CGROUP_ROOT="+empty)
+	for _, tc := range []struct {
+		name, dir, argv0 string
+		env              []string
+		code             int
+		want             string
+	}{
+		{"own name", withReal, bin, nil, 125, "runs as a mount helper"},
+		{"real helper missing", noReal, "mount.fuse.test", []string{"MOUNTPOD_PLUGINS=" + plugin}, 127, "the real helper " + filepath.Join(noReal, "mount.fuse.test.distrib")},
+		{"plugin unknown", withReal, "mount.fuse.test", []string{"MOUNTPOD_PLUGINS=a.io/x,b.io/y"}, 125, "set MOUNTPOD_SCOPE_PLUGIN"},
+		{"bad plugin", withReal, "mount.fuse.test", []string{"MOUNTPOD_SCOPE_PLUGIN=../../etc"}, 125, `invalid plugin name "../../etc"`},
+		{"bad switch", withReal, "mount.fuse.test", []string{"MOUNTPOD_SCOPES=maybe"}, 125, `MOUNTPOD_SCOPES="maybe"`},
+		{"no cgroup file system", withReal, "mount.fuse.test", []string{"MOUNTPOD_PLUGINS=" + plugin}, 125, "scope for " + target},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tc.argv0
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(tc.dir, path)
+			}
+			cmd := exec.Command(path, "srv:/vol", target)
+			cmd.Env = append(append([]string{}, base...), tc.env...)
+			out, _ := cmd.CombinedOutput()
+			if cmd.ProcessState.ExitCode() != tc.code || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "RAN") {
+				t.Errorf("exit %d, output %q; want exit %d, a message containing %q, the real helper not run", cmd.ProcessState.ExitCode(), out, tc.code, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkHelper measures what the scope adds to one mount: each op runs
+// the real helper (a shell script that exits) directly, and through the
+// scope helper as mount(8) would, the same target each time (a remount
+// joins its scope). Reported: both medians, the median difference (added-ms:
+// the figure to keep under 5 ms) and the ratio. Needs root.
+//
+//	go test ./cmd/mount-scope -run '^$' -bench Helper -benchtime 200x
+func BenchmarkHelper(b *testing.B) {
+	_, env := scopetest.Parent(b)
+	bin := scopetest.Build(b, ".", "mount-scope")
+	dir := helperDir(b, bin, "exit 0\n")
+	env = append(env, "MOUNTPOD_PLUGINS="+plugin)
+	target := filepath.Join(b.TempDir(), "mnt")
+	run := func(name string) time.Duration {
+		cmd := exec.Command(name, "srv:/vol", target)
+		cmd.Env = env
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		return time.Since(start)
+	}
+	helper := filepath.Join(dir, "mount.fuse.test")
+	run(helper) // the parents exist from here on, as on a node
+	var raw, scoped, added []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		r := run(helper + scope.DivertedSuffix)
+		s := run(helper)
+		raw, scoped, added = append(raw, r), append(scoped, s), append(added, s-r)
+	}
+	b.StopTimer()
+	med := func(d []time.Duration) float64 {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return float64(d[len(d)/2]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(med(raw), "raw-ms")
+	b.ReportMetric(med(scoped), "scope-ms")
+	b.ReportMetric(med(added), "added-ms")
+	b.ReportMetric(med(scoped)/med(raw), "scope/raw")
+}

@@ -1,0 +1,177 @@
+package scope
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DivertedSuffix is appended to a mount helper's path by the image's
+// dpkg-divert: /sbin/mount.glusterfs is moved to
+// /sbin/mount.glusterfs.distrib and the scope helper takes its name.
+const DivertedSuffix = ".distrib"
+
+// Settings of the mount helper, from the mount pod's environment (the
+// DaemonSet's env reaches commands run through ExecSync and through the exec
+// service alike).
+const (
+	// EnvScopes turns scopes on ("true", the default) or off ("false").
+	EnvScopes = "MOUNTPOD_SCOPES"
+	// EnvPlugin names the plugin whose parent the scopes go under; default:
+	// the one plugin of EnvPlugins.
+	EnvPlugin = "MOUNTPOD_SCOPE_PLUGIN"
+	// EnvPlugins is the mount pod's comma-separated list of plugins.
+	EnvPlugins = "MOUNTPOD_PLUGINS"
+)
+
+// HelperConfig is what the mount helper needs to know.
+type HelperConfig struct {
+	// Enabled is false when scopes are turned off: the real helper runs
+	// as it would without the scope helper.
+	Enabled bool
+	// Plugin is the plugin whose parent the scope goes under.
+	Plugin string
+	// Config makes the scope.
+	Config Config
+}
+
+// HelperConfigFromEnv reads the helper's settings with getenv (os.Getenv):
+// MOUNTPOD_SCOPES, MOUNTPOD_SCOPE_PLUGIN or MOUNTPOD_PLUGINS, and the
+// MOUNTPOD_SCOPE_* settings of `mountpod scope`.
+func HelperConfigFromEnv(getenv func(string) string) (HelperConfig, error) {
+	var hc HelperConfig
+	switch v := strings.TrimSpace(getenv(EnvScopes)); v {
+	case "", "true", "1", "on":
+		hc.Enabled = true
+	case "false", "0", "off":
+		return hc, nil
+	default:
+		return hc, fmt.Errorf("%s=%q: want true or false", EnvScopes, v)
+	}
+	hc.Plugin = strings.TrimSpace(getenv(EnvPlugin))
+	if hc.Plugin == "" {
+		var plugins []string
+		for _, p := range strings.Split(getenv(EnvPlugins), ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				plugins = append(plugins, p)
+			}
+		}
+		if len(plugins) != 1 {
+			return hc, fmt.Errorf("cannot tell which plugin a mount belongs to: %s is %q; set %s",
+				EnvPlugins, getenv(EnvPlugins), EnvPlugin)
+		}
+		hc.Plugin = plugins[0]
+	}
+	limit, err := ParseMemoryLimit(getenv("MOUNTPOD_SCOPE_MEMORY_LIMIT"))
+	if err != nil {
+		return hc, fmt.Errorf("MOUNTPOD_SCOPE_MEMORY_LIMIT: %w", err)
+	}
+	hc.Config = Config{
+		Backend:      Backend(getenv("MOUNTPOD_SCOPE_BACKEND")),
+		CgroupRoot:   getenv("MOUNTPOD_SCOPE_CGROUP_ROOT"),
+		Parent:       getenv("MOUNTPOD_SCOPE_PARENT"),
+		MemoryLimit:  limit,
+		CgroupNS:     CgroupNSMode(getenv("MOUNTPOD_SCOPE_CGROUPNS")),
+		HostCgroupNS: getenv("MOUNTPOD_SCOPE_HOST_CGROUPNS"),
+	}
+	if s := getenv("MOUNTPOD_SCOPE_SYSTEMD_SOCKETS"); s != "" {
+		hc.Config.SystemdSockets = strings.Split(s, ",")
+	}
+	if s := getenv("MOUNTPOD_SCOPE_TIMEOUT"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return hc, fmt.Errorf("MOUNTPOD_SCOPE_TIMEOUT=%q: want a positive duration", s)
+		}
+		hc.Config.Timeout = d
+	}
+	if _, err := hc.Config.withDefaults(); err != nil {
+		return hc, err
+	}
+	return hc, validate(hc.Plugin, "/")
+}
+
+// IsMountHelperName reports whether name (a program's argv[0]) is a mount
+// helper's, such as /sbin/mount.glusterfs.
+func IsMountHelperName(name string) bool {
+	b := filepath.Base(name)
+	return strings.HasPrefix(b, "mount.") && len(b) > len("mount.")
+}
+
+// HelperTarget returns the mount target of a mount helper's arguments, as
+// mount(8) calls helpers: `mount.TYPE SOURCE TARGET [-sfnv] [-o OPTIONS]
+// ...`; ok is false when argv is not a mount (such as `mount.glusterfs -V`).
+func HelperTarget(argv []string) (target string, ok bool) {
+	if len(argv) < 3 || strings.HasPrefix(argv[1], "-") || strings.HasPrefix(argv[2], "-") {
+		return "", false
+	}
+	t, err := filepath.Abs(argv[2])
+	if err != nil {
+		return "", false
+	}
+	return t, true
+}
+
+// RealHelper returns the path of the diverted helper behind the helper run
+// as argv0: argv0 (found on PATH when it has no slash) plus
+// [DivertedSuffix].
+func RealHelper(argv0 string) (string, error) {
+	p := argv0
+	if !strings.Contains(p, "/") {
+		lp, err := exec.LookPath(p)
+		if err != nil {
+			return "", &commandError{code: ExitNotFound, err: err}
+		}
+		p = lp
+	}
+	real := p + DivertedSuffix
+	st, err := os.Stat(real)
+	switch {
+	case err != nil:
+		return "", &commandError{code: ExitNotFound, err: fmt.Errorf("mount helper %s: the real helper %s: %w", argv0, real, err)}
+	case !st.Mode().IsRegular() || st.Mode()&0o111 == 0:
+		return "", &commandError{code: ExitCannotRun, err: fmt.Errorf("mount helper %s: the real helper %s is not an executable file (mode %s)", argv0, real, st.Mode())}
+	}
+	return real, nil
+}
+
+// RunHelper runs as the mount helper argv[0]: when argv is a mount and
+// scopes are on, it places the calling process in the scope of the mount
+// target under the plugin's parent; then it replaces itself with the real
+// helper, with the same arguments and environment, so the daemon the helper
+// starts is born in the scope. It returns only on failure, and then nothing
+// was mounted: a mount that cannot get its scope fails rather than start a
+// daemon that would die with the mount pod.
+func RunHelper(hc HelperConfig, argv []string, env []string) error {
+	if len(argv) == 0 {
+		return errors.New("mount helper: no arguments")
+	}
+	real, err := RealHelper(argv[0])
+	if err != nil {
+		return err
+	}
+	if target, ok := HelperTarget(argv); ok && hc.Enabled {
+		m, err := New(hc.Config)
+		if err != nil {
+			return fmt.Errorf("mount helper %s: scope for %s: %w", filepath.Base(argv[0]), target, err)
+		}
+		_, err = m.Place(hc.Plugin, target, 0)
+		m.Close()
+		if err != nil {
+			return fmt.Errorf("mount helper %s: scope for %s: %w", filepath.Base(argv[0]), target, err)
+		}
+	}
+	err = syscall.Exec(real, argv, env)
+	return &commandError{code: commandExitCode(err), err: fmt.Errorf("exec %s: %w", real, err)}
+}
+
+// HelperUsage is printed when the scope helper is run under its own name.
+func HelperUsage(self string) string {
+	return "usage: " + strconv.Quote(self) + " runs as a mount helper: link it as mount.TYPE next to the real helper moved to mount.TYPE" + DivertedSuffix +
+		" (dpkg-divert); mount(8) then runs it, and it starts the real helper in the mount's scope (docs/scopes.md)\n"
+}
