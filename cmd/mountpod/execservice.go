@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/internal/execservice"
 	"github.com/mountcontainers/mountcontainers/internal/mountpod"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 )
@@ -58,12 +59,12 @@ func startExecService(c *cli.Context, cfg mountpod.Config) (stop func(), err err
 	}
 	path := filepath.Join(cfg.Dir, cfg.Pod.ExecSocket)
 	log := cfg.Logger.With("component", "exec-service")
-	l, err := execserver.Listen(path, log)
+	l, err := execservice.Listen(path, log)
 	if err != nil {
 		return nil, err
 	}
-	srv := execserver.NewServer(execserver.Config{
-		Identity: execserver.Identity{PodNamespace: cfg.Pod.PodNamespace, PodName: cfg.Pod.PodName, PodUID: cfg.Pod.PodUID, ContainerName: cfg.Pod.ContainerName},
+	srv := execservice.NewServer(execservice.Config{
+		Identity: execservice.Identity{PodNamespace: cfg.Pod.PodNamespace, PodName: cfg.Pod.PodName, PodUID: cfg.Pod.PodUID, ContainerName: cfg.Pod.ContainerName},
 		Version:  version,
 		Logger:   log,
 	})

@@ -15,6 +15,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
+	"github.com/mountcontainers/mountcontainers/internal/execservice"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -28,7 +29,7 @@ type socketEnv struct {
 	stop func()
 }
 
-func newSocketEnv(t *testing.T, id execserver.Identity) *socketEnv {
+func newSocketEnv(t *testing.T, id execservice.Identity) *socketEnv {
 	t.Helper()
 	// A short directory: unix socket paths are limited to 107 bytes.
 	base, err := os.MkdirTemp("", "mce")
@@ -53,9 +54,9 @@ func newSocketEnv(t *testing.T, id execserver.Identity) *socketEnv {
 
 // serve starts an exec service answering as id on the registration's
 // socket and returns its stop function.
-func (e *socketEnv) serve(t *testing.T, id execserver.Identity) func() {
+func (e *socketEnv) serve(t *testing.T, id execservice.Identity) func() {
 	t.Helper()
-	l, err := execserver.Listen(filepath.Join(e.dir, e.reg.ExecSocket), nil)
+	l, err := execservice.Listen(filepath.Join(e.dir, e.reg.ExecSocket), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func (e *socketEnv) serve(t *testing.T, id execserver.Identity) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		execserver.NewServer(execserver.Config{Identity: id, StopTimeout: 100 * time.Millisecond}).Serve(ctx, l)
+		execservice.NewServer(execservice.Config{Identity: id, StopTimeout: 100 * time.Millisecond}).Serve(ctx, l)
 	}()
 	stop := func() {
 		cancel()
@@ -73,14 +74,14 @@ func (e *socketEnv) serve(t *testing.T, id execserver.Identity) func() {
 	return stop
 }
 
-var testIdentity = execserver.Identity{PodNamespace: testReg.PodNamespace, PodName: testReg.PodName, PodUID: testReg.PodUID, ContainerName: testReg.ContainerName}
+var testIdentity = execservice.Identity{PodNamespace: testReg.PodNamespace, PodName: testReg.PodName, PodUID: testReg.PodUID, ContainerName: testReg.ContainerName}
 
 func TestSocketDecision(t *testing.T) {
 	other := testIdentity
 	other.PodUID = "11111111-2222-4333-8444-555555555555"
 	tests := []struct {
 		name    string
-		id      execserver.Identity
+		id      execservice.Identity
 		mode    ExecMode
 		prepare func(t *testing.T, e *socketEnv)
 		via     Via
