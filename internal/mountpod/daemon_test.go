@@ -330,3 +330,31 @@ func TestStormDoesNotSpin(t *testing.T) {
 		t.Errorf("the daemon read %d times during a storm of %v, want at most %d", reads, elapsed, 2*batches)
 	}
 }
+
+// TestRunFailsWhenARegistrationCannotBeWritten: a pod that cannot register
+// every plugin at start returns an error (and crash-loops) at once, with
+// nothing registered.
+func TestRunFailsWhenARegistrationCannotBeWritten(t *testing.T) {
+	cfg := testConfig(t, &syncBuffer{})
+	// Writers lock this dotfile: a directory in its place fails every write.
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, ".mountcontainers.lock"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Run = nil, want the write error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of failing to register")
+	}
+	if entries, err := registration.List(cfg.Dir); err != nil || len(entries) != 0 {
+		t.Errorf("registrations after a failed start: %v, %v; want none", entries, err)
+	}
+}
