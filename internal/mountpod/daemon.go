@@ -251,13 +251,13 @@ func (r *retrier) stop() { r.timer.Stop() }
 // reconcile reads the registration of plugin and repairs it if needed.
 func (d *Daemon) reconcile(plugin string) {
 	d.mu.Lock()
-	_, yielded := d.yielded[plugin]
+	other, yielded := d.yielded[plugin]
 	d.reads++
 	d.mu.Unlock()
-	if yielded {
+	r, ok, err := registration.Read(d.cfg.Dir, plugin)
+	if yielded && d.reconcileYielded(plugin, other, r, ok, err) {
 		return
 	}
-	r, ok, err := registration.Read(d.cfg.Dir, plugin)
 	switch {
 	case err != nil:
 		d.log.Warn("registration is unreadable, restoring it", "plugin", plugin, "err", err)
@@ -273,13 +273,49 @@ func (d *Daemon) reconcile(plugin string) {
 		d.log.Warn("registration names this pod with another exec socket, restoring it", "plugin", plugin, "execSocket", r.ExecSocket)
 		d.write(plugin, "restored")
 	default:
-		d.mu.Lock()
-		d.yielded[plugin] = r
-		delete(d.failing, plugin)
-		d.mu.Unlock()
-		d.log.Warn("another pod registered for the plugin; yielding: this pod is not ready for it until restarted",
-			"plugin", plugin, "otherPod", r.PodNamespace+"/"+r.PodName, "otherPodUID", r.PodUID, "otherContainer", r.ContainerName)
+		d.yield(plugin, r)
 	}
+}
+
+// yield stops asserting plugin, which r, another pod's registration, took.
+func (d *Daemon) yield(plugin string, r registration.Registration) {
+	d.mu.Lock()
+	d.yielded[plugin] = r
+	delete(d.failing, plugin)
+	d.mu.Unlock()
+	d.log.Warn("another pod registered for the plugin; yielding: this pod is not ready for it while that registration stays",
+		"plugin", plugin, "otherPod", r.PodNamespace+"/"+r.PodName, "otherPodUID", r.PodUID, "otherContainer", r.ContainerName)
+}
+
+// reconcileYielded handles a plugin yielded to other, whose registration
+// now reads as r, ok, err, and reports whether that is all (done); if not,
+// the plugin is this pod's again and the caller reconciles it as such.
+//
+// The plugin stays yielded while another pod's registration is there (to
+// the new pod if it changed hands), and while the file is unreadable: its
+// owner restores it. Once the registration is gone (the other pod
+// unregistered as it stopped), this pod registers again. A registration
+// that names this pod ends the yielding too.
+func (d *Daemon) reconcileYielded(plugin string, other, r registration.Registration, ok bool, err error) (done bool) {
+	switch {
+	case err != nil:
+		return true
+	case ok && !r.SamePod(d.cfg.Pod):
+		if r != other {
+			d.yield(plugin, r)
+		}
+		return true
+	}
+	d.mu.Lock()
+	delete(d.yielded, plugin)
+	d.mu.Unlock()
+	if ok {
+		return false
+	}
+	d.log.Info("the pod this pod yielded to has unregistered; registering again",
+		"plugin", plugin, "otherPod", other.PodNamespace+"/"+other.PodName, "otherPodUID", other.PodUID)
+	d.write(plugin, "registered again")
+	return true
 }
 
 // write registers plugin and logs it with what; a failure is logged and
