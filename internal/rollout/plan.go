@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/klog/v2"
 )
 
 // Plan is what a rollout will do: the nodes to upgrade, in order.
@@ -109,7 +109,7 @@ func (r *Rollout) preflight(ctx context.Context) (*target, *Plan, error) {
 	}
 	taint := r.taint()
 	if !slices.ContainsFunc(ds.Spec.Template.Spec.Tolerations, func(t corev1.Toleration) bool {
-		return t.ToleratesTaint(klog.Background(), &taint, false)
+		return t.ToleratesTaint(logr.FromSlogHandler(r.log.Handler()), &taint, false)
 	}) {
 		return nil, nil, refuse(
 			fmt.Sprintf("Add the toleration {key: %s, operator: Exists, effect: NoSchedule} to its pod template (deploy/base does), then run the rollout.", TaintKey),

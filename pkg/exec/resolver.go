@@ -194,9 +194,6 @@ func (r *Resolver) Close() error {
 	return nil
 }
 
-// Dir returns the registration directory.
-func (r *Resolver) Dir() string { return r.dir }
-
 // Reason says why a [Decision] was taken.
 type Reason string
 
