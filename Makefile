@@ -48,11 +48,13 @@ e2e: ## Run the end-to-end suite on a real single-node Kubernetes (root; install
 	test/bed/e2e.sh
 
 .PHONY: verify
-verify: ## Check formatting, go vet and staticcheck.
+verify: ## Check formatting, go vet and staticcheck (also of the e2e-tagged files).
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./...
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags e2e ./...
 
 .PHONY: bench
 bench: ## Run the benchmarks.

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -38,6 +39,8 @@ func BenchmarkServeStorm(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
+	want := pod
+	want.ExecSocket = execserver.SocketName(pod.PodUID)
 	other := registration.Registration{PodNamespace: "kube-system", PodName: "mount-other", PodUID: "0c9f6a2e-9999-4222-8333-444455556666", ContainerName: "mount"}
 	foreign, err := registration.Encode(other)
 	if err != nil {
@@ -62,7 +65,8 @@ func BenchmarkServeStorm(b *testing.B) {
 	}
 	for _, s := range storms {
 		b.Run(s.name, func(b *testing.B) {
-			dir := filepath.Join(b.TempDir(), "plugin-containers")
+			// A short path: serve runs its exec service, as by default.
+			dir := filepath.Join(shortTempDir(b), "plugin-containers")
 			cmd := exec.Command(bin, "serve")
 			cmd.Env = append(os.Environ(),
 				"POD_NAMESPACE="+pod.PodNamespace, "POD_NAME="+pod.PodName, "POD_UID="+pod.PodUID, "CONTAINER_NAME="+pod.ContainerName,
@@ -79,7 +83,7 @@ func BenchmarkServeStorm(b *testing.B) {
 				}
 			}()
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				if r, ok, _ := registration.Read(dir, "kubernetes.io/glusterfs"); ok && r == pod {
+				if r, ok, _ := registration.Read(dir, "kubernetes.io/glusterfs"); ok && r == want {
 					break
 				}
 				if time.Now().After(deadline) {

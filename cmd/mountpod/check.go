@@ -19,7 +19,10 @@ func checkCommand(stdout io.Writer) *cli.Command {
 			if c.NArg() > 0 {
 				return cli.Exit("check takes no arguments", exitUsage)
 			}
-			cfg := configFrom(c)
+			cfg, err := configFrom(c)
+			if err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
 			if problems := mountpod.Check(cfg); len(problems) > 0 {
 				fmt.Fprintln(stdout, "not ready:")
 				for _, p := range problems {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/internal/execservice"
 	"github.com/mountcontainers/mountcontainers/internal/mountpod"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 )
@@ -23,32 +24,30 @@ func execSocketFlag() cli.Flag {
 }
 
 // execSocketFrom returns the registration's execSocket for the flags of c:
-// empty when disabled, or when the socket's full path would not fit a unix
-// socket address (the pod then serves only through CRI ExecSync; serve
-// logs why).
-func execSocketFrom(c *cli.Context, dir, podUID string) string {
+// empty when disabled. A socket whose full path would not fit a unix socket
+// address is an error naming the path and the limit: the pod would
+// otherwise serve only through CRI ExecSync, many times slower, without
+// anyone having asked for that.
+func execSocketFrom(c *cli.Context, dir, podUID string) (string, error) {
 	s := c.String("exec-socket")
 	switch s {
 	case "none", "":
-		return ""
+		return "", nil
 	case "auto":
 		s = execserver.SocketName(podUID)
 	}
-	if len(filepath.Join(dir, s)) > execserver.MaxSocketPath {
-		return ""
+	if path := filepath.Join(dir, s); len(path) > execserver.MaxSocketPath {
+		return "", fmt.Errorf("exec socket %s: %d bytes, longer than a unix socket address holds (%d); shorten --registration-dir or --exec-socket, or serve no exec service with --exec-socket none",
+			path, len(path), execserver.MaxSocketPath)
 	}
-	return s
+	return s, nil
 }
 
 // startExecService listens on cfg's exec socket and serves it until the
 // returned stop function is called; stop waits for the service to end. It
 // does nothing when the registration advertises no socket.
-func startExecService(c *cli.Context, cfg mountpod.Config) (stop func(), err error) {
+func startExecService(cfg mountpod.Config) (stop func(), err error) {
 	if cfg.Pod.ExecSocket == "" {
-		if s := c.String("exec-socket"); s != "none" && s != "" {
-			cfg.Logger.Warn("exec service disabled: its socket path would be longer than a unix socket address holds; volume hosts use CRI ExecSync",
-				"dir", cfg.Dir, "socket", s, "max", execserver.MaxSocketPath)
-		}
 		return func() {}, nil
 	}
 	// The daemon creates the registration directory too, later; the socket
@@ -58,12 +57,12 @@ func startExecService(c *cli.Context, cfg mountpod.Config) (stop func(), err err
 	}
 	path := filepath.Join(cfg.Dir, cfg.Pod.ExecSocket)
 	log := cfg.Logger.With("component", "exec-service")
-	l, err := execserver.Listen(path, log)
+	l, err := execservice.Listen(path, log)
 	if err != nil {
 		return nil, err
 	}
-	srv := execserver.NewServer(execserver.Config{
-		Identity: execserver.Identity{PodNamespace: cfg.Pod.PodNamespace, PodName: cfg.Pod.PodName, PodUID: cfg.Pod.PodUID, ContainerName: cfg.Pod.ContainerName},
+	srv := execservice.NewServer(execservice.Config{
+		Identity: execservice.Identity{PodNamespace: cfg.Pod.PodNamespace, PodName: cfg.Pod.PodName, PodUID: cfg.Pod.PodUID, ContainerName: cfg.Pod.ContainerName},
 		Version:  version,
 		Logger:   log,
 	})

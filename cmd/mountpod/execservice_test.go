@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,14 +16,7 @@ import (
 )
 
 func TestServeExecService(t *testing.T) {
-	setPodEnv(t)
-	base, err := os.MkdirTemp("", "mcm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	dir := filepath.Join(base, "plugin-containers")
-	t.Setenv("PLUGIN_CONTAINERS_DIR", dir)
+	dir := setPodEnv(t)
 	want := pod
 	want.ExecSocket = execserver.SocketName(pod.PodUID)
 
@@ -86,5 +80,33 @@ func TestExecSocketNone(t *testing.T) {
 	}
 	if code, out, _ := runApp(context.Background(), "check"); code != 0 {
 		t.Fatalf("check with --exec-socket none against registrations without a socket = %d: %s", code, out)
+	}
+}
+
+// TestExecSocketTooLong: a socket path that does not fit a unix socket
+// address is a usage error naming the path and the limit, for serve and
+// check alike, and serve registers nothing.
+func TestExecSocketTooLong(t *testing.T) {
+	dir := setPodEnv(t)
+	long := filepath.Join(dir, strings.Repeat("d", 80))
+	t.Setenv("PLUGIN_CONTAINERS_DIR", long)
+	path := filepath.Join(long, execserver.SocketName(pod.PodUID))
+	for _, cmd := range []string{"serve", "check"} {
+		// A serve that took the path would run until stopped.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		code, _, stderr := runApp(ctx, cmd)
+		cancel()
+		if code != exitUsage || !strings.Contains(stderr, "exec socket "+path) || !strings.Contains(stderr, fmt.Sprintf("(%d)", execserver.MaxSocketPath)) {
+			t.Errorf("mountpod %s with a %d-byte socket path = %d, stderr:\n%s\nwant %d and an error naming the path and the limit %d",
+				cmd, len(path), code, stderr, exitUsage, execserver.MaxSocketPath)
+		}
+	}
+	if entries, _ := registration.List(long); len(entries) != 0 {
+		t.Errorf("serve registered with an unusable exec socket: %v", entries)
+	}
+	// The same directory with the exec service turned off is fine.
+	t.Setenv("MOUNTPOD_EXEC_SOCKET", "none")
+	if code, _, stderr := runApp(context.Background(), "check"); code != exitFailure || strings.Contains(stderr, "exec socket") {
+		t.Errorf("check with --exec-socket none = %d, %s; want %d (not registered) and no word of the socket", code, stderr, exitFailure)
 	}
 }

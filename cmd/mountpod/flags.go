@@ -25,7 +25,7 @@ func settingsFlags() []cli.Flag {
 }
 
 // configFrom builds the daemon configuration from the flags of c.
-func configFrom(c *cli.Context) mountpod.Config {
+func configFrom(c *cli.Context) (mountpod.Config, error) {
 	cfg := mountpod.Config{
 		Pod: registration.Registration{
 			PodNamespace:  c.String("pod-namespace"),
@@ -38,6 +38,7 @@ func configFrom(c *cli.Context) mountpod.Config {
 		RequiredTools: c.StringSlice("require-tool"),
 		SearchPath:    os.Getenv("PATH"),
 	}
-	cfg.Pod.ExecSocket = execSocketFrom(c, cfg.Dir, cfg.Pod.PodUID)
-	return cfg
+	var err error
+	cfg.Pod.ExecSocket, err = execSocketFrom(c, cfg.Dir, cfg.Pod.PodUID)
+	return cfg, err
 }

@@ -4,7 +4,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
-	"github.com/mountcontainers/mountcontainers/internal/mountpod"
+	"github.com/mountcontainers/mountcontainers/internal/hostinstall"
 )
 
 // installFlags are serve's flags for the host-side binaries the mount pod
@@ -14,17 +14,17 @@ func installFlags() []cli.Flag {
 		&cli.StringFlag{Name: "install-flexvolume", EnvVars: []string{"MOUNTPOD_INSTALL_FLEXVOLUME_DIR"}, Usage: "Install the Flexvolume driver into this kubelet volume plugin directory (mounted at the same path as on the node), as <driver dir>/<driver>, once registered."},
 		&cli.StringFlag{Name: "flexvolume-driver", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_DRIVER"}, Value: flexvolume.DefaultDriver, Usage: "Directory name of the Flexvolume driver, <vendor>~<driver>; volumes name it <vendor>/<driver>."},
 		&cli.StringFlag{Name: "flexvolume-plugin", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_PLUGIN"}, Usage: "Registered plugin whose mount pod the driver uses (default kubernetes.io/glusterfs when registered, else the only plugin)."},
-		&cli.StringFlag{Name: "flexvolume-source", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_SOURCE"}, Value: mountpod.DefaultFlexvolumeSource, Usage: "The driver binary to install."},
+		&cli.StringFlag{Name: "flexvolume-source", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_SOURCE"}, Value: hostinstall.DefaultFlexvolumeSource, Usage: "The driver binary to install."},
 		&cli.StringFlag{Name: "flexvolume-timeout", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_TIMEOUT"}, Usage: "Longest a mount or unmount of the driver may take, such as 1m (default 1m)."},
 		&cli.StringFlag{Name: "install-shim", EnvVars: []string{"MOUNTPOD_INSTALL_SHIM_DIR"}, Usage: "Install kubelet-exec-shim, its helper kubelet-exec-shim-cri and links named after the registered plugins' tools into this host directory (mounted at the same path as on the node) once registered."},
-		&cli.StringFlag{Name: "shim-source", EnvVars: []string{"MOUNTPOD_SHIM_SOURCE"}, Value: mountpod.DefaultShimSource, Usage: "The kubelet-exec-shim binary to install; kubelet-exec-shim-cri is taken from the same directory."},
+		&cli.StringFlag{Name: "shim-source", EnvVars: []string{"MOUNTPOD_SHIM_SOURCE"}, Value: hostinstall.DefaultShimSource, Usage: "The kubelet-exec-shim binary to install; kubelet-exec-shim-cri is taken from the same directory."},
 		&cli.StringFlag{Name: "host-runtime-endpoint", EnvVars: []string{"MOUNTPOD_HOST_RUNTIME_ENDPOINT"}, Usage: "CRI endpoint as the node sees it, recorded for the installed driver and shim (default: they probe the usual sockets)."},
 	}
 }
 
 // installConfigFrom builds the install configuration from the flags of c.
-func installConfigFrom(c *cli.Context) mountpod.InstallConfig {
-	return mountpod.InstallConfig{
+func installConfigFrom(c *cli.Context) hostinstall.Config {
+	return hostinstall.Config{
 		FlexvolumeDir:       c.String("install-flexvolume"),
 		FlexvolumeDriver:    c.String("flexvolume-driver"),
 		FlexvolumePlugin:    c.String("flexvolume-plugin"),

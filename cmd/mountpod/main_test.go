@@ -9,16 +9,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
 var pod = registration.Registration{PodNamespace: "kube-system", PodName: "mount-x7k2p", PodUID: "0c9f6a2e-1111-4222-8333-444455556666", ContainerName: "mount"}
 
+// shortTempDir returns a new directory whose path is short enough for the
+// exec socket under it: t.TempDir's paths, named after the test, are not.
+func shortTempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mcm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // setPodEnv sets the downward-API environment of pod and returns a fresh
-// registration directory, also set in the environment.
+// registration directory, also set in the environment. Its path is short
+// enough for the exec socket, which serve therefore serves.
 func setPodEnv(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "plugin-containers")
+	dir := filepath.Join(shortTempDir(t), "plugin-containers")
 	t.Setenv("POD_NAMESPACE", pod.PodNamespace)
 	t.Setenv("POD_NAME", pod.PodName)
 	t.Setenv("POD_UID", pod.PodUID)
@@ -45,11 +59,14 @@ func TestServeRegistersFromEnvAndUnregistersOnCancel(t *testing.T) {
 		code, _, stderr = runApp(ctx, "serve")
 		done <- code
 	}()
+	// The registrations advertise the exec socket: serve runs it.
+	want := pod
+	want.ExecSocket = execserver.SocketName(pod.PodUID)
 	// Poll the files, not "mountpod check": urfave/cli keeps global state
 	// (the help and version flags) that two apps running at once race on.
 	registered := func() bool {
 		for _, p := range []string{"kubernetes.io/rbd", "kubernetes.io/glusterfs"} {
-			if r, ok, err := registration.Read(dir, p); err != nil || !ok || r != pod {
+			if r, ok, err := registration.Read(dir, p); err != nil || !ok || r != want {
 				return false
 			}
 		}
@@ -57,8 +74,11 @@ func TestServeRegistersFromEnvAndUnregistersOnCancel(t *testing.T) {
 	}
 	for deadline := time.Now().Add(5 * time.Second); !registered(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("not registered 5s after serve started")
+			t.Fatal("not registered with the exec socket 5s after serve started")
 		}
+	}
+	if _, err := execserver.CheckSocket(dir, want.ExecSocket); err != nil {
+		t.Errorf("the exec socket is not served: %v", err)
 	}
 	cancel()
 	if code := <-done; code != 0 {
@@ -85,7 +105,7 @@ func TestCheckReady(t *testing.T) {
 
 func TestFlagsOverrideEnv(t *testing.T) {
 	setPodEnv(t)
-	other := filepath.Join(t.TempDir(), "other")
+	other := filepath.Join(shortTempDir(t), "other")
 	t.Setenv("MOUNTPOD_PLUGINS", "kubernetes.io/nope")
 	if err := registration.Write(other, "example.com/a", pod); err != nil {
 		t.Fatal(err)

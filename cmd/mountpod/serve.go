@@ -20,7 +20,10 @@ func serveCommand(logTo io.Writer) *cli.Command {
 			if c.NArg() > 0 {
 				return cli.Exit("serve takes no arguments", exitUsage)
 			}
-			cfg := configFrom(c)
+			cfg, err := configFrom(c)
+			if err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
 			cfg.Logger = newLogger(logTo)
 			d, err := mountpod.New(cfg)
 			if err != nil {
@@ -28,7 +31,7 @@ func serveCommand(logTo io.Writer) *cli.Command {
 			}
 			// The exec service stops after d.Run has removed the
 			// registrations that advertise it.
-			stopExec, err := startExecService(c, cfg)
+			stopExec, err := startExecService(cfg)
 			if err != nil {
 				cfg.Logger.Error("mountpod failed", "err", err)
 				return cli.Exit("", exitFailure)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"regexp"
 	"slices"
@@ -129,99 +130,139 @@ var boolWords = []string{"yes", "no", "true", "false", "on", "off", "enable", "d
 //
 // Errors are *[OptionError] values naming the field.
 func ParseOptions(raw []byte) (Options, error) {
+	vals, err := decodeOptions(raw)
+	if err != nil {
+		return Options{}, err
+	}
+	var o Options
+	if o.ReadOnly, err = checkKeys(vals); err != nil {
+		return Options{}, err
+	}
+	if o.Servers, err = parseServers(vals); err != nil {
+		return Options{}, err
+	}
+	if o.Volume, err = parseVolume(vals); err != nil {
+		return Options{}, err
+	}
+	if o.MountOptions, err = parseMountOptions(vals[KeyMountOptions], len(o.Servers) > 1); err != nil {
+		return Options{}, err
+	}
+	return o, nil
+}
+
+// decodeOptions decodes one JSON object whose values are all strings.
+func decodeOptions(raw []byte) (map[string]string, error) {
 	var fields map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&fields); err != nil {
-		return Options{}, fmt.Errorf("options are not a JSON object: %w", err)
+		return nil, fmt.Errorf("options are not a JSON object: %w", err)
 	}
 	if dec.More() {
-		return Options{}, fmt.Errorf("options: trailing data after the JSON object")
+		return nil, fmt.Errorf("options: trailing data after the JSON object")
 	}
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	vals := map[string]string{}
-	for _, k := range keys {
+	vals := make(map[string]string, len(fields))
+	for _, k := range sortedKeys(fields) {
 		var s string
 		if err := json.Unmarshal(fields[k], &s); err != nil {
-			return Options{}, badOption(k, "must be a string")
+			return nil, badOption(k, "must be a string")
 		}
 		vals[k] = s
 	}
+	return vals, nil
+}
 
-	var o Options
-	for _, k := range keys {
+// checkKeys refuses unknown keys and checks the kubelet's fsType and
+// readwrite; it returns whether the kubelet asks for a read-only mount.
+// Keys are checked in order, so that the error is always the same.
+func checkKeys(vals map[string]string) (readOnly bool, err error) {
+	for _, k := range sortedKeys(vals) {
 		switch {
 		case k == KeyServer, k == KeyServers, k == KeyVolume, k == KeyMountOptions:
 		case k == KeyFSType:
 			if v := vals[k]; v != "" && v != FSType {
-				return o, badOption(k, "%q: this driver mounts only %s", v, FSType)
+				return false, badOption(k, "%q: this driver mounts only %s", v, FSType)
 			}
 		case k == KeyReadWrite:
 			switch vals[k] {
 			case "ro":
-				o.ReadOnly = true
+				readOnly = true
 			case "rw", "":
 			default:
-				return o, badOption(k, "%q: want ro or rw", vals[k])
+				return false, badOption(k, "%q: want ro or rw", vals[k])
 			}
 		case strings.HasPrefix(k, kubeletPrefix):
 			// The kubelet's: pod name/namespace/UID, service account,
 			// secrets, fsGroup, volume name.
 		default:
-			return o, badOption(k, "unknown option (known: %s, %s, %s, %s)", KeyServer, KeyServers, KeyVolume, KeyMountOptions)
+			return false, badOption(k, "unknown option (known: %s, %s, %s, %s)", KeyServer, KeyServers, KeyVolume, KeyMountOptions)
 		}
 	}
+	return readOnly, nil
+}
 
+// parseServers returns the servers of server or servers (exactly one of
+// them must be set), each checked with checkHost.
+func parseServers(vals map[string]string) ([]string, error) {
 	server, hasServer := vals[KeyServer]
 	servers, hasServers := vals[KeyServers]
 	switch {
 	case hasServer && hasServers:
-		return o, badOption(KeyServers, "give either %q or %q, not both", KeyServer, KeyServers)
+		return nil, badOption(KeyServers, "give either %q or %q, not both", KeyServer, KeyServers)
 	case hasServer:
 		if err := checkHost(server); err != nil {
-			return o, badOption(KeyServer, "%v", err)
+			return nil, badOption(KeyServer, "%v", err)
 		}
-		o.Servers = []string{server}
+		return []string{server}, nil
 	case hasServers:
+		var out []string
 		for _, s := range strings.Split(servers, ",") {
 			s = strings.TrimSpace(s)
 			if err := checkHost(s); err != nil {
-				return o, badOption(KeyServers, "%v", err)
+				return nil, badOption(KeyServers, "%v", err)
 			}
-			o.Servers = append(o.Servers, s)
+			out = append(out, s)
 		}
-	default:
-		return o, badOption(KeyServer, "missing: the GlusterFS server's host name or IPv4 address")
+		return out, nil
 	}
+	return nil, badOption(KeyServer, "missing: the GlusterFS server's host name or IPv4 address")
+}
 
+// parseVolume returns the checked volume name.
+func parseVolume(vals map[string]string) (string, error) {
 	vol, ok := vals[KeyVolume]
 	switch {
 	case !ok:
-		return o, badOption(KeyVolume, "missing: the GlusterFS volume name")
+		return "", badOption(KeyVolume, "missing: the GlusterFS volume name")
 	case !volumeRE.MatchString(vol):
-		return o, badOption(KeyVolume, "%q: a volume name has 1 to 128 letters, digits, '-' or '_'", vol)
+		return "", badOption(KeyVolume, "%q: a volume name has 1 to 128 letters, digits, '-' or '_'", vol)
 	}
-	o.Volume = vol
+	return vol, nil
+}
 
-	if mo := vals[KeyMountOptions]; strings.TrimSpace(mo) != "" {
-		for _, opt := range strings.Split(mo, ",") {
-			opt = strings.TrimSpace(opt)
-			if opt == "" {
-				continue
-			}
-			if err := checkMountOption(opt); err != nil {
-				return o, badOption(KeyMountOptions, "%v", err)
-			}
-			if strings.HasPrefix(opt, "backup-volfile-servers=") && len(o.Servers) > 1 {
-				return o, badOption(KeyMountOptions, "backup-volfile-servers conflicts with the backup servers in %q", KeyServers)
-			}
-			o.MountOptions = append(o.MountOptions, opt)
+// parseMountOptions returns the options of the comma-separated list mo,
+// empty ones dropped, each checked against the allow list.
+// backup-volfile-servers is refused when servers already names backups.
+func parseMountOptions(mo string, hasBackups bool) ([]string, error) {
+	var out []string
+	for _, opt := range strings.Split(mo, ",") {
+		opt = strings.TrimSpace(opt)
+		if opt == "" {
+			continue
 		}
+		if err := checkMountOption(opt); err != nil {
+			return nil, badOption(KeyMountOptions, "%v", err)
+		}
+		if strings.HasPrefix(opt, "backup-volfile-servers=") && hasBackups {
+			return nil, badOption(KeyMountOptions, "backup-volfile-servers conflicts with the backup servers in %q", KeyServers)
+		}
+		out = append(out, opt)
 	}
-	return o, nil
+	return out, nil
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
 // checkHost accepts a host name (RFC 1123 labels) or an IPv4 address.

@@ -80,6 +80,32 @@ func (d *Daemon) Yielded() map[string]registration.Registration {
 // cannot be written at start or the directory is found deleted from under
 // its mount.
 func (d *Daemon) Run(ctx context.Context) error {
+	if err := d.prepare(); err != nil {
+		return err
+	}
+	// The watch starts before the first write, so that no change after it
+	// goes unseen.
+	events, stopWatch, err := d.startWatch(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopWatch()
+	if err := d.registerAll(); err != nil {
+		return err
+	}
+	close(d.registered)
+	d.log.Info("serving", "plugins", d.cfg.Plugins, "dir", d.cfg.Dir)
+	runErr := d.keep(ctx, events)
+	stopWatch()
+	if err := d.removeOwned(); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+// prepare checks the required tools and creates the registration
+// directory.
+func (d *Daemon) prepare() error {
 	if err := checkTools(d.cfg); err != nil {
 		return err
 	}
@@ -92,7 +118,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := os.MkdirAll(d.cfg.Dir, dirMode); err != nil {
 		return fmt.Errorf("create registration directory: %w", err)
 	}
+	return nil
+}
 
+// startWatch starts watching the registration files of the configured
+// plugins. The returned stop function ends the watch and waits for it; it
+// may be called more than once.
+func (d *Daemon) startWatch(ctx context.Context) (<-chan batch, func(), error) {
 	files := map[string]string{}
 	for _, p := range d.cfg.Plugins {
 		name, _ := registration.FileName(p)
@@ -100,100 +132,132 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	w, err := newDirWatch(d.cfg.Dir, files, d.cfg.Debounce, d.cfg.MaxDelay)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
+	wctx, cancel := context.WithCancel(ctx)
 	events := make(chan batch)
-	watchDone := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
-		defer close(watchDone)
+		defer close(done)
 		w.run(wctx, events)
 	}()
-	defer func() { <-watchDone }()
+	return events, func() {
+		cancel()
+		<-done
+	}, nil
+}
+
+// registerAll writes every registration. If one fails, it removes those
+// already written and returns the error: a pod that cannot register every
+// plugin crash-loops rather than serve half.
+func (d *Daemon) registerAll() error {
 	for _, p := range d.cfg.Plugins {
 		if err := d.write(p, "registered"); err != nil {
-			// Leave nothing half-done behind: a pod that cannot register
-			// every plugin crash-loops.
 			d.removeOwned()
 			return err
 		}
 	}
-	close(d.registered)
-	d.log.Info("serving", "plugins", d.cfg.Plugins, "dir", d.cfg.Dir)
+	return nil
+}
 
-	// retry fires while some plugin's last write failed.
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	retrying := false
-	backoff := retryMin
+// keep keeps the registrations in place until ctx ends: it reconciles the
+// plugins the watch reports, every plugin at each resync, and the failing
+// ones with back-off. It returns an error when the watch ends unexpectedly
+// or the directory is found deleted from under its mount.
+func (d *Daemon) keep(ctx context.Context, events <-chan batch) error {
+	r := newRetrier()
+	defer r.stop()
 	resync := time.NewTicker(d.cfg.ResyncPeriod)
 	defer resync.Stop()
-	var runErr error
-loop:
 	for {
 		select {
 		case <-ctx.Done():
-			break loop
+			return nil
 		case b, ok := <-events:
 			if !ok {
 				if ctx.Err() == nil {
-					runErr = errors.New("registration watch ended unexpectedly")
+					return errors.New("registration watch ended unexpectedly")
 				}
-				break loop
+				return nil
 			}
-			if b.all {
-				if err := checkDirLinked(d.cfg.Dir); err != nil {
-					runErr = err
-					break loop
-				}
+			if err := d.handle(b); err != nil {
+				return err
 			}
-			for _, p := range d.cfg.Plugins {
-				if b.all || b.plugins[p] {
-					d.reconcile(p)
-				}
-			}
-		case <-retry.C:
-			retrying = false
+		case <-r.timer.C:
+			r.fired()
 			for _, p := range d.failingPlugins() {
 				d.reconcile(p)
 			}
-			backoff = min(2*backoff, retryMax)
 		case <-resync.C:
-			if err := checkDirLinked(d.cfg.Dir); err != nil {
-				runErr = err
-				break loop
-			}
-			for _, p := range d.cfg.Plugins {
-				d.reconcile(p)
+			if err := d.handle(batch{all: true}); err != nil {
+				return err
 			}
 		}
-		switch failing := len(d.failingPlugins()) > 0; {
-		case !failing:
-			retry.Stop()
-			retrying, backoff = false, retryMin
-		case !retrying:
-			retry.Reset(backoff)
-			retrying = true
-		}
+		r.update(len(d.failingPlugins()) > 0)
 	}
-	stopWatch()
-	if err := d.removeOwned(); err != nil {
-		runErr = errors.Join(runErr, err)
-	}
-	return runErr
 }
+
+// handle reconciles the plugins of b, after checking that the directory is
+// still linked when b concerns it as a whole.
+func (d *Daemon) handle(b batch) error {
+	if b.all {
+		if err := checkDirLinked(d.cfg.Dir); err != nil {
+			return err
+		}
+	}
+	for _, p := range d.cfg.Plugins {
+		if b.all || b.plugins[p] {
+			d.reconcile(p)
+		}
+	}
+	return nil
+}
+
+// retrier times the retries of failed writes with exponential back-off:
+// its timer runs while some plugin's last write failed.
+type retrier struct {
+	timer   *time.Timer
+	armed   bool
+	backoff time.Duration
+}
+
+func newRetrier() *retrier {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &retrier{timer: t, backoff: retryMin}
+}
+
+// fired records that the timer fired and doubles the next wait.
+func (r *retrier) fired() {
+	r.armed = false
+	r.backoff = min(2*r.backoff, retryMax)
+}
+
+// update arms the timer while some write fails, and resets it and the
+// back-off once none does.
+func (r *retrier) update(failing bool) {
+	switch {
+	case !failing:
+		r.timer.Stop()
+		r.armed, r.backoff = false, retryMin
+	case !r.armed:
+		r.timer.Reset(r.backoff)
+		r.armed = true
+	}
+}
+
+func (r *retrier) stop() { r.timer.Stop() }
 
 // reconcile reads the registration of plugin and repairs it if needed.
 func (d *Daemon) reconcile(plugin string) {
 	d.mu.Lock()
-	_, yielded := d.yielded[plugin]
+	other, yielded := d.yielded[plugin]
 	d.reads++
 	d.mu.Unlock()
-	if yielded {
+	r, ok, err := registration.Read(d.cfg.Dir, plugin)
+	if yielded && d.reconcileYielded(plugin, other, r, ok, err) {
 		return
 	}
-	r, ok, err := registration.Read(d.cfg.Dir, plugin)
 	switch {
 	case err != nil:
 		d.log.Warn("registration is unreadable, restoring it", "plugin", plugin, "err", err)
@@ -209,13 +273,49 @@ func (d *Daemon) reconcile(plugin string) {
 		d.log.Warn("registration names this pod with another exec socket, restoring it", "plugin", plugin, "execSocket", r.ExecSocket)
 		d.write(plugin, "restored")
 	default:
-		d.mu.Lock()
-		d.yielded[plugin] = r
-		delete(d.failing, plugin)
-		d.mu.Unlock()
-		d.log.Warn("another pod registered for the plugin; yielding: this pod is not ready for it until restarted",
-			"plugin", plugin, "otherPod", r.PodNamespace+"/"+r.PodName, "otherPodUID", r.PodUID, "otherContainer", r.ContainerName)
+		d.yield(plugin, r)
 	}
+}
+
+// yield stops asserting plugin, which r, another pod's registration, took.
+func (d *Daemon) yield(plugin string, r registration.Registration) {
+	d.mu.Lock()
+	d.yielded[plugin] = r
+	delete(d.failing, plugin)
+	d.mu.Unlock()
+	d.log.Warn("another pod registered for the plugin; yielding: this pod is not ready for it while that registration stays",
+		"plugin", plugin, "otherPod", r.PodNamespace+"/"+r.PodName, "otherPodUID", r.PodUID, "otherContainer", r.ContainerName)
+}
+
+// reconcileYielded handles a plugin yielded to other, whose registration
+// now reads as r, ok, err, and reports whether that is all (done); if not,
+// the plugin is this pod's again and the caller reconciles it as such.
+//
+// The plugin stays yielded while another pod's registration is there (to
+// the new pod if it changed hands), and while the file is unreadable: its
+// owner restores it. Once the registration is gone (the other pod
+// unregistered as it stopped), this pod registers again. A registration
+// that names this pod ends the yielding too.
+func (d *Daemon) reconcileYielded(plugin string, other, r registration.Registration, ok bool, err error) (done bool) {
+	switch {
+	case err != nil:
+		return true
+	case ok && !r.SamePod(d.cfg.Pod):
+		if r != other {
+			d.yield(plugin, r)
+		}
+		return true
+	}
+	d.mu.Lock()
+	delete(d.yielded, plugin)
+	d.mu.Unlock()
+	if ok {
+		return false
+	}
+	d.log.Info("the pod this pod yielded to has unregistered; registering again",
+		"plugin", plugin, "otherPod", other.PodNamespace+"/"+other.PodName, "otherPodUID", other.PodUID)
+	d.write(plugin, "registered again")
+	return true
 }
 
 // write registers plugin and logs it with what; a failure is logged and

@@ -214,13 +214,10 @@ func TestYieldsToAnotherPod(t *testing.T) {
 		t.Errorf("Check() = %q, want one problem naming %s and the other pod", problems, rbd)
 	}
 
-	// It no longer asserts rbd: the other pod's file survives, and even its
-	// removal is not answered with a write, while gluster is still defended.
-	time.Sleep(100 * time.Millisecond)
-	if got, _ := readReg(t, cfg.Dir, rbd); got != newPod {
-		t.Fatalf("rbd registration = %v, want it left to %v", got, newPod)
-	}
-	if err := os.Remove(regPath(t, cfg.Dir, rbd)); err != nil {
+	// It no longer asserts rbd while the other pod's registration is there:
+	// the other pod rewriting it is left alone, while gluster is still
+	// defended.
+	if err := registration.Write(cfg.Dir, rbd, newPod); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Remove(regPath(t, cfg.Dir, gluster)); err != nil {
@@ -228,8 +225,64 @@ func TestYieldsToAnotherPod(t *testing.T) {
 	}
 	eventually(t, "gluster is re-created", func() bool { return isRegistered(cfg.Dir, gluster, thisPod) })
 	time.Sleep(100 * time.Millisecond)
-	if _, ok := readReg(t, cfg.Dir, rbd); ok {
-		t.Error("the yielded rbd registration was re-created")
+	if got, _ := readReg(t, cfg.Dir, rbd); got != newPod {
+		t.Fatalf("rbd registration = %v, want it left to %v", got, newPod)
+	}
+}
+
+// TestYieldingIsNotForever: once the pod it yielded to unregisters (its
+// registration file is deleted, as its daemon does when it stops), the
+// daemon registers the plugin again and says so.
+func TestYieldingIsNotForever(t *testing.T) {
+	logs := &syncBuffer{}
+	cfg := testConfig(t, logs)
+	cfg.ResyncPeriod = time.Hour // only the watch can notice the removal
+	r := start(t, cfg)
+	if err := registration.Write(cfg.Dir, rbd, newPod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the daemon yields rbd", func() bool { _, ok := r.d.Yielded()[rbd]; return ok })
+
+	// The other pod stops and removes its registration.
+	if removed, err := registration.RemoveIfOwned(cfg.Dir, rbd, newPod.PodUID); err != nil || !removed {
+		t.Fatalf("RemoveIfOwned = %v, %v", removed, err)
+	}
+	eventually(t, "rbd is registered again", func() bool { return isRegistered(cfg.Dir, rbd, thisPod) })
+	if y := r.d.Yielded(); len(y) != 0 {
+		t.Errorf("still yielded after registering again: %v", y)
+	}
+	if problems := Check(cfg); len(problems) != 0 {
+		t.Errorf("Check() = %q after registering again, want ready", problems)
+	}
+	if l := logs.String(); !strings.Contains(l, "registering again") || !strings.Contains(l, "otherPodUID="+newPod.PodUID) {
+		t.Errorf("the log does not say the plugin is registered again after the other pod left:\n%s", l)
+	}
+
+	// And it is defended again, as any registration of this pod.
+	if err := os.Remove(regPath(t, cfg.Dir, rbd)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "rbd is re-created", func() bool { return isRegistered(cfg.Dir, rbd, thisPod) })
+}
+
+// TestYieldedPluginPassesOn: a plugin that passes from the pod this pod
+// yielded to on to a third pod stays yielded, to the third pod.
+func TestYieldedPluginPassesOn(t *testing.T) {
+	cfg := testConfig(t, &syncBuffer{})
+	r := start(t, cfg)
+	if err := registration.Write(cfg.Dir, rbd, newPod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the daemon yields rbd", func() bool { _, ok := r.d.Yielded()[rbd]; return ok })
+	third := newPod
+	third.PodName, third.PodUID = "mount-klmno", "3f1c1a0e-0000-4000-8000-000000000003"
+	if err := registration.Write(cfg.Dir, rbd, third); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "rbd is yielded to the third pod", func() bool { return r.d.Yielded()[rbd] == third })
+	time.Sleep(100 * time.Millisecond)
+	if got, _ := readReg(t, cfg.Dir, rbd); got != third {
+		t.Fatalf("rbd registration = %v, want it left to %v", got, third)
 	}
 }
 
@@ -328,5 +381,33 @@ func TestStormDoesNotSpin(t *testing.T) {
 	}
 	if reads > 2*batches {
 		t.Errorf("the daemon read %d times during a storm of %v, want at most %d", reads, elapsed, 2*batches)
+	}
+}
+
+// TestRunFailsWhenARegistrationCannotBeWritten: a pod that cannot register
+// every plugin at start returns an error (and crash-loops) at once, with
+// nothing registered.
+func TestRunFailsWhenARegistrationCannotBeWritten(t *testing.T) {
+	cfg := testConfig(t, &syncBuffer{})
+	// Writers lock this dotfile: a directory in its place fails every write.
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, ".mountcontainers.lock"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Run = nil, want the write error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of failing to register")
+	}
+	if entries, err := registration.List(cfg.Dir); err != nil || len(entries) != 0 {
+		t.Errorf("registrations after a failed start: %v, %v; want none", entries, err)
 	}
 }

@@ -26,9 +26,15 @@
 //   - unreadable (malformed, invalid, a symbolic link, wrong mode...): it is
 //     restored;
 //   - names another pod: the daemon logs a warning naming that pod and stops
-//     asserting the plugin until it is restarted. It never fights: a newer
-//     pod of the same plugin, typically the replacement made by the DaemonSet,
-//     wins. [Check] then reports the plugin as not ready.
+//     asserting the plugin (it yields). It never fights: a newer pod of the
+//     same plugin, typically the replacement made by the DaemonSet, wins.
+//     [Check] then reports the plugin as not ready.
+//
+// Yielding is not forever. While the other pod's registration is there,
+// the daemon leaves it alone (an unreadable file too: its owner restores
+// it). When it disappears, as when the other pod stops and unregisters, the
+// daemon logs that and registers the plugin again, and defends it as
+// before.
 //
 // A failed write is retried with exponential back-off. Every ResyncPeriod the
 // daemon also re-reads all its registrations, in case an event was missed.

@@ -3,17 +3,18 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/klog/v2"
 )
 
 // Plan is what a rollout will do: the nodes to upgrade, in order.
@@ -93,54 +94,85 @@ type target struct {
 // preflight checks the DaemonSet and computes the plan. Its errors are
 // refusals, apart from API failures.
 func (r *Rollout) preflight(ctx context.Context) (*target, *Plan, error) {
-	o := r.opts
-	dsc := r.Client.AppsV1().DaemonSets(o.Namespace)
-	ds, err := dsc.Get(ctx, o.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil, refuse("Name the mount pod's DaemonSet: mountpod-rollout -n NAMESPACE NAME.", "daemonset %s/%s not found", o.Namespace, o.Name)
-	}
+	ds, err := r.getDaemonSet(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("get daemonset %s/%s: %w", o.Namespace, o.Name, err)
-	}
-	if ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
-		return nil, nil, refuse(
-			fmt.Sprintf("With RollingUpdate the DaemonSet controller deletes mount pods under live mounts. Set it first: kubectl -n %s patch daemonset %s -p '{\"spec\":{\"updateStrategy\":{\"type\":\"OnDelete\",\"rollingUpdate\":null}}}'", o.Namespace, o.Name),
-			"daemonset %s/%s has updateStrategy %q, not OnDelete", o.Namespace, o.Name, ds.Spec.UpdateStrategy.Type)
-	}
-	taint := r.taint()
-	if !slices.ContainsFunc(ds.Spec.Template.Spec.Tolerations, func(t corev1.Toleration) bool {
-		return t.ToleratesTaint(klog.Background(), &taint, false)
-	}) {
-		return nil, nil, refuse(
-			fmt.Sprintf("Add the toleration {key: %s, operator: Exists, effect: NoSchedule} to its pod template (deploy/base does), then run the rollout.", TaintKey),
-			"daemonset %s/%s does not tolerate the taint %s: its new pods could not start on a fenced node", o.Namespace, o.Name, taintString(taint))
-	}
-	if len(ds.Spec.Template.Spec.Containers) == 0 {
-		return nil, nil, refuse("", "daemonset %s/%s has no container", o.Namespace, o.Name)
-	}
-
-	// The controller must have seen the newest template, or the newest
-	// ControllerRevision is not the template's yet.
-	if ds.Status.ObservedGeneration < ds.Generation {
-		err := wait.PollUntilContextTimeout(ctx, r.opts.PollInterval/4+time.Millisecond, o.RevisionTimeout, true, func(ctx context.Context) (bool, error) {
-			d, err := dsc.Get(ctx, o.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			ds = d
-			return d.Status.ObservedGeneration >= d.Generation, nil
-		})
-		if err != nil {
-			return nil, nil, refuse("Is kube-controller-manager running?",
-				"daemonset %s/%s: the DaemonSet controller has not observed generation %d within %s (observed %d)",
-				o.Namespace, o.Name, ds.Generation, o.RevisionTimeout, ds.Status.ObservedGeneration)
-		}
+		return nil, nil, err
 	}
 	revName, revision, err := r.currentRevision(ctx, ds)
 	if err != nil {
 		return nil, nil, err
 	}
+	t, err := r.newTarget(ds, revision)
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, err := r.plan(ctx, t, revName)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, plan, nil
+}
 
+// getDaemonSet gets the DaemonSet, refuses one the rollout cannot upgrade
+// safely (not OnDelete, not tolerating the fencing taint, no container),
+// and waits until its controller has observed its newest generation.
+func (r *Rollout) getDaemonSet(ctx context.Context) (*appsv1.DaemonSet, error) {
+	o := r.opts
+	ds, err := r.Client.AppsV1().DaemonSets(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, refuse("Name the mount pod's DaemonSet: mountpod-rollout -n NAMESPACE NAME.", "daemonset %s/%s not found", o.Namespace, o.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get daemonset %s/%s: %w", o.Namespace, o.Name, err)
+	}
+	if ds.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
+		return nil, refuse(
+			fmt.Sprintf("With RollingUpdate the DaemonSet controller deletes mount pods under live mounts. Set it first: kubectl -n %s patch daemonset %s -p '{\"spec\":{\"updateStrategy\":{\"type\":\"OnDelete\",\"rollingUpdate\":null}}}'", o.Namespace, o.Name),
+			"daemonset %s/%s has updateStrategy %q, not OnDelete", o.Namespace, o.Name, ds.Spec.UpdateStrategy.Type)
+	}
+	taint := r.taint()
+	if !slices.ContainsFunc(ds.Spec.Template.Spec.Tolerations, func(t corev1.Toleration) bool {
+		return t.ToleratesTaint(logr.FromSlogHandler(r.log.Handler()), &taint, false)
+	}) {
+		return nil, refuse(
+			fmt.Sprintf("Add the toleration {key: %s, operator: Exists, effect: NoSchedule} to its pod template (deploy/base does), then run the rollout.", TaintKey),
+			"daemonset %s/%s does not tolerate the taint %s: its new pods could not start on a fenced node", o.Namespace, o.Name, taintString(taint))
+	}
+	if len(ds.Spec.Template.Spec.Containers) == 0 {
+		return nil, refuse("", "daemonset %s/%s has no container", o.Namespace, o.Name)
+	}
+	return r.waitObserved(ctx, ds)
+}
+
+// waitObserved returns ds once the DaemonSet controller has observed its
+// newest generation: until then the newest ControllerRevision is not the
+// template's yet.
+func (r *Rollout) waitObserved(ctx context.Context, ds *appsv1.DaemonSet) (*appsv1.DaemonSet, error) {
+	if ds.Status.ObservedGeneration >= ds.Generation {
+		return ds, nil
+	}
+	o := r.opts
+	dsc := r.Client.AppsV1().DaemonSets(o.Namespace)
+	err := wait.PollUntilContextTimeout(ctx, o.PollInterval/4+time.Millisecond, o.RevisionTimeout, true, func(ctx context.Context) (bool, error) {
+		d, err := dsc.Get(ctx, o.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ds = d
+		return d.Status.ObservedGeneration >= d.Generation, nil
+	})
+	if err != nil {
+		return nil, refuse("Is kube-controller-manager running?",
+			"daemonset %s/%s: the DaemonSet controller has not observed generation %d within %s (observed %d)",
+			o.Namespace, o.Name, ds.Generation, o.RevisionTimeout, ds.Status.ObservedGeneration)
+	}
+	return ds, nil
+}
+
+// newTarget works out, for ds at revision, the mount pod's container, the
+// pods to drain and the mounts to wait for.
+func (r *Rollout) newTarget(ds *appsv1.DaemonSet, revision string) (*target, error) {
+	o := r.opts
 	t := &target{ds: ds, revision: revision, container: o.Container}
 	if t.container == "" {
 		t.container = ds.Spec.Template.Spec.Containers[0].Name
@@ -152,30 +184,38 @@ func (r *Rollout) preflight(ctx context.Context) (*target, *Plan, error) {
 	t.selector = &podSelector{client: r.Client, plugins: plugins, drivers: o.Drivers, all: o.AllPods, force: o.Force}
 	if o.PodSelector != "" {
 		if err := t.selector.setLabels(o.PodSelector); err != nil {
-			return nil, nil, refuse("", "pod selector %q: %v", o.PodSelector, err)
+			return nil, refuse("", "pod selector %q: %v", o.PodSelector, err)
 		}
 	}
+	var err error
 	if t.matcher, err = NewMountMatcher(plugins, o.Drivers, o.MountFSTypes, o.MountPatterns); err != nil {
-		return nil, nil, refuse("", "%v", err)
+		return nil, refuse("", "%v", err)
 	}
 	if !o.AllPods && t.selector.empty() {
-		return nil, nil, refuse("Name them with --driver (flexVolume or CSI driver), or drain by label (--pod-selector) or everything (--all-pods).",
+		return nil, refuse("Name them with --driver (flexVolume or CSI driver), or drain by label (--pod-selector) or everything (--all-pods).",
 			"daemonset %s/%s: no volume plugin or driver to drain for (its container %q sets no MOUNTPOD_PLUGINS)", o.Namespace, o.Name, t.container)
 	}
+	return t, nil
+}
 
+// plan lists the nodes to upgrade, in order: first those an earlier
+// rollout left unfinished (with Resume), then those fenced with the taint,
+// then those whose mount pod runs an older revision.
+func (r *Rollout) plan(ctx context.Context, t *target, revName string) (*Plan, error) {
+	o := r.opts
 	plan := &Plan{
 		DaemonSet:      o.Namespace + "/" + o.Name,
-		Revision:       revision,
+		Revision:       t.revision,
 		RevisionName:   revName,
-		Taint:          taintString(taint),
+		Taint:          taintString(r.taint()),
 		MaxUnavailable: o.MaxUnavailable,
 		Drain:          t.selector.String(),
 		Nodes:          []NodePlan{},
 		UpToDate:       []string{},
 	}
-	pods, err := r.mountPods(ctx, ds)
+	pods, err := r.mountPods(ctx, t.ds)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	inPlan := map[string]bool{}
 	add := func(node, why string) {
@@ -191,9 +231,9 @@ func (r *Rollout) preflight(ctx context.Context) (*target, *Plan, error) {
 	}
 
 	// First what an earlier rollout left: those nodes are fenced already.
-	rec, err := ReadRecord(ds)
+	rec, err := ReadRecord(t.ds)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if rec != nil && rec.Phase != PhaseDone && o.Resume {
 		plan.Resume = true
@@ -201,29 +241,39 @@ func (r *Rollout) preflight(ctx context.Context) (*target, *Plan, error) {
 			add(n, "unfinished")
 		}
 	}
-	nodes, err := r.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	tainted, err := r.taintedNodes(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("list nodes: %w", err)
+		return nil, err
 	}
-	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
-	for _, n := range nodes.Items {
-		if hasOurTaint(&n, taint.Value) {
-			add(n.Name, "tainted")
-		}
+	for _, n := range tainted {
+		add(n, "tainted")
 	}
-	var podNodes []string
-	for n := range pods {
-		podNodes = append(podNodes, n)
-	}
-	sort.Strings(podNodes)
-	for _, n := range podNodes {
-		if pods[n].Labels[RevisionLabel] != revision {
+	for _, n := range slices.Sorted(maps.Keys(pods)) {
+		if pods[n].Labels[RevisionLabel] != t.revision {
 			add(n, "outdated")
 		} else if !inPlan[n] {
 			plan.UpToDate = append(plan.UpToDate, n)
 		}
 	}
-	return t, plan, nil
+	return plan, nil
+}
+
+// taintedNodes returns the nodes fenced with this DaemonSet's taint, by
+// name.
+func (r *Rollout) taintedNodes(ctx context.Context) ([]string, error) {
+	nodes, err := r.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	value := r.opts.taintValue()
+	var out []string
+	for _, n := range nodes.Items {
+		if hasOurTaint(&n, value) {
+			out = append(out, n.Name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // currentRevision returns the name and hash of ds's newest ControllerRevision.

@@ -42,8 +42,10 @@
 //
 // # Standard input
 //
-// On the host the utility gets the shim's standard input. In a container it
-// gets none (CRI ExecSync has no stdin): a terminal or /dev/null is then
-// simply not passed on, and a pipe or a non-empty file is an error (125)
-// rather than silently dropped data.
+// On the host the utility gets the shim's standard input. In a container a
+// terminal, /dev/null or an empty file is not passed on (the utility gets
+// /dev/null), and anything that may hold data (a pipe, a non-empty file)
+// is: through the mount pod's exec socket it is streamed to the utility;
+// through CRI ExecSync, which has no stdin, the command fails with an error
+// (125) rather than silently dropping the data.
 package shim

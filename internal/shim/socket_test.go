@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
+	"github.com/mountcontainers/mountcontainers/internal/execservice"
 	"github.com/mountcontainers/mountcontainers/internal/shim"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -37,7 +38,7 @@ func TestExecSocket(t *testing.T) {
 	endpoint := rt.Serve(t)
 	rt.SetContainers(crifake.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
 	rt.SetExec(crifake.RunLocally)
-	l, err := execserver.Listen(filepath.Join(dir, reg.ExecSocket), nil)
+	l, err := execservice.Listen(filepath.Join(dir, reg.ExecSocket), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestExecSocket(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		execserver.NewServer(execserver.Config{Identity: execserver.Identity{
+		execservice.NewServer(execservice.Config{Identity: execservice.Identity{
 			PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
 		}, StopTimeout: 100 * time.Millisecond}).Serve(ctx, l)
 	}()

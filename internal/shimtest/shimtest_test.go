@@ -13,7 +13,7 @@ func TestReleaseTagsAreTheBuildsTags(t *testing.T) {
 		{"Makefile", "BUILD_TAGS  := " + ReleaseTags + "\n"},
 		{"images/Dockerfile", "go build -trimpath -tags " + ReleaseTags + " "},
 	} {
-		data, err := os.ReadFile(filepath.Join("..", "..", "..", f.path))
+		data, err := os.ReadFile(filepath.Join("..", "..", f.path))
 		if err != nil {
 			t.Fatal(err)
 		}

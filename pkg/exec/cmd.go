@@ -18,8 +18,11 @@ import (
 
 // Cmd is a command of one plugin. Where it runs is decided when it starts
 // (Run, Output, CombinedOutput or Start). On the host it is the host
-// executor's command with the same settings. In a container it is one CRI
-// ExecSync call, which shapes its behaviour; see the package documentation.
+// executor's command with the same settings. In a container it is one call
+// to the mount pod's exec service when the decision says [ViaSocket] (a
+// stream: standard input, output as it comes, Stop kills it), else one CRI
+// ExecSync call (no standard input, output at the end); see "Commands
+// through ExecSync" and "Exec fast path" in the package documentation.
 type Cmd struct {
 	e      *Exec
 	ctx    context.Context

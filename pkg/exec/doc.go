@@ -17,7 +17,8 @@
 // RUNNING), whose pod name and namespace labels must match the
 // registration.
 //
-//   - Running: the command runs in it through CRI ExecSync.
+//   - Running: the command runs in it, through the mount pod's exec socket
+//     or CRI ExecSync (see "Exec fast path").
 //   - No registration, or no running container (stopped, restarting, or the
 //     pod was replaced and its successor has not registered yet): the host.
 //   - Untrusted or invalid registration, or a pod name or namespace that does
@@ -47,9 +48,10 @@
 // FallbackOnRuntimeError, a cached decision that meets an unreachable
 // runtime is taken afresh too, so that the fallback applies.
 //
-// # Commands in a container
+// # Commands through ExecSync
 //
-// A command in a container is one ExecSync call, and that shapes it:
+// A command in a container that does not go through the exec socket (see
+// "Exec fast path") is one ExecSync call, and that shapes it:
 //
 //   - It always has a timeout: the CommandContext deadline, else
 //     [Options].Timeout ([DefaultTimeout], 2 minutes). containerd waits for

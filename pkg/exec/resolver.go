@@ -42,8 +42,10 @@ var (
 	// error of a command in a container that ran out of time.
 	ErrTimeout = errors.New("command timed out")
 
-	// ErrStdinUnsupported is returned by a command in a container that was
-	// given standard input: ExecSync has none.
+	// ErrStdinUnsupported is returned by a command that goes to a container
+	// through CRI ExecSync and was given standard input that may hold data:
+	// ExecSync has none. Through the exec socket standard input is
+	// streamed.
 	ErrStdinUnsupported = errors.New("standard input is not supported in a container (CRI ExecSync has no stdin)")
 )
 
@@ -193,9 +195,6 @@ func (r *Resolver) Close() error {
 	}
 	return nil
 }
-
-// Dir returns the registration directory.
-func (r *Resolver) Dir() string { return r.dir }
 
 // Reason says why a [Decision] was taken.
 type Reason string

@@ -7,13 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
+	"github.com/mountcontainers/mountcontainers/pkg/cri"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -244,17 +244,40 @@ func TestResolveReadsEveryTime(t *testing.T) {
 	want("", ReasonNotRegistered)
 }
 
+// probeOnly makes endpoint discovery probe only the given sockets, so that
+// what the test machine runs (a default containerd socket, say) does not
+// matter.
+func probeOnly(t *testing.T, endpoints ...string) {
+	t.Helper()
+	t.Setenv(cri.EnvEndpoint, "")
+	saved := cri.DefaultEndpoints
+	t.Cleanup(func() { cri.DefaultEndpoints = saved })
+	cri.DefaultEndpoints = endpoints
+}
+
+// TestNoEndpointFailsClosed: with no endpoint configured and none of the
+// probed sockets there, a registered plugin's decision fails, naming the
+// reason, instead of running on the host.
 func TestNoEndpointFailsClosed(t *testing.T) {
 	e := newEnv(t)
 	e.running(t, "abc")
-	t.Setenv("CONTAINER_RUNTIME_ENDPOINT", "")
+	missing := "unix://" + filepath.Join(t.TempDir(), "containerd.sock")
+	probeOnly(t, missing)
 	r := NewResolver(Options{Dir: e.dir})
 	defer r.Close()
-	// With no endpoint configured the defaults are probed; on a machine
-	// that has none of them the decision must fail, not run on the host.
 	d, err := r.Resolve(context.Background(), testPlugin)
-	if err == nil && d.OnHost() {
-		t.Fatalf("Resolve = %v with no runtime, want an error or a container", d)
+	if !errors.Is(err, ErrRuntimeUnavailable) || !errors.Is(err, cri.ErrNoEndpoint) {
+		t.Fatalf("Resolve = %v, %v with no runtime; want an error wrapping ErrRuntimeUnavailable and cri.ErrNoEndpoint", d, err)
+	}
+	if !strings.Contains(err.Error(), missing) {
+		t.Errorf("the error does not name the probed endpoint %s: %v", missing, err)
+	}
+
+	// The same resolver finds the runtime once a probed socket is there.
+	probeOnly(t, missing, e.endpoint)
+	d, err = r.Resolve(context.Background(), testPlugin)
+	if err != nil || d.ContainerID != "abc" {
+		t.Fatalf("Resolve with the runtime at a probed endpoint = %v, %v; want container abc", d, err)
 	}
 }
 
@@ -291,8 +314,6 @@ func TestClosedResolver(t *testing.T) {
 		t.Errorf("Resolve after Close: %v", err)
 	}
 }
-
-var _ = time.Second
 
 func TestContainerCache(t *testing.T) {
 	running := runtimeapi.ContainerState_CONTAINER_RUNNING

@@ -12,6 +12,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
+	"github.com/mountcontainers/mountcontainers/internal/execservice"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -45,7 +46,7 @@ func socketBenchTargets(b *testing.B) (viaSocket, viaCRI *Exec) {
 	if err := registration.Write(dir, testPlugin, reg); err != nil {
 		b.Fatal(err)
 	}
-	l, err := execserver.Listen(filepath.Join(dir, reg.ExecSocket), nil)
+	l, err := execservice.Listen(filepath.Join(dir, reg.ExecSocket), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func socketBenchTargets(b *testing.B) (viaSocket, viaCRI *Exec) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		execserver.NewServer(execserver.Config{Identity: execserver.Identity{
+		execservice.NewServer(execservice.Config{Identity: execservice.Identity{
 			PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
 		}}).Serve(ctx, l)
 	}()

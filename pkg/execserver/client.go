@@ -21,6 +21,11 @@ import (
 // DialTimeout bounds connecting to the socket.
 const DialTimeout = 2 * time.Second
 
+// ChunkSize is the largest payload of one message of an Exec call, on
+// either side: a chunk of standard input from the client, of output from
+// the service.
+const ChunkSize = 32 << 10
+
 // ErrNotStarted is wrapped by the error of [Client.Start] when the command
 // certainly did not start because the service could not be used: the
 // socket is gone or refuses us, or the service runs in another pod than
@@ -46,8 +51,8 @@ func Dial(path string) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		uid, pid, err := peerUID(c)
-		if err == nil && !trustedUID(uid) {
+		uid, pid, err := PeerCredentials(c)
+		if err == nil && !TrustedUID(uid) {
 			err = fmt.Errorf("%w: served by pid %d as uid %d, not root", ErrUntrustedSocket, pid, uid)
 		}
 		if err != nil {
@@ -230,7 +235,7 @@ func (p *Process) send(m *api.ExecRequest) error {
 // stops at the first failed send (the call ended).
 func (p *Process) pumpStdin(in io.Reader) {
 	defer close(p.stdinDone)
-	buf := make([]byte, chunkSize)
+	buf := make([]byte, ChunkSize)
 	for {
 		n, err := in.Read(buf)
 		if n > 0 {

@@ -28,7 +28,7 @@ type Registration struct {
 	// ContainerName is the container in the pod that has the utilities.
 	ContainerName string `json:"containerName"`
 	// ExecSocket, optional, is the unix socket of the mount pod's exec
-	// service (package execserver), relative to the registration
+	// service (client: package execserver), relative to the registration
 	// directory, e.g. ".exec/<pod UID>.sock". It is relative so that it
 	// names the same socket wherever a reader mounts the directory, and
 	// cannot point outside it. An extension of the MountContainers design:

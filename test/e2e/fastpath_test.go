@@ -19,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/mountcontainers/mountcontainers/internal/execservice"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -158,7 +159,7 @@ func TestFastPath(t *testing.T) {
 		stale := reg
 		stale.PodUID = "00000000-1111-4222-8333-444444444444"
 		stalePath := filepath.Join(bed.Env.RegistrationDir, execserver.SocketName(stale.PodUID))
-		l, err := execserver.Listen(stalePath, nil)
+		l, err := execservice.Listen(stalePath, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +167,7 @@ func TestFastPath(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			execserver.NewServer(execserver.Config{Identity: execserver.Identity{
+			execservice.NewServer(execservice.Config{Identity: execservice.Identity{
 				PodNamespace: stale.PodNamespace, PodName: stale.PodName, PodUID: stale.PodUID, ContainerName: stale.ContainerName,
 			}}).Serve(ctx, l)
 		}()

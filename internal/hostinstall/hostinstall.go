@@ -1,4 +1,11 @@
-package mountpod
+// Package hostinstall places the host-side binaries a mount pod carries
+// once it is registered: the Flexvolume driver into the kubelet's volume
+// plugin directory (package flexvolume) and kubelet-exec-shim with links
+// named after the plugins' tools into a host directory (package shim).
+// Both directories are hostPath volumes mounted at the same path as on the
+// node; `mountpod serve` calls it, the mount-pod daemon itself knows
+// nothing of it.
+package hostinstall
 
 import (
 	"errors"
@@ -18,17 +25,15 @@ const (
 )
 
 // ShimTools are the utilities, per plugin, under whose names the shim is
-// installed with [InstallConfig].ShimDir. Plugins not listed get no links.
+// installed with [Config].ShimDir. Plugins not listed get no links.
 var ShimTools = map[string][]string{
 	"kubernetes.io/glusterfs": {"mount.glusterfs"},
 	"kubernetes.io/rbd":       {"rbd"},
 }
 
-// InstallConfig says which host-side binaries the mount pod places once it
-// is registered: the Flexvolume driver into the kubelet's volume plugin
-// directory, and kubelet-exec-shim into a host directory. Both directories
-// are hostPath volumes mounted at the same path as on the node.
-type InstallConfig struct {
+// Config says which host-side binaries the mount pod places once it is
+// registered.
+type Config struct {
 	// FlexvolumeDir is the kubelet's Flexvolume directory; empty installs
 	// no driver.
 	FlexvolumeDir string
@@ -57,10 +62,10 @@ type InstallConfig struct {
 }
 
 // Enabled reports whether anything is to be installed.
-func (c InstallConfig) Enabled() bool { return c.FlexvolumeDir != "" || c.ShimDir != "" }
+func (c Config) Enabled() bool { return c.FlexvolumeDir != "" || c.ShimDir != "" }
 
 // flexvolumePlugin picks the driver's plugin among the registered ones.
-func (c InstallConfig) flexvolumePlugin(plugins []string) (string, error) {
+func (c Config) flexvolumePlugin(plugins []string) (string, error) {
 	switch {
 	case c.FlexvolumePlugin != "":
 		if !slices.Contains(plugins, c.FlexvolumePlugin) {
@@ -76,11 +81,11 @@ func (c InstallConfig) flexvolumePlugin(plugins []string) (string, error) {
 	}
 }
 
-// Install places the binaries InstallConfig asks for, for a pod that
+// Install places the binaries Config asks for, for a pod that
 // registers plugins into registrationDir. Each file is written under a
 // dot-name and renamed into place (flexvolume.Install, shim.Install), so the
 // kubelet and running programs see either the old copy or the new one.
-func (c InstallConfig) Install(plugins []string, registrationDir string, log *slog.Logger) error {
+func (c Config) Install(plugins []string, registrationDir string, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -98,7 +103,7 @@ func (c InstallConfig) Install(plugins []string, registrationDir string, log *sl
 	return errors.Join(errs...)
 }
 
-func (c InstallConfig) installFlexvolume(plugins []string, registrationDir string, log *slog.Logger) error {
+func (c Config) installFlexvolume(plugins []string, registrationDir string, log *slog.Logger) error {
 	plugin, err := c.flexvolumePlugin(plugins)
 	if err != nil {
 		return fmt.Errorf("install flexvolume driver: %w", err)
@@ -125,7 +130,7 @@ func (c InstallConfig) installFlexvolume(plugins []string, registrationDir strin
 	return nil
 }
 
-func (c InstallConfig) installShim(plugins []string, registrationDir string, log *slog.Logger) error {
+func (c Config) installShim(plugins []string, registrationDir string, log *slog.Logger) error {
 	src := c.ShimSource
 	if src == "" {
 		src = DefaultShimSource

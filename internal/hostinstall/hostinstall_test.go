@@ -1,4 +1,4 @@
-package mountpod
+package hostinstall
 
 import (
 	"os"
@@ -18,7 +18,7 @@ func TestInstallConfig(t *testing.T) {
 		}
 	}
 	flexDir, shimDir := filepath.Join(t.TempDir(), "exec"), filepath.Join(t.TempDir(), "bin")
-	c := InstallConfig{
+	c := Config{
 		FlexvolumeDir: flexDir, FlexvolumeSource: filepath.Join(bin, "glusterfs-flexvolume"),
 		ShimDir: shimDir, ShimSource: filepath.Join(bin, shim.BinaryName),
 		HostRuntimeEndpoint: "unix:///run/bed/containerd.sock",
@@ -55,7 +55,7 @@ func TestInstallConfigPlugin(t *testing.T) {
 		{"a.io/x", []string{"a.io/x", "b.io/y"}, "a.io/x"},
 		{"c.io/z", []string{"a.io/x"}, "error: not one this pod registers"},
 	} {
-		got, err := InstallConfig{FlexvolumePlugin: tc.chosen}.flexvolumePlugin(tc.plugins)
+		got, err := Config{FlexvolumePlugin: tc.chosen}.flexvolumePlugin(tc.plugins)
 		if err != nil {
 			got = "error: " + err.Error()
 		}

@@ -1,4 +1,4 @@
-package execserver
+package execservice
 
 import (
 	"bytes"
@@ -19,6 +19,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 )
 
 var testID = Identity{PodNamespace: "kube-system", PodName: "mount-x7k2p", PodUID: "0c9f2d1e-5b7a-4c3e-9f10-2a6b8d4e1f00", ContainerName: "mount"}
@@ -36,7 +38,7 @@ func shortDir(t testing.TB) string {
 
 type testServer struct {
 	dir, path string
-	client    *Client
+	client    *execserver.Client
 	stop      func()
 }
 
@@ -48,7 +50,7 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	if cfg.Identity == (Identity{}) {
 		cfg.Identity = testID
 	}
-	path := filepath.Join(dir, SocketName(cfg.Identity.PodUID))
+	path := filepath.Join(dir, execserver.SocketName(cfg.Identity.PodUID))
 	l, err := Listen(path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +58,7 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- NewServer(cfg).Serve(ctx, l) }()
-	c, err := Dial(path)
+	c, err := execserver.Dial(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,13 +77,13 @@ func startServer(t testing.TB, cfg Config) *testServer {
 }
 
 // runCmd runs cmd to the end and returns its result and output.
-func runCmd(t *testing.T, c *Client, cmd Command) (Result, string, string, error) {
+func runCmd(t *testing.T, c *execserver.Client, cmd execserver.Command) (execserver.Result, string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	p, err := c.Start(context.Background(), cmd)
 	if err != nil {
-		return Result{}, "", "", err
+		return execserver.Result{}, "", "", err
 	}
 	res, err := p.Wait()
 	return res, out.String(), errb.String(), err
@@ -103,7 +105,7 @@ func TestListen(t *testing.T) {
 	if fi.Mode() != os.ModeSocket|0o600 {
 		t.Errorf("socket mode %v, want Srw-------", fi.Mode())
 	}
-	if got, err := CheckSocket(ts.dir, SocketName(testID.PodUID)); err != nil || got != ts.path {
+	if got, err := execserver.CheckSocket(ts.dir, execserver.SocketName(testID.PodUID)); err != nil || got != ts.path {
 		t.Errorf("CheckSocket = %q, %v; want %q", got, err, ts.path)
 	}
 	ts.stop()
@@ -155,9 +157,9 @@ func TestListenRefuses(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := shortDir(t)
-			sock := filepath.Join(dir, SocketName(testID.PodUID))
+			sock := filepath.Join(dir, execserver.SocketName(testID.PodUID))
 			if tc.name == "path too long" {
-				sock = filepath.Join(dir, SocketDir, strings.Repeat("x", 120)+".sock")
+				sock = filepath.Join(dir, execserver.SocketDir, strings.Repeat("x", 120)+".sock")
 			}
 			tc.prepare(t, dir, sock)
 			before, _ := os.Lstat(sock)
@@ -178,7 +180,7 @@ func TestListenRefuses(t *testing.T) {
 
 func TestListenRemovesStaleSocket(t *testing.T) {
 	dir := shortDir(t)
-	sock := filepath.Join(dir, SocketName(testID.PodUID))
+	sock := filepath.Join(dir, execserver.SocketName(testID.PodUID))
 	mustMkdir(t, filepath.Dir(sock), 0o700)
 	// A socket left by a container that died: nobody listens.
 	old, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
@@ -217,33 +219,33 @@ func TestExec(t *testing.T) {
 	mustWrite(t, exe)
 	tests := []struct {
 		name      string
-		cmd       Command
+		cmd       execserver.Command
 		code      int
 		sig       syscall.Signal
 		out, eout string
-		startErr  string // a *StartError containing this
+		startErr  string // a *execserver.StartError containing this
 		notFound  bool
 	}{
-		{name: "true", cmd: Command{Argv: []string{"true"}}},
-		{name: "exit code", cmd: Command{Argv: []string{"sh", "-c", "exit 3"}}, code: 3},
-		{name: "stdout and stderr", cmd: Command{Argv: []string{"sh", "-c", "echo out; echo err >&2; exit 1"}}, code: 1, out: "out\n", eout: "err\n"},
-		{name: "argv0 kept", cmd: Command{Argv: []string{"sh", "-c", `echo "$0"`, "zero"}}, out: "zero\n"},
-		{name: "killed by a signal", cmd: Command{Argv: []string{"sh", "-c", "kill -9 $$"}}, code: 137, sig: syscall.SIGKILL},
-		{name: "not found", cmd: Command{Argv: []string{"no-such-command-mc"}}, startErr: "executable file not found", notFound: true},
-		{name: "not found by path", cmd: Command{Argv: []string{"/no/such/command"}}, startErr: "no such file", notFound: true},
-		{name: "not executable", cmd: Command{Argv: []string{exe}}, startErr: "permission denied", notFound: true},
-		{name: "dir", cmd: Command{Argv: []string{"pwd"}, Dir: "/"}, out: "/\n"},
-		{name: "missing dir", cmd: Command{Argv: []string{"pwd"}, Dir: "/no/such/dir"}, startErr: "chdir /no/such/dir"},
-		{name: "env replaces", cmd: Command{Argv: []string{"sh", "-c", `echo "$A:$HOME"`}, Env: []string{"A=1", "PATH=/usr/bin:/bin"}}, out: "1:\n"},
-		{name: "env PATH is searched", cmd: Command{Argv: []string{"sh", "-c", "true"}, Env: []string{"PATH=/nonexistent"}}, startErr: "not found", notFound: true},
-		{name: "empty env without PATH uses the default", cmd: Command{Argv: []string{"env"}, Env: []string{}}, out: ""},
-		{name: "no stdin is /dev/null", cmd: Command{Argv: []string{"cat"}}, out: ""},
+		{name: "true", cmd: execserver.Command{Argv: []string{"true"}}},
+		{name: "exit code", cmd: execserver.Command{Argv: []string{"sh", "-c", "exit 3"}}, code: 3},
+		{name: "stdout and stderr", cmd: execserver.Command{Argv: []string{"sh", "-c", "echo out; echo err >&2; exit 1"}}, code: 1, out: "out\n", eout: "err\n"},
+		{name: "argv0 kept", cmd: execserver.Command{Argv: []string{"sh", "-c", `echo "$0"`, "zero"}}, out: "zero\n"},
+		{name: "killed by a signal", cmd: execserver.Command{Argv: []string{"sh", "-c", "kill -9 $$"}}, code: 137, sig: syscall.SIGKILL},
+		{name: "not found", cmd: execserver.Command{Argv: []string{"no-such-command-mc"}}, startErr: "executable file not found", notFound: true},
+		{name: "not found by path", cmd: execserver.Command{Argv: []string{"/no/such/command"}}, startErr: "no such file", notFound: true},
+		{name: "not executable", cmd: execserver.Command{Argv: []string{exe}}, startErr: "permission denied", notFound: true},
+		{name: "dir", cmd: execserver.Command{Argv: []string{"pwd"}, Dir: "/"}, out: "/\n"},
+		{name: "missing dir", cmd: execserver.Command{Argv: []string{"pwd"}, Dir: "/no/such/dir"}, startErr: "chdir /no/such/dir"},
+		{name: "env replaces", cmd: execserver.Command{Argv: []string{"sh", "-c", `echo "$A:$HOME"`}, Env: []string{"A=1", "PATH=/usr/bin:/bin"}}, out: "1:\n"},
+		{name: "env PATH is searched", cmd: execserver.Command{Argv: []string{"sh", "-c", "true"}, Env: []string{"PATH=/nonexistent"}}, startErr: "not found", notFound: true},
+		{name: "empty env without PATH uses the default", cmd: execserver.Command{Argv: []string{"env"}, Env: []string{}}, out: ""},
+		{name: "no stdin is /dev/null", cmd: execserver.Command{Argv: []string{"cat"}}, out: ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			res, out, eout, err := runCmd(t, ts.client, tc.cmd)
 			if tc.startErr != "" {
-				var se *StartError
+				var se *execserver.StartError
 				if !errors.As(err, &se) || !strings.Contains(se.Message, tc.startErr) || se.NotFound != tc.notFound {
 					t.Fatalf("err = %v (%#v); want a StartError containing %q, NotFound %v", err, se, tc.startErr, tc.notFound)
 				}
@@ -263,7 +265,7 @@ func TestStdinRoundTrip(t *testing.T) {
 	ts := startServer(t, Config{})
 	data := make([]byte, 3<<20+17) // several chunks, and more than a pipe holds
 	rand.Read(data)
-	res, out, _, err := runCmd(t, ts.client, Command{Argv: []string{"cat"}, Stdin: bytes.NewReader(data)})
+	res, out, _, err := runCmd(t, ts.client, execserver.Command{Argv: []string{"cat"}, Stdin: bytes.NewReader(data)})
 	if err != nil || res.Code != 0 {
 		t.Fatalf("cat: %+v, %v", res, err)
 	}
@@ -271,7 +273,7 @@ func TestStdinRoundTrip(t *testing.T) {
 		t.Fatalf("stdin round trip: got %d bytes, want %d equal bytes", len(out), len(data))
 	}
 	// A command that does not read its input still finishes.
-	res, _, _, err = runCmd(t, ts.client, Command{Argv: []string{"true"}, Stdin: bytes.NewReader(data)})
+	res, _, _, err = runCmd(t, ts.client, execserver.Command{Argv: []string{"true"}, Stdin: bytes.NewReader(data)})
 	if err != nil || res.Code != 0 {
 		t.Fatalf("true with unread stdin: %+v, %v", res, err)
 	}
@@ -279,7 +281,7 @@ func TestStdinRoundTrip(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	start := time.Now()
-	res, out, _, err = runCmd(t, ts.client, Command{Argv: []string{"head", "-c", "3"}, Stdin: io.MultiReader(strings.NewReader("abcdef"), pr)})
+	res, out, _, err = runCmd(t, ts.client, execserver.Command{Argv: []string{"head", "-c", "3"}, Stdin: io.MultiReader(strings.NewReader("abcdef"), pr)})
 	if err != nil || res.Code != 0 || out != "abc" {
 		t.Fatalf("head -c 3: %+v %q %v", res, out, err)
 	}
@@ -292,7 +294,7 @@ func TestStreaming(t *testing.T) {
 	ts := startServer(t, Config{})
 	pr, pw := io.Pipe()
 	out := &lineWriter{lines: make(chan string, 10)}
-	p, err := ts.client.Start(context.Background(), Command{Argv: []string{"sh", "-c", "while read l; do echo got $l; done"}, Stdin: pr, Stdout: out})
+	p, err := ts.client.Start(context.Background(), execserver.Command{Argv: []string{"sh", "-c", "while read l; do echo got $l; done"}, Stdin: pr, Stdout: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +328,7 @@ func TestDaemonDoesNotHoldTheCall(t *testing.T) {
 	var out bytes.Buffer
 	// The background sleep keeps stdout and stderr open after sh exits, as
 	// a daemonizing utility that does not close them would.
-	p, err := ts.client.Start(context.Background(), Command{Argv: []string{"sh", "-c", "sleep 60 & echo started"}, Stdout: &out})
+	p, err := ts.client.Start(context.Background(), execserver.Command{Argv: []string{"sh", "-c", "sleep 60 & echo started"}, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +352,7 @@ func TestDaemonDoesNotHoldTheCall(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	ts := startServer(t, Config{})
 	start := time.Now()
-	res, _, _, err := runCmd(t, ts.client, Command{Argv: []string{"sh", "-c", "sleep 60; echo never"}, Timeout: 200 * time.Millisecond})
+	res, _, _, err := runCmd(t, ts.client, execserver.Command{Argv: []string{"sh", "-c", "sleep 60; echo never"}, Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +368,7 @@ func TestCancelKillsTheProcessGroup(t *testing.T) {
 	ts := startServer(t, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var out lockedBuffer
-	p, err := ts.client.Start(ctx, Command{Argv: []string{"sh", "-c", "sleep 60 & echo $!; wait"}, Stdout: &out})
+	p, err := ts.client.Start(ctx, execserver.Command{Argv: []string{"sh", "-c", "sleep 60 & echo $!; wait"}, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +424,7 @@ func (b *lockedBuffer) String() string {
 func TestSignal(t *testing.T) {
 	ts := startServer(t, Config{})
 	var out lockedBuffer
-	p, err := ts.client.Start(context.Background(), Command{Argv: []string{"sh", "-c", "trap 'echo term; exit 7' TERM; echo ready; while :; do sleep 0.05; done"}, Stdout: &out})
+	p, err := ts.client.Start(context.Background(), execserver.Command{Argv: []string{"sh", "-c", "trap 'echo term; exit 7' TERM; echo ready; while :; do sleep 0.05; done"}, Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,15 +452,15 @@ func TestIdentityMismatchRunsNothing(t *testing.T) {
 		{"11111111-2222-3333-4444-555555555555", testID.ContainerName},
 		{testID.PodUID, "other"},
 	} {
-		_, _, _, err := runCmd(t, ts.client, Command{Argv: []string{"touch", marker}, ExpectPodUID: tc.uid, ExpectContainer: tc.container})
-		if !errors.Is(err, ErrNotStarted) || status.Code(errors.Unwrap(errors.Unwrap(err))) != codes.FailedPrecondition && !strings.Contains(err.Error(), "FailedPrecondition") {
+		_, _, _, err := runCmd(t, ts.client, execserver.Command{Argv: []string{"touch", marker}, ExpectPodUID: tc.uid, ExpectContainer: tc.container})
+		if !errors.Is(err, execserver.ErrNotStarted) || status.Code(errors.Unwrap(errors.Unwrap(err))) != codes.FailedPrecondition && !strings.Contains(err.Error(), "FailedPrecondition") {
 			t.Fatalf("expecting %s/%s: err = %v, want ErrNotStarted (FailedPrecondition)", tc.uid, tc.container, err)
 		}
 		if _, err := os.Stat(marker); err == nil {
 			t.Fatal("the command ran")
 		}
 	}
-	res, _, _, err := runCmd(t, ts.client, Command{Argv: []string{"true"}, ExpectPodUID: testID.PodUID, ExpectContainer: testID.ContainerName})
+	res, _, _, err := runCmd(t, ts.client, execserver.Command{Argv: []string{"true"}, ExpectPodUID: testID.PodUID, ExpectContainer: testID.ContainerName})
 	if err != nil || res.Code != 0 {
 		t.Fatalf("matching identity: %+v, %v", res, err)
 	}
@@ -467,22 +469,22 @@ func TestIdentityMismatchRunsNothing(t *testing.T) {
 func TestServerGoneBeforeStart(t *testing.T) {
 	ts := startServer(t, Config{})
 	ts.stop()
-	c, err := Dial(ts.path)
+	c, err := execserver.Dial(ts.path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = c.Start(ctx, Command{Argv: []string{"true"}})
-	if !errors.Is(err, ErrNotStarted) {
+	_, err = c.Start(ctx, execserver.Command{Argv: []string{"true"}})
+	if !errors.Is(err, execserver.ErrNotStarted) {
 		t.Fatalf("Start on a dead socket = %v, want ErrNotStarted", err)
 	}
 }
 
 func TestServerStopsMidCall(t *testing.T) {
 	ts := startServer(t, Config{StopTimeout: 100 * time.Millisecond})
-	p, err := ts.client.Start(context.Background(), Command{Argv: []string{"sleep", "60"}})
+	p, err := ts.client.Start(context.Background(), execserver.Command{Argv: []string{"sleep", "60"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,68 +496,6 @@ func TestServerStopsMidCall(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("took %s", d)
 	}
-}
-
-func TestCheckSocket(t *testing.T) {
-	tests := []struct {
-		name    string
-		prepare func(t *testing.T, dir string) string // returns rel
-		want    string
-	}{
-		{"group-writable directory", func(t *testing.T, dir string) string {
-			mustMkdir(t, filepath.Join(dir, "d"), 0o770)
-			os.Chmod(filepath.Join(dir, "d"), 0o770)
-			listenAt(t, filepath.Join(dir, "d", "s.sock"))
-			return "d/s.sock"
-		}, "writable by group or others"},
-		{"symlinked directory", func(t *testing.T, dir string) string {
-			mustMkdir(t, filepath.Join(dir, "real"), 0o700)
-			listenAt(t, filepath.Join(dir, "real", "s.sock"))
-			os.Symlink("real", filepath.Join(dir, "link"))
-			return "link/s.sock"
-		}, "not a directory"},
-		{"regular file", func(t *testing.T, dir string) string {
-			mustWrite(t, filepath.Join(dir, "f.sock"))
-			return "f.sock"
-		}, "not a socket"},
-		{"symlink to a socket", func(t *testing.T, dir string) string {
-			listenAt(t, filepath.Join(dir, "s.sock"))
-			os.Symlink("s.sock", filepath.Join(dir, "l.sock"))
-			return "l.sock"
-		}, "not a socket"},
-		{"missing", func(t *testing.T, dir string) string { return ".exec/none.sock" }, "no such file"},
-		{"outside", func(t *testing.T, dir string) string { return "../x.sock" }, "not a path inside"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := shortDir(t)
-			rel := tc.prepare(t, dir)
-			if _, err := CheckSocket(dir, rel); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("CheckSocket = %v, want an error containing %q", err, tc.want)
-			}
-		})
-	}
-}
-
-func TestSocketName(t *testing.T) {
-	if got := SocketName(testID.PodUID); got != ".exec/"+testID.PodUID+".sock" {
-		t.Errorf("SocketName = %q", got)
-	}
-	for _, uid := range []string{"a/b", "..", strings.Repeat("a", 65), "-x"} {
-		got := SocketName(uid)
-		if !strings.HasPrefix(got, ".exec/") || strings.Count(got, "/") != 1 || len(got) != len(".exec/")+32+len(".sock") {
-			t.Errorf("SocketName(%q) = %q", uid, got)
-		}
-	}
-}
-
-func listenAt(t *testing.T, path string) {
-	t.Helper()
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
 }
 
 func mustMkdir(t *testing.T, dir string, mode os.FileMode) {
@@ -578,7 +518,7 @@ const peerHelperEnv = "MC_EXECSERVER_PEER_HELPER"
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(peerHelperEnv); path != "" {
-		c, err := Dial(path)
+		c, err := execserver.Dial(path)
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_, err = c.Identity(ctx)
@@ -688,7 +628,7 @@ func TestNonRootServerRefused(t *testing.T) {
 	if _, err := io.ReadFull(stdout, buf); err != nil {
 		t.Fatalf("helper listener: %v", err)
 	}
-	c, err := Dial(path)
+	c, err := execserver.Dial(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/mountcontainers/mountcontainers/internal/rollout"
+)
+
+// rolloutAction checks the arguments, connects to the API server and runs
+// the rollout; its error is a cli.Exit value carrying the exit code.
+func rolloutAction(c *cli.Context, stdout, stderr io.Writer) error {
+	if err := checkArgs(c); err != nil {
+		return err
+	}
+	rep, err := rollout.NewReporter(stdout, c.String("output"))
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	cfg, client, err := kubeClient(c.String("kubeconfig"), c.String("context"))
+	if err != nil {
+		return cli.Exit("mountpod-rollout: "+err.Error(), exitUsage)
+	}
+	r := &rollout.Rollout{
+		Client:   client,
+		Mounts:   &rollout.PodExecMounts{Config: cfg, Client: client, Command: c.StringSlice("mounts-command")},
+		Progress: rep,
+		Logger:   newLogger(stderr),
+		Options:  optionsFrom(c),
+	}
+	_, err = r.Run(c.Context)
+	return exitFor(err)
+}
+
+// checkArgs wants the DaemonSet's name alone after the flags, and a usable
+// --max-unavailable.
+func checkArgs(c *cli.Context) error {
+	if c.NArg() != 1 {
+		msg := "mountpod-rollout takes one argument: the DaemonSet's name"
+		if c.NArg() > 1 && strings.HasPrefix(c.Args().Get(1), "-") {
+			msg += " (flags go before it: mountpod-rollout [flags] DAEMONSET)"
+		}
+		return cli.Exit(msg, exitUsage)
+	}
+	if c.Int("max-unavailable") < 1 {
+		return cli.Exit("--max-unavailable must be at least 1", exitUsage)
+	}
+	return nil
+}
+
+// kubeClient connects as the kubeconfig file (or the in-cluster
+// configuration) says, in kubeContext if set.
+func kubeClient(kubeconfig, kubeContext string) (*rest.Config, kubernetes.Interface, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: kubeContext}).ClientConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, client, nil
+}
+
+// exitFor turns the rollout's error into the exit: exitRefused when it
+// refused to start (nothing touched), exitFailure otherwise.
+func exitFor(err error) error {
+	if err == nil {
+		return nil
+	}
+	code := exitFailure
+	if rollout.IsRefused(err) {
+		code = exitRefused
+	}
+	return cli.Exit("mountpod-rollout: "+err.Error(), code)
+}

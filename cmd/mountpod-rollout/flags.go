@@ -1,0 +1,65 @@
+package main
+
+import (
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mountcontainers/mountcontainers/internal/rollout"
+)
+
+// flags are the command's flags.
+func flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "kubeconfig", EnvVars: []string{"KUBECONFIG"}, Usage: "Kubeconfig file (in-cluster configuration if empty and running in a pod)."},
+		&cli.StringFlag{Name: "context", Usage: "Kubeconfig context to use."},
+		&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}, Value: "kube-system", Usage: "Namespace of the DaemonSet."},
+		&cli.IntFlag{Name: "max-unavailable", Value: 1, Usage: "How many nodes to upgrade at once."},
+		&cli.BoolFlag{Name: "dry-run", Usage: "Print the plan (nodes, pods to evict) and change nothing."},
+		&cli.BoolFlag{Name: "resume", Usage: "Continue a failed or interrupted rollout (its nodes first)."},
+		&cli.BoolFlag{Name: "all-pods", Usage: "Evict every pod of the node that is not a DaemonSet's or a mirror pod."},
+		&cli.StringFlag{Name: "pod-selector", Aliases: []string{"l"}, Usage: "Also evict the pods matching this label selector."},
+		&cli.StringSliceFlag{Name: "plugin", Usage: "Volume plugin the mount pod serves (default: the DaemonSet's MOUNTPOD_PLUGINS)."},
+		&cli.StringSliceFlag{Name: "driver", Usage: "flexVolume or CSI driver whose volumes the mount pod serves, such as mountcontainers.io/glusterfs; repeatable."},
+		&cli.StringSliceFlag{Name: "mount-fstype", Usage: "Also wait for the mounts of this file-system type to go, such as fuse.glusterfs; repeatable."},
+		&cli.StringSliceFlag{Name: "mount-pattern", Usage: "Also wait for the mounts whose mount point matches this regular expression; repeatable."},
+		&cli.StringSliceFlag{Name: "mounts-command", Usage: "Command run in the mount pod that prints its mountinfo (default: cat /proc/self/mountinfo); repeat for each word."},
+		&cli.StringFlag{Name: "container", Usage: "The mount pod's container (default: the first)."},
+		&cli.BoolFlag{Name: "force", Usage: "Also evict selected pods that no controller owns (they will not come back)."},
+		&cli.IntFlag{Name: "grace-period", Value: -1, Usage: "Termination grace period of evicted pods in seconds; -1 keeps each pod's own."},
+		&cli.DurationFlag{Name: "drain-timeout", Value: 5 * time.Minute, Usage: "Bound of a node's evictions; a PodDisruptionBudget that forbids one makes it expire."},
+		&cli.DurationFlag{Name: "unmount-timeout", Value: 3 * time.Minute, Usage: "Bound of the wait for the plugin's mounts to go."},
+		&cli.DurationFlag{Name: "ready-timeout", Value: 5 * time.Minute, Usage: "Bound of the old mount pod's deletion and of its replacement's readiness."},
+		&cli.DurationFlag{Name: "evict-retry-delay", Value: 5 * time.Second, Usage: "Pause before asking again for an eviction a PodDisruptionBudget refused."},
+		&cli.DurationFlag{Name: "poll-interval", Value: 2 * time.Second, Usage: "How often waits look again."},
+		&cli.DurationFlag{Name: "lock-lease", Value: time.Minute, Usage: "Lifetime of the rollout lock without renewal."},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "Progress format: text, or json (one object per line)."},
+	}
+}
+
+// optionsFrom returns the rollout's options for the flags and argument of c.
+func optionsFrom(c *cli.Context) rollout.Options {
+	grace := c.Int("grace-period")
+	return rollout.Options{
+		Namespace:       c.String("namespace"),
+		Name:            c.Args().First(),
+		MaxUnavailable:  c.Int("max-unavailable"),
+		DryRun:          c.Bool("dry-run"),
+		Resume:          c.Bool("resume"),
+		AllPods:         c.Bool("all-pods"),
+		PodSelector:     c.String("pod-selector"),
+		Plugins:         c.StringSlice("plugin"),
+		Drivers:         c.StringSlice("driver"),
+		MountFSTypes:    c.StringSlice("mount-fstype"),
+		MountPatterns:   c.StringSlice("mount-pattern"),
+		Container:       c.String("container"),
+		Force:           c.Bool("force"),
+		GracePeriod:     &grace,
+		DrainTimeout:    c.Duration("drain-timeout"),
+		UnmountTimeout:  c.Duration("unmount-timeout"),
+		ReadyTimeout:    c.Duration("ready-timeout"),
+		PollInterval:    c.Duration("poll-interval"),
+		EvictRetryDelay: c.Duration("evict-retry-delay"),
+		LockLease:       c.Duration("lock-lease"),
+	}
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runApp(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), append([]string{"mountpod-rollout"}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// setUnreachableKubeconfig points KUBECONFIG at an API server nobody
+// serves.
+func setUnreachableKubeconfig(t *testing.T) {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+}
+
+// TestUsageErrors: what is wrong before any API call exits 2 with a message
+// saying what; no cluster is needed.
+func TestUsageErrors(t *testing.T) {
+	setUnreachableKubeconfig(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no daemonset", nil, "takes one argument: the DaemonSet's name"},
+		{"flags after the name", []string{"ds", "--dry-run"}, "flags go before it"},
+		{"unknown flag", []string{"--bogus", "ds"}, "flag provided but not defined"},
+		{"bad output", []string{"-o", "yaml", "ds"}, "yaml"},
+		{"max-unavailable 0", []string{"--max-unavailable", "0", "ds"}, "--max-unavailable must be at least 1"},
+		{"missing kubeconfig", []string{"--kubeconfig", filepath.Join(t.TempDir(), "none"), "ds"}, "kubeconfig"},
+		{"unknown context", []string{"--context", "nope", "ds"}, "kubeconfig"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runApp(tc.args...)
+			if code != exitUsage || !strings.Contains(stderr, tc.want) {
+				t.Errorf("mountpod-rollout %q = %d\nstdout: %s\nstderr: %s\nwant %d and stderr containing %q", tc.args, code, stdout, stderr, exitUsage, tc.want)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	if code, stdout, _ := runApp("--version"); code != 0 || !strings.Contains(stdout, "mountpod-rollout version") {
+		t.Errorf("--version = %d, %q", code, stdout)
+	}
+}
+
+// TestExitCodes: a refusal (nothing touched) exits 3, a failure 1; the API
+// server here is unreachable.
+func TestExitCodes(t *testing.T) {
+	setUnreachableKubeconfig(t)
+	if code, _, stderr := runApp("-n", "", "ds"); code != exitRefused || !strings.Contains(stderr, "namespace and name are required") {
+		t.Errorf("empty namespace = %d, %s; want %d (refused)", code, stderr, exitRefused)
+	}
+	if code, _, stderr := runApp("ds"); code != exitFailure || !strings.Contains(stderr, "get daemonset kube-system/ds") {
+		t.Errorf("unreachable API server = %d, %s; want %d", code, stderr, exitFailure)
+	}
+}
