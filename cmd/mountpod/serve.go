@@ -14,8 +14,8 @@ import (
 func serveCommand(logTo io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
-		Usage: "Check the required tools, register this container for every plugin, install the host-side driver and shim if asked, and keep the registrations until SIGTERM or SIGINT, then remove those that still name this pod.",
-		Flags: slices.Concat(settingsFlags(), installFlags()),
+		Usage: "Check the required tools, register this container for every plugin, install the host-side driver and shim if asked, and keep the registrations until SIGTERM or SIGINT, then remove those that still name this pod. Meanwhile log the live FUSE mounts (adopting those of earlier pods: nothing is ever unmounted or killed) and remove the scopes whose mount and processes are gone.",
+		Flags: slices.Concat(settingsFlags(), installFlags(), mountFlags()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit("serve takes no arguments", exitUsage)
@@ -37,6 +37,11 @@ func serveCommand(logTo io.Writer) *cli.Command {
 				return cli.Exit("", exitFailure)
 			}
 			defer stopExec()
+			stopKeeper, err := startMountKeeper(c.Context, c, cfg.Logger)
+			if err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
+			defer stopKeeper()
 			inst := installConfigFrom(c)
 			ctx, cancel := context.WithCancelCause(c.Context)
 			defer cancel(nil)

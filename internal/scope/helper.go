@@ -42,37 +42,54 @@ type HelperConfig struct {
 }
 
 // HelperConfigFromEnv reads the helper's settings with getenv (os.Getenv):
-// MOUNTPOD_SCOPES, MOUNTPOD_SCOPE_PLUGIN or MOUNTPOD_PLUGINS, and the
-// MOUNTPOD_SCOPE_* settings of `mountpod scope`.
+// those of [ConfigFromEnv], and MOUNTPOD_SCOPE_PLUGIN or the one plugin of
+// MOUNTPOD_PLUGINS.
 func HelperConfigFromEnv(getenv func(string) string) (HelperConfig, error) {
 	var hc HelperConfig
-	switch v := strings.TrimSpace(getenv(EnvScopes)); v {
-	case "", "true", "1", "on":
-		hc.Enabled = true
-	case "false", "0", "off":
-		return hc, nil
-	default:
-		return hc, fmt.Errorf("%s=%q: want true or false", EnvScopes, v)
+	var err error
+	hc.Enabled, hc.Config, err = ConfigFromEnv(getenv)
+	if err != nil || !hc.Enabled {
+		return hc, err
 	}
 	hc.Plugin = strings.TrimSpace(getenv(EnvPlugin))
 	if hc.Plugin == "" {
-		var plugins []string
-		for _, p := range strings.Split(getenv(EnvPlugins), ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				plugins = append(plugins, p)
-			}
-		}
+		plugins := PluginsFromEnv(getenv)
 		if len(plugins) != 1 {
 			return hc, fmt.Errorf("cannot tell which plugin a mount belongs to: %s is %q; set %s",
 				EnvPlugins, getenv(EnvPlugins), EnvPlugin)
 		}
 		hc.Plugin = plugins[0]
 	}
+	return hc, validate(hc.Plugin, "/")
+}
+
+// PluginsFromEnv returns the plugins of MOUNTPOD_PLUGINS.
+func PluginsFromEnv(getenv func(string) string) []string {
+	var plugins []string
+	for _, p := range strings.Split(getenv(EnvPlugins), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			plugins = append(plugins, p)
+		}
+	}
+	return plugins
+}
+
+// ConfigFromEnv reads the mount pod's scope settings with getenv:
+// MOUNTPOD_SCOPES (enabled unless "false") and the MOUNTPOD_SCOPE_*
+// settings of `mountpod scope`. The configuration is checked.
+func ConfigFromEnv(getenv func(string) string) (enabled bool, cfg Config, err error) {
+	switch v := strings.TrimSpace(getenv(EnvScopes)); v {
+	case "", "true", "1", "on":
+	case "false", "0", "off":
+		return false, cfg, nil
+	default:
+		return false, cfg, fmt.Errorf("%s=%q: want true or false", EnvScopes, v)
+	}
 	limit, err := ParseMemoryLimit(getenv("MOUNTPOD_SCOPE_MEMORY_LIMIT"))
 	if err != nil {
-		return hc, fmt.Errorf("MOUNTPOD_SCOPE_MEMORY_LIMIT: %w", err)
+		return false, cfg, fmt.Errorf("MOUNTPOD_SCOPE_MEMORY_LIMIT: %w", err)
 	}
-	hc.Config = Config{
+	cfg = Config{
 		Backend:      Backend(getenv("MOUNTPOD_SCOPE_BACKEND")),
 		CgroupRoot:   getenv("MOUNTPOD_SCOPE_CGROUP_ROOT"),
 		Parent:       getenv("MOUNTPOD_SCOPE_PARENT"),
@@ -81,19 +98,19 @@ func HelperConfigFromEnv(getenv func(string) string) (HelperConfig, error) {
 		HostCgroupNS: getenv("MOUNTPOD_SCOPE_HOST_CGROUPNS"),
 	}
 	if s := getenv("MOUNTPOD_SCOPE_SYSTEMD_SOCKETS"); s != "" {
-		hc.Config.SystemdSockets = strings.Split(s, ",")
+		cfg.SystemdSockets = strings.Split(s, ",")
 	}
 	if s := getenv("MOUNTPOD_SCOPE_TIMEOUT"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			return hc, fmt.Errorf("MOUNTPOD_SCOPE_TIMEOUT=%q: want a positive duration", s)
+			return false, cfg, fmt.Errorf("MOUNTPOD_SCOPE_TIMEOUT=%q: want a positive duration", s)
 		}
-		hc.Config.Timeout = d
+		cfg.Timeout = d
 	}
-	if _, err := hc.Config.withDefaults(); err != nil {
-		return hc, err
+	if _, err := cfg.withDefaults(); err != nil {
+		return false, cfg, err
 	}
-	return hc, validate(hc.Plugin, "/")
+	return true, cfg, nil
 }
 
 // IsMountHelperName reports whether name (a program's argv[0]) is a mount

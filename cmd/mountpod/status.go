@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mountcontainers/mountcontainers/internal/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/scope"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+// mountFlags are the flags of what surveys the live mounts: serve and
+// status.
+func mountFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "kubelet-dir", EnvVars: []string{"MOUNTPOD_KUBELET_DIR"}, Usage: "The kubelet's directory, under which the live FUSE mounts of the plugins are looked for (default: the parent of the registration directory)."},
+	}
+}
+
+// surveyOptions returns the live-mount survey's options from c's flags and
+// the MOUNTPOD_SCOPE* environment, with the scope manager to close (nil
+// when scopes are off or unavailable: then scopeErr says why).
+func surveyOptions(c *cli.Context) (o livemount.Options, scopeErr error, err error) {
+	dir := c.String("kubelet-dir")
+	if dir == "" {
+		dir = filepath.Dir(filepath.Clean(c.String("registration-dir")))
+	}
+	o = livemount.Options{KubeletDir: dir, Plugins: c.StringSlice("plugin")}
+	enabled, cfg, err := scope.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return o, nil, err
+	}
+	if enabled {
+		o.Scopes, scopeErr = scope.New(cfg)
+	}
+	return o, scopeErr, nil
+}
+
+// startMountKeeper starts the keeper of the live mounts (see
+// livemount.Keeper) and returns its stop function.
+func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger) (func(), error) {
+	o, scopeErr, err := surveyOptions(c)
+	if err != nil {
+		return nil, err
+	}
+	if scopeErr != nil {
+		// Not fatal: the registrations still serve every other utility.
+		// A FUSE mount through this pod fails with the same error, named
+		// by the mount helper.
+		log.Error("scopes unavailable: FUSE mounts through this pod will fail until this is fixed, or scopes are turned off (MOUNTPOD_SCOPES=false)", "err", scopeErr)
+	} else if o.Scopes != nil {
+		log.Info("FUSE mounts run in scopes", "backend", o.Scopes.Backend())
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		(&livemount.Keeper{Options: o, Logger: log}).Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+		if o.Scopes != nil {
+			o.Scopes.Close()
+		}
+	}, nil
+}
+
+func statusCommand(stdout io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "Print the live FUSE mounts under the kubelet's directory (those made by earlier mount pods included), their daemons, whether each daemon runs in its mount's scope and whether the mount answers, and the plugins' scopes that have no mount.",
+		Flags: append(mountFlags(),
+			&cli.StringSliceFlag{Name: "plugin", EnvVars: []string{"MOUNTPOD_PLUGINS"}, Usage: "Volume plugin whose scopes are listed; repeat the flag or separate names with commas."},
+			&cli.StringFlag{Name: "registration-dir", EnvVars: []string{"PLUGIN_CONTAINERS_DIR"}, Value: registration.DefaultDir, Usage: "Directory of the registration files."},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: `Output format: "text" or "json".`},
+		),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return cli.Exit("status takes no arguments", exitUsage)
+			}
+			format := c.String("output")
+			if format != "text" && format != "json" {
+				return cli.Exit(fmt.Sprintf("--output %q: want text or json", format), exitUsage)
+			}
+			o, scopeErr, err := surveyOptions(c)
+			if err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
+			if scopeErr != nil {
+				return cli.Exit("scopes: "+scopeErr.Error(), exitFailure)
+			}
+			if o.Scopes != nil {
+				defer o.Scopes.Close()
+			}
+			r, err := livemount.Survey(c.Context, o)
+			if err != nil {
+				return cli.Exit(err.Error(), exitFailure)
+			}
+			if format == "json" {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			return writeStatus(stdout, r)
+		},
+	}
+}
+
+func writeStatus(w io.Writer, r livemount.Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tFSTYPE\tSOURCE\tDAEMONS\tSCOPE\tSCOPED\tHEALTHY")
+	for _, m := range r.Mounts {
+		health := "yes"
+		if !m.Healthy {
+			health = "no: " + m.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%v\t%s\n", m.Target, m.FSType, m.Source, m.Daemons, orDash(m.Scope), m.Scoped, health)
+	}
+	for _, s := range r.Orphans {
+		fmt.Fprintf(tw, "(no mount)\t-\t-\t%v\t%s\t-\t-\n", s.Processes, s.Name)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

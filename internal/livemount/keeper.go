@@ -1,0 +1,87 @@
+package livemount
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// DefaultKeepPeriod is how often a [Keeper] surveys the mounts.
+const DefaultKeepPeriod = 10 * time.Second
+
+// Keeper runs in the mount pod's daemon: at start it logs the live mounts
+// of its plugins (those made by earlier pods included: it adopts them, and
+// never unmounts or kills anything), then surveys them every Period, logs
+// what changed and removes the scopes whose mount and processes are gone.
+type Keeper struct {
+	Options Options
+	Period  time.Duration
+	Logger  *slog.Logger
+}
+
+// Run keeps the mounts until ctx ends.
+func (k *Keeper) Run(ctx context.Context) {
+	period := k.Period
+	if period <= 0 {
+		period = DefaultKeepPeriod
+	}
+	log := k.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	prev := map[string]Mount{}
+	first := true
+	for {
+		r, err := Survey(ctx, k.Options)
+		if err != nil {
+			log.Warn("survey of live mounts failed", "err", err)
+		} else {
+			prev = k.logChanges(log, prev, r, first)
+			first = false
+			if k.Options.Scopes != nil {
+				removed, err := RemoveEmptyOrphans(k.Options.Scopes, r)
+				for _, s := range removed {
+					log.Info("removed the scope of a mount that is gone", "plugin", s.Plugin, "scope", s.Name, "cgroup", s.Cgroup)
+				}
+				if err != nil {
+					log.Warn("removing empty scopes failed", "err", err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(period):
+		}
+	}
+}
+
+func (k *Keeper) logChanges(log *slog.Logger, prev map[string]Mount, r Report, first bool) map[string]Mount {
+	now := make(map[string]Mount, len(r.Mounts))
+	for _, m := range r.Mounts {
+		now[m.Target] = m
+		old, had := prev[m.Target]
+		attrs := []any{"path", m.Target, "fstype", m.FSType, "source", m.Source, "daemons", m.Daemons,
+			"scope", m.Scope, "scoped", m.Scoped, "healthy", m.Healthy}
+		if m.Error != "" {
+			attrs = append(attrs, "err", m.Error)
+		}
+		switch {
+		case first:
+			log.Info("adopted live mount", attrs...)
+		case !had:
+			log.Info("new live mount", attrs...)
+		case old.Healthy != m.Healthy || old.Scoped != m.Scoped:
+			log.Warn("live mount changed", attrs...)
+		}
+	}
+	for t, m := range prev {
+		if _, ok := now[t]; !ok {
+			log.Info("mount gone", "path", t, "fstype", m.FSType, "scope", m.Scope)
+		}
+	}
+	if first {
+		log.Info("live mounts surveyed", "mounts", len(r.Mounts), "unscoped", len(r.Unscoped()), "orphanScopes", len(r.Orphans))
+	}
+	return now
+}

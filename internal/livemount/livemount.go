@@ -1,0 +1,264 @@
+// Package livemount finds the live FUSE mounts a mount pod serves, the
+// daemons behind them and the scopes they run in (package scope), so that a
+// mount pod can report the mounts it adopted from its predecessors
+// (`mountpod status`), a rollout can tell whether a mount pod may be
+// replaced in place, and scopes whose mount and processes are gone can be
+// removed.
+//
+// # What is a mount's daemon
+//
+// The kernel does not say which process serves a FUSE connection. A
+// process counts as a mount's daemon when one of its arguments is the mount
+// target: FUSE clients (glusterfs, ceph-fuse, sshfs, ...) are started with
+// the mount point on their command line. A daemon is "scoped" when it is in
+// the scope named after the mount target ([scope.Name]).
+//
+// # Caveats
+//
+// The report is a snapshot: a mount made or removed while it is taken may
+// or may not be in it. A mount whose daemon died answers stat with "transport
+// endpoint is not connected" (ENOTCONN): it is reported as not healthy.
+// Checks of a hung mount are bounded by [Options.StatTimeout].
+package livemount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/mount-utils"
+
+	"github.com/mountcontainers/mountcontainers/internal/scope"
+)
+
+// DefaultStatTimeout bounds the health check of one mount.
+const DefaultStatTimeout = 2 * time.Second
+
+// Mount is a live FUSE mount under the kubelet's directory.
+type Mount struct {
+	Target string `json:"target"`
+	Source string `json:"source"`
+	FSType string `json:"fstype"`
+	// Daemons are the processes whose command line names Target.
+	Daemons []int `json:"daemons"`
+	// Plugin and Scope name the scope (under the plugin's parent) named
+	// after Target, when there is one.
+	Plugin string `json:"plugin,omitempty"`
+	Scope  string `json:"scope,omitempty"`
+	// Scoped: there is at least one daemon and every daemon is in Scope:
+	// the mount does not depend on the life of any mount pod.
+	Scoped bool `json:"scoped"`
+	// Healthy: stat of Target answers; Error says what it answered
+	// otherwise.
+	Healthy bool   `json:"healthy"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Scope is a scope with no live mount: what its processes are, and whether
+// it can be removed.
+type Scope struct {
+	Plugin    string `json:"plugin"`
+	Name      string `json:"name"`
+	Cgroup    string `json:"cgroup"`
+	Processes []int  `json:"processes"`
+}
+
+// Report is what [Survey] found.
+type Report struct {
+	Mounts []Mount `json:"mounts"`
+	// Orphans are scopes without a mount (their processes are leftovers,
+	// or none: then they can be removed).
+	Orphans []Scope `json:"orphanScopes"`
+}
+
+// Unscoped returns the mounts that would die with the pod whose daemons
+// run in it: those not [Mount.Scoped].
+func (r Report) Unscoped() []Mount {
+	var out []Mount
+	for _, m := range r.Mounts {
+		if !m.Scoped {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Options configure a [Survey].
+type Options struct {
+	// KubeletDir: only mounts at or below it are reported.
+	KubeletDir string
+	// Plugins whose scopes are listed.
+	Plugins []string
+	// Scopes lists the scopes; nil: no scope is known (scopes off).
+	Scopes scope.Manager
+	// MountInfo is the mount table to read; default /proc/self/mountinfo.
+	MountInfo string
+	// ProcRoot is the proc file system; default /proc.
+	ProcRoot string
+	// StatTimeout bounds the health check of each mount; default
+	// [DefaultStatTimeout].
+	StatTimeout time.Duration
+}
+
+// IsFUSE reports whether fstype is a FUSE file system type (fuse,
+// fuse.glusterfs, fuseblk, ...).
+func IsFUSE(fstype string) bool {
+	return fstype == "fuse" || fstype == "fuseblk" || strings.HasPrefix(fstype, "fuse.")
+}
+
+// Survey reports the live FUSE mounts under o.KubeletDir, their daemons
+// and scopes, and the plugins' scopes that have no mount.
+func Survey(ctx context.Context, o Options) (Report, error) {
+	if o.MountInfo == "" {
+		o.MountInfo = "/proc/self/mountinfo"
+	}
+	if o.ProcRoot == "" {
+		o.ProcRoot = "/proc"
+	}
+	if o.StatTimeout <= 0 {
+		o.StatTimeout = DefaultStatTimeout
+	}
+	if !filepath.IsAbs(o.KubeletDir) {
+		return Report{}, fmt.Errorf("kubelet directory %q is not an absolute path", o.KubeletDir)
+	}
+	infos, err := mount.ParseMountInfo(o.MountInfo)
+	if err != nil {
+		return Report{}, fmt.Errorf("read mount table %s: %w", o.MountInfo, err)
+	}
+	dir := filepath.Clean(o.KubeletDir)
+	var mounts []Mount
+	seen := map[string]bool{}
+	for _, mi := range infos {
+		if !IsFUSE(mi.FsType) || seen[mi.MountPoint] ||
+			(mi.MountPoint != dir && !strings.HasPrefix(mi.MountPoint, dir+"/")) {
+			continue
+		}
+		seen[mi.MountPoint] = true
+		mounts = append(mounts, Mount{Target: mi.MountPoint, Source: mi.Source, FSType: mi.FsType})
+	}
+	daemons := findDaemons(o.ProcRoot, seen)
+
+	type known struct {
+		plugin string
+		s      scope.Scope
+	}
+	scopes := map[string]known{}
+	var orphans []Scope
+	if o.Scopes != nil {
+		for _, p := range o.Plugins {
+			list, err := o.Scopes.List(p)
+			if err != nil {
+				return Report{}, fmt.Errorf("list scopes of %s: %w", p, err)
+			}
+			for _, s := range list {
+				scopes[s.Name] = known{p, s}
+			}
+		}
+	}
+	used := map[string]bool{}
+	for i := range mounts {
+		m := &mounts[i]
+		m.Daemons = daemons[m.Target]
+		if k, ok := scopes[scope.Name(m.Target)]; ok {
+			used[k.s.Name] = true
+			m.Plugin, m.Scope = k.plugin, k.s.Name
+			m.Scoped = len(m.Daemons) > 0
+			for _, pid := range m.Daemons {
+				if !slices.Contains(k.s.PIDs, pid) {
+					m.Scoped = false
+				}
+			}
+		}
+		if err := statWithin(ctx, m.Target, o.StatTimeout); err != nil {
+			m.Error = err.Error()
+		} else {
+			m.Healthy = true
+		}
+	}
+	for name, k := range scopes {
+		if !used[name] {
+			orphans = append(orphans, Scope{Plugin: k.plugin, Name: name, Cgroup: k.s.Cgroup, Processes: k.s.PIDs})
+		}
+	}
+	sort.Slice(mounts, func(i, j int) bool { return mounts[i].Target < mounts[j].Target })
+	sort.Slice(orphans, func(i, j int) bool { return orphans[i].Cgroup < orphans[j].Cgroup })
+	return Report{Mounts: mounts, Orphans: orphans}, nil
+}
+
+// RemoveEmptyOrphans removes the orphan scopes of r that have no process
+// left, and returns those it removed; a scope that gained a process since
+// is left alone (the backend refuses it).
+func RemoveEmptyOrphans(m scope.Manager, r Report) (removed []Scope, err error) {
+	var errs []error
+	for _, s := range r.Orphans {
+		if len(s.Processes) > 0 {
+			continue
+		}
+		if err := m.Remove(s.Plugin, s.Name); err != nil {
+			if !errors.Is(err, scope.ErrPopulated) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		removed = append(removed, s)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// findDaemons returns, for each target, the PIDs whose command line has
+// the target as one of its arguments (after the program's name).
+func findDaemons(procRoot string, targets map[string]bool) map[string][]int {
+	out := map[string][]int{}
+	if len(targets) == 0 {
+		return out
+	}
+	entries, err := os.ReadDir(procRoot)
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "cmdline"))
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		for _, a := range args[1:] {
+			if targets[a] && !slices.Contains(out[a], pid) {
+				out[a] = append(out[a], pid)
+			}
+		}
+	}
+	for _, pids := range out {
+		sort.Ints(pids)
+	}
+	return out
+}
+
+// statWithin stats path, giving up after d (a hung FUSE daemon can block
+// stat for as long as it likes; the goroutine is left to finish).
+func statWithin(ctx context.Context, path string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := os.Stat(path)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("stat %s: no answer within %s", path, d)
+	}
+}
