@@ -44,6 +44,12 @@ type InstallConfig struct {
 	// FlexvolumeTimeout bounds each mount or umount of the driver, as a Go
 	// duration; empty means flexvolume.DefaultTimeout.
 	FlexvolumeTimeout string
+	// FlexvolumeExecMode is how the driver's mount and umount reach this
+	// pod: "auto" (empty), "cri" or "socket"; see package exec.
+	FlexvolumeExecMode string
+	// FlexvolumeLogFile is a node path the driver appends its calls and
+	// placement decisions to; empty logs nothing.
+	FlexvolumeLogFile string
 
 	// ShimDir receives kubelet-exec-shim and links named after the tools of
 	// every registered plugin ([ShimTools]); empty installs no shim.
@@ -116,6 +122,8 @@ func (c InstallConfig) installFlexvolume(plugins []string, registrationDir strin
 			RegistrationDir: registrationDir,
 			RuntimeEndpoint: c.HostRuntimeEndpoint,
 			Timeout:         c.FlexvolumeTimeout,
+			ExecMode:        c.FlexvolumeExecMode,
+			LogFile:         c.FlexvolumeLogFile,
 		},
 	})
 	if err != nil {
