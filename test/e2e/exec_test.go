@@ -142,42 +142,6 @@ func (m *mountPod) executor(t *testing.T, opts mcexec.Options) *mcexec.Exec {
 	return x
 }
 
-// rawLoopDevice attaches an unformatted file of sizeMiB MiB to a loop device.
-func rawLoopDevice(t *testing.T, bed *framework.Bed, sizeMiB int64) string {
-	t.Helper()
-	dir := bed.Env.LoopDir
-	if dir == "" {
-		dir = filepath.Join(bed.Env.BedDir, "loop")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.CreateTemp(dir, "raw-*.img")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := f.Name()
-	t.Cleanup(func() { _ = os.Remove(file) })
-	err = f.Truncate(sizeMiB << 20)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
-	if err != nil {
-		t.Fatalf("losetup %s: %v: %s", file, err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
-			t.Logf("detach %s: %v: %s", dev, err, out)
-		}
-	})
-	return dev
-}
-
 func exitStatus(t *testing.T, err error) int {
 	t.Helper()
 	if err == nil {
@@ -196,7 +160,7 @@ func exitStatus(t *testing.T, err error) int {
 func TestExecResolver(t *testing.T) {
 	bed := framework.Current(t)
 	// Before the pod: a privileged container's /dev is a snapshot.
-	dev := rawLoopDevice(t, bed, 64)
+	dev := bed.LoopDevice(t, 64, "")
 	m, pod := startMountPod(t, bed, "exec")
 	host := &countingHost{Interface: utilexec.New()}
 	x := m.executor(t, mcexec.Options{Host: host})

@@ -49,7 +49,8 @@ import (
 //     tool missing) stops the rollout with the taint on; after fixing the
 //     DaemonSet, --resume finishes it.
 //
-// The GlusterFS Flexvolume is not used yet: see the report of issue 8.
+// TestRolloutGlusterfs does the same with the GlusterFS mount pod of
+// deploy/glusterfs and a workload on a GlusterFS Flexvolume.
 func TestRollout(t *testing.T) {
 	bed := framework.Current(t)
 	r := setUpRollout(t, bed)
@@ -104,7 +105,7 @@ func setUpRollout(t *testing.T, bed *framework.Bed) *rolloutEnv {
 	}
 	t.Cleanup(func() {
 		// Never leave the only node fenced for the tests that follow.
-		r.removeTaint(t)
+		bed.RemoveTaints(t, rollout.TaintKey, r.taintValue())
 		if p, err := registration.Path(bed.Env.RegistrationDir, r.plugin); err == nil {
 			_ = os.Remove(p)
 		}
@@ -318,37 +319,7 @@ func (r *rolloutEnv) taintValue() string { return r.ns + "." + rolloutDS }
 
 func (r *rolloutEnv) tainted(t *testing.T) bool {
 	t.Helper()
-	n, err := r.bed.Client.CoreV1().Nodes().Get(context.Background(), r.bed.Env.NodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tn := range n.Spec.Taints {
-		if tn.Key == rollout.TaintKey && tn.Value == r.taintValue() {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *rolloutEnv) removeTaint(t *testing.T) {
-	ctx := context.Background()
-	n, err := r.bed.Client.CoreV1().Nodes().Get(ctx, r.bed.Env.NodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Logf("get node: %v", err)
-		return
-	}
-	var kept []corev1.Taint
-	for _, tn := range n.Spec.Taints {
-		if !(tn.Key == rollout.TaintKey && tn.Value == r.taintValue()) {
-			kept = append(kept, tn)
-		}
-	}
-	if len(kept) != len(n.Spec.Taints) {
-		n.Spec.Taints = kept
-		if _, err := r.bed.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-			t.Errorf("remove the rollout taint: %v", err)
-		}
-	}
+	return len(r.bed.Taints(t, rollout.TaintKey, r.taintValue())) > 0
 }
 
 func (r *rolloutEnv) record(t *testing.T) *rollout.Record {
