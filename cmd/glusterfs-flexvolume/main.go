@@ -41,18 +41,28 @@ func run(ctx context.Context) int {
 	if err != nil {
 		return fail(err)
 	}
+	log := slog.New(slog.DiscardHandler)
+	if s.LogFile != "" {
+		l, f, err := flexvolume.OpenLog(s.LogFile)
+		if err != nil {
+			return fail(err)
+		}
+		defer f.Close()
+		log = l
+	}
 	r := mcexec.NewResolver(mcexec.Options{
 		Dir:      s.RegistrationDir,
 		Endpoint: s.RuntimeEndpoint,
 		Timeout:  s.TimeoutDuration(),
-		Logger:   slog.New(slog.DiscardHandler),
+		ExecMode: s.Mode(),
+		Logger:   log,
 	})
 	defer r.Close()
 	e, err := r.For(s.Plugin)
 	if err != nil {
 		return fail(err)
 	}
-	d := &flexvolume.Driver{Plugin: s.Plugin, Exec: e, Timeout: s.TimeoutDuration()}
+	d := &flexvolume.Driver{Plugin: s.Plugin, Exec: e, Timeout: s.TimeoutDuration(), Log: log}
 	return d.Run(ctx, os.Args[1:], os.Stdout)
 }
 

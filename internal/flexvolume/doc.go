@@ -54,8 +54,19 @@
 // mount pod writes the settings next to the driver when it installs it
 // ([Install]): the plugin whose registration to follow (default
 // kubernetes.io/glusterfs), the registration directory, the CRI endpoint as
-// the node sees it and the timeout of each mount or unmount. See
-// [Settings] and [LoadSettings] for how the environment overrides them.
+// the node sees it, the timeout of each mount or unmount, the exec mode
+// (how mount and umount reach the mount pod: its exec socket or CRI
+// ExecSync) and an optional log file. See [Settings] and [LoadSettings] for
+// how the environment overrides them.
+//
+// # Diagnostics
+//
+// The kubelet reads the driver's standard output and error as its reply
+// and shows a failure's message in the pod's events, but says nothing of a
+// success. With a log file ([Settings].LogFile) the driver appends one JSON
+// record per call (call, directory, reply) and one per placement decision
+// (the mount pod's container or the node, and the path: exec socket or
+// ExecSync). A successful mount's reply names the mount pod and the path.
 //
 // # Robustness
 //

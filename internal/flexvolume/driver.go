@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/mount-utils"
@@ -77,12 +79,38 @@ type Driver struct {
 	Mounts MountChecker
 	// Timeout bounds each mount or umount; default [DefaultTimeout].
 	Timeout time.Duration
+	// Log receives one record per call (the call, its target directory and
+	// its reply); nil discards it. See [Settings].LogFile.
+	Log *slog.Logger
 }
 
 // Run serves the call in args (args[0] is the call, such as "mount"),
 // writes the JSON reply to out and returns the exit code.
 func (d *Driver) Run(ctx context.Context, args []string, out io.Writer) int {
-	return WriteStatus(out, d.Call(ctx, args))
+	s := d.Call(ctx, args)
+	if d.Log != nil {
+		attrs := []any{"status", s.Status, "message", s.Message}
+		if len(args) > 0 {
+			attrs = append(attrs, "call", args[0])
+		}
+		if len(args) > 1 {
+			attrs = append(attrs, "dir", args[1]) // never the options
+		}
+		d.Log.InfoContext(ctx, "flexvolume call", attrs...)
+	}
+	return WriteStatus(out, s)
+}
+
+// OpenLog opens the log file of [Settings].LogFile for appending (created
+// with mode 0600; a symbolic link is refused) and returns a JSON logger on
+// it at debug level, so that it also carries the resolver's placement
+// decisions, and the file to close.
+func OpenLog(path string) (*slog.Logger, io.Closer, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open log file: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})), f, nil
 }
 
 // WriteStatus writes s as one line of JSON to out and returns its exit code.
@@ -240,8 +268,8 @@ func (d *Driver) unmount(ctx context.Context, dir string) Status {
 }
 
 // run runs a utility through the plugin's executor, bounded by the
-// driver's timeout, and returns where it ran ("in container X" or "on the
-// host (not registered)") for messages.
+// driver's timeout, and returns where it ran ("in P's mount pod NS/NAME via
+// cri-exec-sync" or "on the node (P: not registered)") for messages.
 func (d *Driver) run(ctx context.Context, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout())
 	defer cancel()
@@ -253,7 +281,7 @@ func (d *Driver) run(ctx context.Context, name string, args ...string) (string, 
 			if dec.OnHost() {
 				where = fmt.Sprintf("on the node (%s: %s)", d.Plugin, dec.Reason)
 			} else {
-				where = fmt.Sprintf("in %s's mount pod %s", d.Plugin, dec.Registration)
+				where = fmt.Sprintf("in %s's mount pod %s via %s", d.Plugin, dec.Registration, dec.Via)
 			}
 		}
 	}

@@ -367,15 +367,21 @@ func TestMountInMountPod(t *testing.T) {
 		}
 		return &runtimeapi.ExecSyncResponse{}, nil
 	})
-	r := mcexec.NewResolver(mcexec.Options{Dir: regDir, Endpoint: endpoint})
+	logPath := filepath.Join(t.TempDir(), "driver.log")
+	log, logFile, err := flexvolume.OpenLog(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logFile.Close() })
+	r := mcexec.NewResolver(mcexec.Options{Dir: regDir, Endpoint: endpoint, ExecMode: mcexec.ModeCRI, Logger: log})
 	t.Cleanup(func() { r.Close() })
 	e, _ := r.For(plugin)
-	d := &flexvolume.Driver{Plugin: plugin, Exec: e, Mounts: markerChecker{}, Timeout: 42 * time.Second}
+	d := &flexvolume.Driver{Plugin: plugin, Exec: e, Mounts: markerChecker{}, Timeout: 42 * time.Second, Log: log}
 
 	dir := filepath.Join(t.TempDir(), "v")
 	s, _, _ := call(t, d, "mount", dir, goodOpts)
-	if s.Status != flexvolume.StatusSuccess || !strings.Contains(s.Message, "glusterfs-mountpod-abcde") {
-		t.Fatalf("mount: %+v", s)
+	if s.Status != flexvolume.StatusSuccess || !strings.Contains(s.Message, "glusterfs-mountpod-abcde") || !strings.Contains(s.Message, "via cri-exec-sync") {
+		t.Fatalf("mount: %+v, want a message naming the mount pod and the path", s)
 	}
 	if s, _, _ := call(t, d, "unmount", dir); s.Status != flexvolume.StatusSuccess {
 		t.Fatalf("unmount: %+v", s)
@@ -396,5 +402,36 @@ func TestMountInMountPod(t *testing.T) {
 	}
 	if c := tools.calls(t); len(c) != 0 {
 		t.Fatalf("ran on the host: %q", c)
+	}
+
+	// The log file: each call, and the decision behind each command.
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls, vias []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var rec struct {
+			Msg      string
+			Call     string
+			Status   string
+			Dir      string
+			Decision struct{ Where, Via string }
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		switch rec.Msg {
+		case "flexvolume call":
+			calls = append(calls, rec.Call+" "+rec.Status+" "+rec.Dir)
+		case "exec decision":
+			vias = append(vias, rec.Decision.Where+" via "+rec.Decision.Via)
+		}
+	}
+	if want := []string{"mount Success " + dir, "unmount Success " + dir}; !slices.Equal(calls, want) {
+		t.Errorf("calls logged %q, want %q", calls, want)
+	}
+	if len(vias) != 2 || vias[0] != "container ctr1 via cri-exec-sync" || vias[1] != vias[0] {
+		t.Errorf("decisions logged %q, want two in container ctr1 via cri-exec-sync", vias)
 	}
 }

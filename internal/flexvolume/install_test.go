@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 )
 
 func writeFile(t *testing.T, p, content string, mode os.FileMode) {
@@ -113,6 +114,19 @@ func TestLoadSettings(t *testing.T) {
 	if err != nil || s.Plugin != "example.com/gluster" || s.RegistrationDir != "/env/r" || s.RuntimeEndpoint != "unix:///env.sock" || s.TimeoutDuration() != 5*time.Second {
 		t.Fatalf("file + env: %+v %v", s, err)
 	}
+	if s.Mode() != mcexec.ModeAuto || s.LogFile != "" {
+		t.Fatalf("exec mode %q, log file %q; want auto and none by default", s.Mode(), s.LogFile)
+	}
+	writeFile(t, exe+".json", `{"execMode":"socket","logFile":"/var/log/a.log"}`, 0o644)
+	s, err = flexvolume.LoadSettings(exe, noEnv)
+	if err != nil || s.Mode() != mcexec.ModeSocket || s.LogFile != "/var/log/a.log" {
+		t.Fatalf("exec mode and log file from the file: %+v %v", s, err)
+	}
+	env = map[string]string{"MOUNTCONTAINERS_FLEXVOLUME_EXEC_MODE": "cri", "MOUNTCONTAINERS_FLEXVOLUME_LOG_FILE": "/env.log"}
+	s, err = flexvolume.LoadSettings(exe, func(k string) string { return env[k] })
+	if err != nil || s.Mode() != mcexec.ModeCRI || s.LogFile != "/env.log" {
+		t.Fatalf("exec mode and log file from the environment: %+v %v", s, err)
+	}
 
 	for _, tc := range []struct {
 		name, content string
@@ -123,6 +137,8 @@ func TestLoadSettings(t *testing.T) {
 		{"bad JSON", `{`, 0o644, "decode"},
 		{"bad timeout", `{"timeout":"soon"}`, 0o644, "timeout"},
 		{"bad endpoint", `{"runtimeEndpoint":"tcp://x"}`, 0o644, "unix"},
+		{"bad exec mode", `{"execMode":"fast"}`, 0o644, "exec mode"},
+		{"relative log file", `{"logFile":"driver.log"}`, 0o644, "log file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exe := filepath.Join(t.TempDir(), "glusterfs")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -28,6 +29,8 @@ const (
 	EnvPlugin          = "MOUNTCONTAINERS_FLEXVOLUME_PLUGIN"
 	EnvRegistrationDir = "PLUGIN_CONTAINERS_DIR"
 	EnvTimeout         = "MOUNTCONTAINERS_FLEXVOLUME_TIMEOUT"
+	EnvExecMode        = "MOUNTCONTAINERS_FLEXVOLUME_EXEC_MODE"
+	EnvLogFile         = "MOUNTCONTAINERS_FLEXVOLUME_LOG_FILE"
 	// The runtime endpoint is overridden by cri.EnvEndpoint
 	// (CONTAINER_RUNTIME_ENDPOINT).
 )
@@ -49,6 +52,16 @@ type Settings struct {
 	// Timeout bounds each mount or umount, as a Go duration ("1m");
 	// default [DefaultTimeout].
 	Timeout string `json:"timeout,omitempty"`
+	// ExecMode is how mount and umount reach a live mount pod: "auto" (the
+	// exec socket when it answers for the registered pod, else CRI
+	// ExecSync), "cri" or "socket"; empty means auto. See package exec.
+	ExecMode string `json:"execMode,omitempty"`
+	// LogFile, when set, is an absolute path the driver appends one JSON
+	// record to per call and per placement decision (where each mount or
+	// umount ran, and through which path). The kubelet reads the driver's
+	// standard output and error as its reply, so this is the only place a
+	// driver can say more.
+	LogFile string `json:"logFile,omitempty"`
 }
 
 // Validate checks the settings.
@@ -69,6 +82,12 @@ func (s Settings) Validate() error {
 	}
 	if _, err := s.timeout(); err != nil {
 		errs = append(errs, err)
+	}
+	if _, err := mcexec.ParseExecMode(s.ExecMode); err != nil {
+		errs = append(errs, err)
+	}
+	if s.LogFile != "" && !filepath.IsAbs(s.LogFile) {
+		errs = append(errs, fmt.Errorf("log file %q is not absolute", s.LogFile))
 	}
 	return errors.Join(errs...)
 }
@@ -98,6 +117,15 @@ func (s Settings) WithDefaults() Settings {
 	return s
 }
 
+// Mode is the parsed ExecMode ([mcexec.ModeAuto] when empty or bad).
+func (s Settings) Mode() mcexec.ExecMode {
+	m, err := mcexec.ParseExecMode(s.ExecMode)
+	if err != nil {
+		return mcexec.ModeAuto
+	}
+	return m
+}
+
 // TimeoutDuration is the parsed Timeout (DefaultTimeout when empty or bad).
 func (s Settings) TimeoutDuration() time.Duration {
 	d, err := s.timeout()
@@ -110,7 +138,7 @@ func (s Settings) TimeoutDuration() time.Duration {
 // LoadSettings reads the settings file next to the driver executable exe
 // (exe + [SettingsSuffix]; a missing file means the defaults), applies the
 // environment overrides ([EnvPlugin], [EnvRegistrationDir], [EnvTimeout],
-// cri.EnvEndpoint; getenv is os.Getenv when nil), validates the result and
+// [EnvExecMode], [EnvLogFile], cri.EnvEndpoint; getenv is os.Getenv when nil), validates the result and
 // fills in the defaults. The file is trusted only when it is a regular file
 // (not a symbolic link) owned by root or by the driver's own user and not
 // writable by group or others: it decides where the driver's commands run.
@@ -133,6 +161,7 @@ func LoadSettings(exe string, getenv func(string) string) (Settings, error) {
 	for env, field := range map[string]*string{
 		EnvPlugin: &s.Plugin, EnvRegistrationDir: &s.RegistrationDir,
 		EnvTimeout: &s.Timeout, cri.EnvEndpoint: &s.RuntimeEndpoint,
+		EnvExecMode: &s.ExecMode, EnvLogFile: &s.LogFile,
 	} {
 		if v := getenv(env); v != "" {
 			*field = v

@@ -49,6 +49,12 @@ type Config struct {
 	// FlexvolumeTimeout bounds each mount or umount of the driver, as a Go
 	// duration; empty means flexvolume.DefaultTimeout.
 	FlexvolumeTimeout string
+	// FlexvolumeExecMode is how the driver's mount and umount reach this
+	// pod: "auto" (empty), "cri" or "socket"; see package exec.
+	FlexvolumeExecMode string
+	// FlexvolumeLogFile is a node path the driver appends its calls and
+	// placement decisions to; empty logs nothing.
+	FlexvolumeLogFile string
 
 	// ShimDir receives kubelet-exec-shim and links named after the tools of
 	// every registered plugin ([ShimTools]); empty installs no shim.
@@ -121,6 +127,8 @@ func (c Config) installFlexvolume(plugins []string, registrationDir string, log 
 			RegistrationDir: registrationDir,
 			RuntimeEndpoint: c.HostRuntimeEndpoint,
 			Timeout:         c.FlexvolumeTimeout,
+			ExecMode:        c.FlexvolumeExecMode,
+			LogFile:         c.FlexvolumeLogFile,
 		},
 	})
 	if err != nil {

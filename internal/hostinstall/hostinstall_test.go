@@ -22,13 +22,15 @@ func TestInstallConfig(t *testing.T) {
 		FlexvolumeDir: flexDir, FlexvolumeSource: filepath.Join(bin, "glusterfs-flexvolume"),
 		ShimDir: shimDir, ShimSource: filepath.Join(bin, shim.BinaryName),
 		HostRuntimeEndpoint: "unix:///run/bed/containerd.sock",
+		FlexvolumeExecMode:  "cri", FlexvolumeLogFile: "/var/log/glusterfs-flexvolume.log",
 	}
 	if err := c.Install([]string{"kubernetes.io/rbd", "kubernetes.io/glusterfs"}, "/k/plugin-containers", nil); err != nil {
 		t.Fatal(err)
 	}
 	exe := filepath.Join(flexDir, "mountcontainers.io~glusterfs", "glusterfs")
 	s, err := flexvolume.LoadSettings(exe, func(string) string { return "" })
-	if err != nil || s.Plugin != "kubernetes.io/glusterfs" || s.RegistrationDir != "/k/plugin-containers" || s.RuntimeEndpoint != "unix:///run/bed/containerd.sock" {
+	if err != nil || s.Plugin != "kubernetes.io/glusterfs" || s.RegistrationDir != "/k/plugin-containers" || s.RuntimeEndpoint != "unix:///run/bed/containerd.sock" ||
+		s.ExecMode != "cri" || s.LogFile != "/var/log/glusterfs-flexvolume.log" {
 		t.Fatalf("driver settings %+v, %v", s, err)
 	}
 	for _, n := range []string{shim.BinaryName, shim.HelperName} {

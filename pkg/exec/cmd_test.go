@@ -33,64 +33,77 @@ func exitCode(t *testing.T, err error) int {
 	return ee.ExitStatus()
 }
 
-// TestCommand runs the same table in the container (through the fake
+// commandTest is a command and what running it must give, in a container
+// as on the host.
+type commandTest struct {
+	name       string
+	cmd        []string
+	dir        string
+	env        []string
+	wantCode   int
+	wantOut    string
+	wantErrOut string
+	notFound   bool
+}
+
+// commandTests is run by TestCommand (through the fake runtime and on the
+// host) and by TestRealRuntime (through a real runtime).
+var commandTests = []commandTest{
+	{name: "exit 0", cmd: []string{"sh", "-c", "echo out; echo err >&2"}, wantOut: "out\n", wantErrOut: "err\n"},
+	{name: "exit 1", cmd: []string{"sh", "-c", "echo out; echo err >&2; exit 1"}, wantCode: 1, wantOut: "out\n", wantErrOut: "err\n"},
+	{name: "exit 32", cmd: []string{"sh", "-c", "exit 32"}, wantCode: 32},
+	{name: "exit 255", cmd: []string{"sh", "-c", "exit 255"}, wantCode: 255},
+	{name: "missing", cmd: []string{"no-such-tool-mc"}, notFound: true},
+	{name: "missing absolute", cmd: []string{"/no/such/tool"}, notFound: true},
+	{name: "dir", cmd: []string{"pwd"}, dir: "/usr", wantOut: "/usr\n"},
+	{name: "env", cmd: []string{"sh", "-c", `echo "$A:$B"`}, env: []string{"A=1", "B=x y", "PATH=/usr/bin:/bin"}, wantOut: "1:x y\n"},
+	{name: "env and dir", cmd: []string{"sh", "-c", `echo "$A $PWD"`}, env: []string{"A=1", "PATH=/usr/bin:/bin"}, dir: "/", wantOut: "1 /\n"},
+	{name: "missing with dir", cmd: []string{"no-such-tool-mc"}, dir: "/", notFound: true},
+	{name: "missing with env", cmd: []string{"no-such-tool-mc"}, env: []string{"PATH=/usr/bin:/bin"}, notFound: true},
+}
+
+// run runs tc with x and checks the result; it returns the command.
+func (tc commandTest) run(t *testing.T, x *Exec) *Cmd {
+	t.Helper()
+	cmd := x.Command(tc.cmd[0], tc.cmd[1:]...)
+	if tc.dir != "" {
+		cmd.SetDir(tc.dir)
+	}
+	if tc.env != nil {
+		cmd.SetEnv(tc.env)
+	}
+	var stderr bytes.Buffer
+	cmd.SetStderr(&stderr)
+	out, err := cmd.Output()
+	if tc.notFound {
+		if err != utilexec.ErrExecutableNotFound { //nolint:errorlint // mount-utils compares
+			t.Errorf("err = %v (%T), want exactly ErrExecutableNotFound", err, err)
+		}
+		return cmd.(*Cmd)
+	}
+	if got := exitCode(t, err); got != tc.wantCode {
+		t.Errorf("exit code %d, want %d (err %v)", got, tc.wantCode, err)
+	}
+	if string(out) != tc.wantOut || stderr.String() != tc.wantErrOut {
+		t.Errorf("stdout %q stderr %q, want %q %q", out, stderr.String(), tc.wantOut, tc.wantErrOut)
+	}
+	return cmd.(*Cmd)
+}
+
+// TestCommand runs commandTests in the container (through the fake
 // runtime, which runs the command locally the way containerd answers) and
 // on the host.
 func TestCommand(t *testing.T) {
-	tests := []struct {
-		name       string
-		cmd        []string
-		dir        string
-		env        []string
-		wantCode   int
-		wantOut    string
-		wantErrOut string
-		notFound   bool
-	}{
-		{name: "exit 0", cmd: []string{"sh", "-c", "echo out; echo err >&2"}, wantOut: "out\n", wantErrOut: "err\n"},
-		{name: "exit 1", cmd: []string{"sh", "-c", "echo out; echo err >&2; exit 1"}, wantCode: 1, wantOut: "out\n", wantErrOut: "err\n"},
-		{name: "exit 32", cmd: []string{"sh", "-c", "exit 32"}, wantCode: 32},
-		{name: "exit 255", cmd: []string{"sh", "-c", "exit 255"}, wantCode: 255},
-		{name: "missing", cmd: []string{"no-such-tool-mc"}, notFound: true},
-		{name: "missing absolute", cmd: []string{"/no/such/tool"}, notFound: true},
-		{name: "dir", cmd: []string{"pwd"}, dir: "/usr", wantOut: "/usr\n"},
-		{name: "env", cmd: []string{"sh", "-c", `echo "$A:$B"`}, env: []string{"A=1", "B=x y", "PATH=/usr/bin:/bin"}, wantOut: "1:x y\n"},
-		{name: "env and dir", cmd: []string{"sh", "-c", `echo "$A $PWD"`}, env: []string{"A=1", "PATH=/usr/bin:/bin"}, dir: "/", wantOut: "1 /\n"},
-		{name: "missing with dir", cmd: []string{"no-such-tool-mc"}, dir: "/", notFound: true},
-		{name: "missing with env", cmd: []string{"no-such-tool-mc"}, env: []string{"PATH=/usr/bin:/bin"}, notFound: true},
-	}
 	for _, where := range []string{"container", "host"} {
-		for _, tc := range tests {
+		for _, tc := range commandTests {
 			t.Run(where+"/"+tc.name, func(t *testing.T) {
 				e := newEnv(t)
 				if where == "container" {
 					e.running(t, "abc")
 					e.rt.SetExec(crifake.RunLocally)
 				}
-				x := e.exec(t, Options{})
-				cmd := x.Command(tc.cmd[0], tc.cmd[1:]...)
-				if tc.dir != "" {
-					cmd.SetDir(tc.dir)
-				}
-				if tc.env != nil {
-					cmd.SetEnv(tc.env)
-				}
-				var stderr bytes.Buffer
-				cmd.SetStderr(&stderr)
-				out, err := cmd.Output()
-				if tc.notFound {
-					if err != utilexec.ErrExecutableNotFound { //nolint:errorlint // mount-utils compares
-						t.Fatalf("err = %v (%T), want exactly ErrExecutableNotFound", err, err)
-					}
-					return
-				}
-				if got := exitCode(t, err); got != tc.wantCode {
-					t.Errorf("exit code %d, want %d (err %v)", got, tc.wantCode, err)
-				}
-				if string(out) != tc.wantOut || stderr.String() != tc.wantErrOut {
-					t.Errorf("stdout %q stderr %q, want %q %q", out, stderr.String(), tc.wantOut, tc.wantErrOut)
-				}
-				d, ok := cmd.(*Cmd).Decision()
+				cmd := tc.run(t, e.exec(t, Options{}))
+				d, ok := cmd.Decision()
 				if !ok || d.OnHost() != (where == "host") {
 					t.Errorf("Decision() = %v, %v", d, ok)
 				}

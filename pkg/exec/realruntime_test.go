@@ -14,10 +14,20 @@ import (
 )
 
 // The real-runtime tests and benchmarks run against the runtime named by
-// MC_TEST_CRI_ENDPOINT (testdata/containerd.sh starts a private one), in a
-// pod sandbox they create with MC_TEST_PAUSE_IMAGE and a container of
-// MC_TEST_IMAGE (which needs /bin/sh and sleep), labelled as the kubelet
-// labels them. Without MC_TEST_CRI_ENDPOINT they are skipped.
+// MC_TEST_CRI_ENDPOINT, in one of two containers:
+//
+//   - with MC_TEST_POD_UID (and MC_TEST_POD_NAMESPACE, MC_TEST_POD_NAME,
+//     MC_TEST_CONTAINER), the running container of that pod, which a
+//     kubelet runs: a kubelet kills every sandbox it did not create, so on
+//     a node this is the only way (test/e2e's TestRealRuntime runs
+//     TestRealRuntime so on the test bed, in CI). The pod's restart policy
+//     must be Never: TestRealRuntime stops the container at the end.
+//   - otherwise a pod sandbox they create (the runtime's sandbox image) with
+//     a container of MC_TEST_IMAGE, labelled as the kubelet labels them,
+//     on a runtime without a kubelet (testdata/containerd.sh starts one).
+//
+// The image needs /bin/sh, sleep, head and mount. Without
+// MC_TEST_CRI_ENDPOINT they are skipped.
 
 type realPod struct {
 	conn        *cri.Conn
@@ -34,15 +44,21 @@ func realRuntime(tb testing.TB) *realPod {
 	if endpoint == "" {
 		tb.Skip("MC_TEST_CRI_ENDPOINT is not set (see testdata/containerd.sh)")
 	}
-	image := os.Getenv("MC_TEST_IMAGE")
-	if image == "" {
-		tb.Fatal("MC_TEST_IMAGE is not set")
-	}
 	conn, err := cri.Dial(endpoint)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { conn.Close() })
+	if uid := os.Getenv("MC_TEST_POD_UID"); uid != "" {
+		return kubeletPod(tb, conn, registration.Registration{
+			PodNamespace: os.Getenv("MC_TEST_POD_NAMESPACE"), PodName: os.Getenv("MC_TEST_POD_NAME"),
+			PodUID: uid, ContainerName: os.Getenv("MC_TEST_CONTAINER"),
+		})
+	}
+	image := os.Getenv("MC_TEST_IMAGE")
+	if image == "" {
+		tb.Fatal("MC_TEST_IMAGE is not set")
+	}
 	ctx := context.Background()
 	uid := fmt.Sprintf("mc-test-%d", time.Now().UnixNano())
 	p := &realPod{conn: conn, reg: registration.Registration{
@@ -90,6 +106,21 @@ func realRuntime(tb testing.TB) *realPod {
 		tb.Fatalf("start container: %v", err)
 	}
 	return p
+}
+
+// kubeletPod is the running container of reg's pod, which a kubelet runs.
+func kubeletPod(tb testing.TB, conn *cri.Conn, reg registration.Registration) *realPod {
+	tb.Helper()
+	if err := reg.Validate(); err != nil {
+		tb.Fatalf("MC_TEST_POD_*, MC_TEST_CONTAINER: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := conn.FindRunning(ctx, reg.PodUID, reg.ContainerName)
+	if err != nil || len(cs) != 1 {
+		tb.Fatalf("running container %s of pod %s: %d found, %v", reg.ContainerName, reg, len(cs), err)
+	}
+	return &realPod{conn: conn, containerID: cs[0].GetId(), reg: reg}
 }
 
 // stop stops the container, as when the mount pod's container exits.

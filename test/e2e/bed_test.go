@@ -53,7 +53,7 @@ func TestBedDaemonSet(t *testing.T) {
 		_ = os.RemoveAll(hostDir)
 	})
 	// Before the pod: a privileged container's /dev is a snapshot.
-	dev := bed.LoopDevice(t, 32)
+	dev := bed.LoopDevice(t, 32, "ext4")
 
 	manifest := fmt.Sprintf(`apiVersion: apps/v1
 kind: DaemonSet

@@ -26,6 +26,9 @@ type mountPodDS struct {
 	Tolerate string
 	// Readiness adds the `mountpod check` readiness probe.
 	Readiness bool
+	// PreStop, if not empty, is a shell script run as the container's
+	// preStop hook (before the kubelet sends SIGTERM).
+	PreStop string
 	// Mounts are host paths mounted into the container.
 	Mounts []hostPathMount
 }
@@ -87,6 +90,9 @@ spec:
           periodSeconds: 1
           failureThreshold: 1
 `)
+	}
+	if d.PreStop != "" {
+		fmt.Fprintf(&b, "        lifecycle:\n          preStop:\n            exec: {command: [\"sh\", \"-c\", %q]}\n", d.PreStop)
 	}
 	b.WriteString("        volumeMounts:\n")
 	for _, m := range d.Mounts {

@@ -142,76 +142,10 @@ func (m *mountPod) executor(t *testing.T, opts mcexec.Options) *mcexec.Exec {
 	return x
 }
 
-// rawLoopDevice attaches an unformatted file of sizeMiB MiB to a loop device.
-func rawLoopDevice(t *testing.T, bed *framework.Bed, sizeMiB int64) string {
-	t.Helper()
-	dir := bed.Env.LoopDir
-	if dir == "" {
-		dir = filepath.Join(bed.Env.BedDir, "loop")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.CreateTemp(dir, "raw-*.img")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := f.Name()
-	t.Cleanup(func() { _ = os.Remove(file) })
-	err = f.Truncate(sizeMiB << 20)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
-	if err != nil {
-		t.Fatalf("losetup %s: %v: %s", file, err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
-			t.Logf("detach %s: %v: %s", dev, err, out)
-		}
-	})
-	return dev
-}
-
-func exitStatus(t *testing.T, err error) int {
-	t.Helper()
-	if err == nil {
-		return 0
-	}
-	ee, ok := err.(utilexec.ExitError) //nolint:errorlint // mount-utils type-asserts; so do we
-	if !ok {
-		t.Fatalf("error %v (%T) is not a utilexec.ExitError", err, err)
-	}
-	return ee.ExitStatus()
-}
-
-// TestExecResolver runs the resolver against a mount pod the kubelet runs:
-// commands land in its container, results pass through unchanged, and the
-// host takes over exactly when the rule says.
-func TestExecResolver(t *testing.T) {
-	bed := framework.Current(t)
-	// Before the pod: a privileged container's /dev is a snapshot.
-	dev := rawLoopDevice(t, bed, 64)
-	m, pod := startMountPod(t, bed, "exec")
-	host := &countingHost{Interface: utilexec.New()}
-	x := m.executor(t, mcexec.Options{Host: host})
-	ctx := context.Background()
-
-	d, err := x.Resolve(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := bed.RunningContainerID(t, pod.UID, "mount", 30*time.Second)
-	if d.ContainerID != id || d.Reason != mcexec.ReasonRunning {
-		t.Fatalf("decision %v, want container %s", d, id)
-	}
-	t.Logf("decision: %v", d)
-
+// testInPod runs the resolver table in the mount pod through x: exit codes
+// and outputs, a tool only the image has, a missing binary, concurrent
+// commands and SafeFormatAndMount of the unformatted device dev.
+func testInPod(t *testing.T, m *mountPod, x *pathCheck, pod *corev1.Pod, dev string) {
 	t.Run("exit codes and outputs", func(t *testing.T) {
 		for _, code := range []int{0, 1, 32, 255} {
 			var stderr bytes.Buffer
@@ -282,7 +216,7 @@ func TestExecResolver(t *testing.T) {
 	})
 
 	t.Run("SafeFormatAndMount", func(t *testing.T) {
-		target := filepath.Join(m.hostDir, "disk")
+		target := filepath.Join(m.hostDir, "disk-"+filepath.Base(dev))
 		if err := os.MkdirAll(target, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -314,10 +248,119 @@ func TestExecResolver(t *testing.T) {
 		if f, err := sfm.GetDiskFormat(dev); err != nil || f != "ext4" {
 			t.Errorf("GetDiskFormat after = %q, %v", f, err)
 		}
-		if n := host.n.Load(); n != 0 {
-			t.Errorf("%d commands ran on the host", n)
-		}
 	})
+}
+
+func exitStatus(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
+		return 0
+	}
+	ee, ok := err.(utilexec.ExitError) //nolint:errorlint // mount-utils type-asserts; so do we
+	if !ok {
+		t.Fatalf("error %v (%T) is not a utilexec.ExitError", err, err)
+	}
+	return ee.ExitStatus()
+}
+
+// execModes are the two paths into a live mount pod: CRI ExecSync (the
+// design's) and the mount pod's exec socket (the fast path). A test of what
+// runs in a mount pod runs once per mode, as a subtest named after it, and
+// asserts the path every command took, so that a silent switch to the other
+// path fails it.
+var execModes = []mcexec.ExecMode{mcexec.ModeCRI, mcexec.ModeSocket}
+
+// viaOf is the path a command placed in a live container takes in mode.
+func viaOf(t testing.TB, mode mcexec.ExecMode) mcexec.Via {
+	t.Helper()
+	switch mode {
+	case mcexec.ModeCRI:
+		return mcexec.ViaExecSync
+	case mcexec.ModeSocket:
+		return mcexec.ViaSocket
+	}
+	t.Fatalf("exec mode %q has no single path", mode)
+	return ""
+}
+
+// pathCheck is a plugin's executor that keeps every command it hands out,
+// so that the test can check afterwards where each one ran and through
+// which path, also for commands a library (mount-utils) creates.
+type pathCheck struct {
+	*mcexec.Exec
+	mu   sync.Mutex
+	cmds []*mcexec.Cmd
+}
+
+var _ utilexec.Interface = (*pathCheck)(nil)
+
+func (p *pathCheck) Command(cmd string, args ...string) utilexec.Cmd {
+	return p.CommandContext(context.Background(), cmd, args...)
+}
+
+func (p *pathCheck) CommandContext(ctx context.Context, cmd string, args ...string) utilexec.Cmd {
+	c := p.Exec.CommandContext(ctx, cmd, args...)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cmds = append(p.cmds, c.(*mcexec.Cmd))
+	return c
+}
+
+// verify checks that every command handed out since the last verify ran
+// in container id through via, and that there was at least one.
+func (p *pathCheck) verify(t *testing.T, id string, via mcexec.Via) {
+	t.Helper()
+	p.mu.Lock()
+	cmds := p.cmds
+	p.cmds = nil
+	p.mu.Unlock()
+	if len(cmds) == 0 {
+		t.Error("no command was run")
+	}
+	for i, c := range cmds {
+		d, ok := c.Decision()
+		if !ok || d.ContainerID != id || d.Via != via {
+			t.Errorf("command %d was placed %v (decided %t); want container %s via %s", i, d, ok, id, via)
+		}
+	}
+	t.Logf("%d commands, all in container %.12s via %s", len(cmds), id, via)
+}
+
+// TestExecResolver runs the resolver against a mount pod the kubelet runs:
+// commands land in its container, through the path the exec mode names
+// (once per mode), results pass through unchanged, and the host takes over
+// exactly when the rule says.
+func TestExecResolver(t *testing.T) {
+	bed := framework.Current(t)
+	// Before the pod: a privileged container's /dev is a snapshot. One
+	// unformatted device per mode: SafeFormatAndMount formats it.
+	devs := map[mcexec.ExecMode]string{}
+	for _, mode := range execModes {
+		devs[mode] = bed.LoopDevice(t, 64, "")
+	}
+	m, pod := startMountPod(t, bed, "exec")
+	ctx := context.Background()
+	id := bed.RunningContainerID(t, pod.UID, "mount", 30*time.Second)
+
+	for _, mode := range execModes {
+		t.Run(string(mode), func(t *testing.T) {
+			host := &countingHost{Interface: utilexec.New()}
+			via := viaOf(t, mode)
+			e := m.executor(t, mcexec.Options{Host: host, ExecMode: mode})
+			d, err := e.Resolve(ctx)
+			if err != nil || d.ContainerID != id || d.Reason != mcexec.ReasonRunning || d.Via != via {
+				t.Fatalf("decision %v, %v; want container %s via %s", d, err, id, via)
+			}
+			t.Logf("decision: %v", d)
+			x := &pathCheck{Exec: e}
+			testInPod(t, m, x, pod, devs[mode])
+			x.verify(t, id, via)
+			if n := host.n.Load(); n != 0 {
+				t.Errorf("%d commands ran on the host", n)
+			}
+		})
+	}
+	x := m.executor(t, mcexec.Options{})
 
 	t.Run("container stopped", func(t *testing.T) {
 		id := bed.RunningContainerID(t, pod.UID, "mount", 30*time.Second)

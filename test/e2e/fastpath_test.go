@@ -139,13 +139,44 @@ func TestFastPath(t *testing.T) {
 			os.Chmod(p, 0o777)
 			t.Cleanup(func() { os.Chmod(p, mode) })
 		}
-		cmd := exec.Command("curl", "-sS", "--max-time", "5", "--http2-prior-knowledge", "--unix-socket", sock, "http://localhost/")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		out, _ := cmd.CombinedOutput()
+		// curl as uid: the HTTP status it got ("000" for none), its exit
+		// code and its error message.
+		curl := func(uid uint32) (status string, code int, msg string) {
+			cmd := exec.Command("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5",
+				"--http2-prior-knowledge", "--unix-socket", sock, "http://localhost/")
+			if uid != 0 {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+			}
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			switch {
+			case errors.As(err, &ee):
+				code = ee.ExitCode()
+			case err != nil:
+				t.Fatalf("run curl: %v", err)
+			}
+			return stdout.String(), code, strings.TrimSpace(stderr.String())
+		}
+		// The control: root gets an HTTP/2 answer (an error status, since
+		// a GET is no gRPC call), so the socket, the modes and curl work.
+		if status, code, msg := curl(0); code != 0 || status == "000" || status == "" {
+			t.Fatalf("curl as root: HTTP %q, exit %d (%s); want an HTTP answer", status, code, msg)
+		}
+		// uid 65534 connects (the modes allow it) and gets no answer at
+		// all: the service closes the connection. curl's exit 52 (empty
+		// reply), 56 (receive failure) or 16 (HTTP/2 framing) say so; 7
+		// (could not connect) would mean the file modes stopped it.
+		status, code, msg := curl(65534)
+		if status != "000" || (code != 16 && code != 52 && code != 56) {
+			t.Errorf("curl as uid 65534: HTTP %q, exit %d (%s); want no answer, the connection closed (exit 16, 52 or 56)", status, code, msg)
+		}
+		t.Logf("curl as uid 65534: exit %d: %s", code, msg)
 		err := framework.Poll(context.Background(), "refusal logged", 250*time.Millisecond, 20*time.Second,
 			func(ctx context.Context) (bool, string, error) {
 				logs := bed.Kubectl(t, "-n", m.ns, "logs", pod.Name)
-				return strings.Contains(logs, "refusing connection") && strings.Contains(logs, "uid 65534"), "curl said: " + string(out), nil
+				return strings.Contains(logs, "refusing connection") && strings.Contains(logs, "uid 65534"), "curl said: " + msg, nil
 			})
 		if err != nil {
 			t.Fatal(err)

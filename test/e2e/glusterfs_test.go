@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mountcontainers/mountcontainers/internal/atomicfile"
 	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/test/framework"
@@ -52,8 +54,17 @@ type glusterEnv struct {
 func TestGlusterfs(t *testing.T) {
 	bed := framework.Current(t)
 	g := setupGlusterfs(t, bed)
-	t.Run("WorkloadMountsThroughMountPod", g.testWorkload)
+	t.Run("WorkloadMountsThroughMountPod", func(t *testing.T) {
+		for _, mode := range execModes {
+			t.Run(string(mode), func(t *testing.T) { g.testWorkload(t, mode) })
+		}
+	})
 	t.Run("ExecSyncMountReturnsPromptly", g.testExecSync)
+	t.Run("DriverCalledAsTheKubeletCallsIt", func(t *testing.T) {
+		for _, mode := range execModes {
+			t.Run(string(mode), func(t *testing.T) { g.testDriverCalls(t, mode) })
+		}
+	})
 	t.Run("BadOptionsNameTheField", g.testBadOptions)
 	// Last: it deletes the mount pod.
 	t.Run("HazardMountPodDeleted", g.testHazard)
@@ -233,13 +244,18 @@ func fuseProcesses(t *testing.T, dir string) []int {
 	return pids
 }
 
-func (g *glusterEnv) testWorkload(t *testing.T) {
+// testWorkload runs a workload whose GlusterFS flexVolume the kubelet
+// mounts through the driver, with the driver set to exec mode mode, and
+// checks from the driver's log that its mount and umount ran in the mount
+// pod through that mode's path.
+func (g *glusterEnv) testWorkload(t *testing.T, mode mcexec.ExecMode) {
 	bed := g.bed
 	mp := g.mountPod(t)
 	mountCtr := bed.RunningContainerID(t, mp.UID, "mount", 30*time.Second)
+	log := g.setDriverMode(t, mode)
 
 	start := time.Now()
-	p := g.workload(t, "writer")
+	p := g.workload(t, "writer-"+string(mode))
 	t.Logf("workload with a GlusterFS flexVolume Running in %s", time.Since(start).Round(time.Millisecond))
 
 	content := "written through the mount pod at " + time.Now().Format(time.RFC3339Nano)
@@ -288,27 +304,32 @@ func (g *glusterEnv) testWorkload(t *testing.T) {
 	if got := bed.MustExec(t, g.ns, "glusterfs-server", "server", "cat", g.brick+"/hello.txt"); got != content {
 		t.Fatalf("after unmount the brick has %q", got)
 	}
+	checkDriverLog(t, log, dir, mountCtr, viaOf(t, mode))
 }
 
 // testExecSync proves that the CRI ExecSync of a glusterfs mount returns
 // as soon as the mount is made: the glusterfs client daemonizes and closes
 // the exec's stdout and stderr (containerd waits for them to close), so no
 // fix is needed; the bound catches a regression, which would otherwise
-// last until the exec's timeout. It also runs the installed driver as the
-// kubelet does and checks that both calls went through the mount pod.
+// last until the exec's timeout. The resolver is forced to ExecSync and the
+// test checks it was used: through the exec socket a daemon holding the
+// pipes costs only the service's 200 ms output grace, so the regression
+// would go unseen.
 func (g *glusterEnv) testExecSync(t *testing.T) {
 	bed := g.bed
 	mp := g.mountPod(t)
-	r := mcexec.NewResolver(mcexec.Options{Dir: bed.Env.RegistrationDir, Endpoint: bed.Env.CRIEndpoint})
+	mountCtr := bed.RunningContainerID(t, mp.UID, "mount", 30*time.Second)
+	r := mcexec.NewResolver(mcexec.Options{Dir: bed.Env.RegistrationDir, Endpoint: bed.Env.CRIEndpoint, ExecMode: mcexec.ModeCRI})
 	defer r.Close()
 	e, err := r.For(glusterPlugin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, err := e.Resolve(context.Background())
-	if err != nil || d.OnHost() || d.Registration.PodName != mp.Name {
-		t.Fatalf("decision %v (%v), want mount pod %s", d, err, mp.Name)
+	if err != nil || d.ContainerID != mountCtr || d.Registration.PodName != mp.Name || d.Via != mcexec.ViaExecSync {
+		t.Fatalf("decision %v (%v), want mount pod %s via %s", d, err, mp.Name, mcexec.ViaExecSync)
 	}
+	x := &pathCheck{Exec: e}
 
 	dir := filepath.Join(bed.Env.KubeletRoot, "mc-e2e-glusterfs", "execsync")
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -321,7 +342,7 @@ func (g *glusterEnv) testExecSync(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	start := time.Now()
-	out, err := e.CommandContext(ctx, "mount", "-t", "glusterfs", bed.Env.NodeName+":/"+glusterVolume, dir).CombinedOutput()
+	out, err := x.CommandContext(ctx, "mount", "-t", "glusterfs", bed.Env.NodeName+":/"+glusterVolume, dir).CombinedOutput()
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("mount through ExecSync: %v: %s", err, out)
@@ -334,17 +355,32 @@ func (g *glusterEnv) testExecSync(t *testing.T) {
 		t.Fatalf("after ExecSync mount, host sees %q at %s", fs, dir)
 	}
 	start = time.Now()
-	if out, err := e.CommandContext(ctx, "umount", dir).CombinedOutput(); err != nil {
+	if out, err := x.CommandContext(ctx, "umount", dir).CombinedOutput(); err != nil {
 		t.Fatalf("umount: %v: %s", err, out)
 	}
 	t.Logf("ExecSync(umount) returned in %s", time.Since(start).Round(time.Millisecond))
+	x.verify(t, mountCtr, mcexec.ViaExecSync)
+}
 
-	// The installed driver, invoked as the kubelet invokes it.
+// testDriverCalls runs the installed driver as the kubelet invokes it (its
+// own environment, no bed settings), set to exec mode mode, and checks
+// from its replies and its log that mount and umount ran in the mount pod
+// through that mode's path.
+func (g *glusterEnv) testDriverCalls(t *testing.T, mode mcexec.ExecMode) {
+	bed := g.bed
+	mp := g.mountPod(t)
+	mountCtr := bed.RunningContainerID(t, mp.UID, "mount", 30*time.Second)
+	via := viaOf(t, mode)
+	log := g.setDriverMode(t, mode)
 	opts, _ := json.Marshal(map[string]string{
 		"server": bed.Env.NodeName, "volume": glusterVolume,
 		"kubernetes.io/fsType": "", "kubernetes.io/readwrite": "rw", "kubernetes.io/pod.uid": "e2e",
 	})
-	target := filepath.Join(filepath.Dir(dir), "driver")
+	target := filepath.Join(bed.Env.KubeletRoot, "mc-e2e-glusterfs", "driver-"+string(mode))
+	t.Cleanup(func() {
+		_ = exec.Command("umount", "-l", target).Run()
+		_ = os.RemoveAll(filepath.Dir(target))
+	})
 	for _, call := range [][]string{{"init"}, {"mount", target, string(opts)}, {"unmount", target}, {"unmount", target}} {
 		start := time.Now()
 		s := g.callDriver(t, call...)
@@ -356,10 +392,111 @@ func (g *glusterEnv) testExecSync(t *testing.T) {
 		if took > driverCallBound {
 			t.Fatalf("driver %s took %s > %s", call[0], took, driverCallBound)
 		}
-		if call[0] == "mount" && !strings.Contains(s.Message, mp.Name) {
-			t.Fatalf("driver mount did not run in the mount pod: %s", s.Message)
+		if call[0] == "mount" && (!strings.Contains(s.Message, mp.Name) || !strings.Contains(s.Message, "via "+string(via))) {
+			t.Fatalf("driver mount did not run in the mount pod %s via %s: %s", mp.Name, via, s.Message)
 		}
 	}
+	checkDriverLog(t, log, target, mountCtr, via)
+}
+
+// setDriverMode rewrites the installed driver's settings (as the mount pod
+// wrote them) with exec mode mode and a log file, restores them at the end
+// of the test, and returns the log file's path.
+func (g *glusterEnv) setDriverMode(t *testing.T, mode mcexec.ExecMode) string {
+	t.Helper()
+	path := g.driver + flexvolume.SettingsSuffix
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s flexvolume.Settings
+	if err := json.Unmarshal(orig, &s); err != nil {
+		t.Fatalf("driver settings %s: %v", path, err)
+	}
+	s.ExecMode = string(mode)
+	s.LogFile = filepath.Join(t.TempDir(), "glusterfs-flexvolume.log")
+	data, _ := json.MarshalIndent(s, "", "  ")
+	write := func(data []byte) error {
+		return atomicfile.Write(path, 0o644, func(w io.Writer) error {
+			_, err := w.Write(data)
+			return err
+		})
+	}
+	if err := write(append(data, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			log, _ := os.ReadFile(s.LogFile)
+			t.Logf("driver log %s:\n%s", s.LogFile, log)
+		}
+		if err := write(orig); err != nil {
+			t.Errorf("restore %s: %v", path, err)
+		}
+	})
+	return s.LogFile
+}
+
+// driverRecord is a record of the driver's JSON log.
+type driverRecord struct {
+	Msg      string
+	Call     string
+	Dir      string
+	Status   string
+	Message  string
+	Err      string
+	Decision struct{ Where, Via, Reason string }
+}
+
+// checkDriverLog checks the driver's log: a successful mount (its reply
+// naming via) and unmount of dir, and every placement decision in the mount
+// container id through via. The kubelet may see the unmount before the
+// driver has logged it: the log is read until both calls are there.
+func checkDriverLog(t *testing.T, path, dir, id string, via mcexec.Via) {
+	t.Helper()
+	var records []driverRecord
+	var data []byte
+	err := framework.Poll(context.Background(), "mount and unmount of "+dir+" in the driver's log", 100*time.Millisecond, 30*time.Second,
+		func(context.Context) (bool, string, error) {
+			var err error
+			if data, err = os.ReadFile(path); err != nil {
+				return false, err.Error(), nil
+			}
+			records = records[:0]
+			var mounted, unmounted bool
+			lines := strings.Split(string(data), "\n")
+			for _, line := range lines[:len(lines)-1] { // complete lines only
+				var r driverRecord
+				if err := json.Unmarshal([]byte(line), &r); err != nil {
+					return false, "", fmt.Errorf("driver log line %q: %w", line, err)
+				}
+				records = append(records, r)
+				if r.Msg == "flexvolume call" && r.Dir == dir && r.Status == flexvolume.StatusSuccess {
+					mounted = mounted || r.Call == "mount" && strings.Contains(r.Message, "via "+string(via))
+					unmounted = unmounted || r.Call == "unmount"
+				}
+			}
+			return mounted && unmounted, fmt.Sprintf("mount via %s logged %t, unmount %t", via, mounted, unmounted), nil
+		})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	decisions := 0
+	for _, r := range records {
+		switch r.Msg {
+		case "exec decision":
+			decisions++
+			if r.Decision.Where != "container "+id || r.Decision.Via != string(via) {
+				t.Errorf("the driver placed a command in %s via %q (%s); want container %s via %s", r.Decision.Where, r.Decision.Via, r.Decision.Reason, id, via)
+			}
+		case "exec decision failed":
+			t.Errorf("the driver could not place a command: %s", r.Err)
+		}
+	}
+	if decisions < 2 {
+		t.Errorf("%d placement decisions in the driver's log, want at least 2 (mount, umount):\n%s", decisions, data)
+	}
+	t.Logf("driver log: mount and unmount of %s, %d decisions, all in container %.12s via %s", dir, decisions, id, via)
 }
 
 func (g *glusterEnv) callDriver(t *testing.T, args ...string) flexvolume.Status {

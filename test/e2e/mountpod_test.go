@@ -6,10 +6,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,12 +35,14 @@ type mountpodSet struct {
 	// nodeSelector, when set, is the DaemonSet's node selector: a label the
 	// node lacks leaves it without pods.
 	nodeSelector string
+	// preStop, when set, is the container's preStop hook (a shell script).
+	preStop string
 }
 
 func (s mountpodSet) manifest(bed *framework.Bed) string {
 	return mountPodDS{
 		Namespace: s.ns, Name: "mountpod", App: "mountpod", Image: bed.Env.MountpodImage,
-		Plugins: s.plugins, NodeSelector: s.nodeSelector, GracePeriod: 10, Readiness: true,
+		Plugins: s.plugins, NodeSelector: s.nodeSelector, GracePeriod: 10, Readiness: true, PreStop: s.preStop,
 		// The image's default registration directory, on the bed's.
 		Mounts: []hostPathMount{{Name: "registrations", HostPath: bed.Env.RegistrationDir, MountPath: "/var/lib/kubelet/plugin-containers", Type: "DirectoryOrCreate"}},
 	}.manifest()
@@ -175,31 +179,39 @@ func TestMountpod(t *testing.T) {
 	})
 
 	t.Run("tools run in the pod through the resolver", func(t *testing.T) {
-		r := mcexec.NewResolver(mcexec.Options{Dir: bed.Env.RegistrationDir, Endpoint: bed.Env.CRIEndpoint})
-		defer r.Close()
-		e, err := r.For(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := e.Resolve(context.Background())
-		if err != nil || d.OnHost() {
-			t.Fatalf("decision for %s = %v, %v; want the pod's container", a, d, err)
-		}
-		for _, tc := range []struct {
-			argv []string
-			want string
-		}{
-			{[]string{"rbd", "--version"}, "ceph version"},
-			{[]string{"mount.glusterfs", "-V"}, "glusterfs"},
-			{[]string{"mkfs.ext4", "-V"}, "mke2fs"},
-			{[]string{"mkfs.xfs", "-V"}, "mkfs.xfs version"},
-			{[]string{"fsck.ext4", "-V"}, "e2fsck"},
-			{[]string{"xfs_repair", "-V"}, "xfs_repair version"},
-		} {
-			out, err := e.Command(tc.argv[0], tc.argv[1:]...).CombinedOutput()
-			if err != nil || !strings.Contains(string(out), tc.want) {
-				t.Errorf("%q in the pod = %v, %q; want output containing %q", tc.argv, err, out, tc.want)
-			}
+		id := bed.RunningContainerID(t, pod.UID, "mount", 30*time.Second)
+		for _, mode := range execModes {
+			t.Run(string(mode), func(t *testing.T) {
+				r := mcexec.NewResolver(mcexec.Options{Dir: bed.Env.RegistrationDir, Endpoint: bed.Env.CRIEndpoint, ExecMode: mode})
+				defer r.Close()
+				e, err := r.For(a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				via := viaOf(t, mode)
+				d, err := e.Resolve(context.Background())
+				if err != nil || d.ContainerID != id || d.Via != via {
+					t.Fatalf("decision for %s = %v, %v; want the pod's container %s via %s", a, d, err, id, via)
+				}
+				x := &pathCheck{Exec: e}
+				for _, tc := range []struct {
+					argv []string
+					want string
+				}{
+					{[]string{"rbd", "--version"}, "ceph version"},
+					{[]string{"mount.glusterfs", "-V"}, "glusterfs"},
+					{[]string{"mkfs.ext4", "-V"}, "mke2fs"},
+					{[]string{"mkfs.xfs", "-V"}, "mkfs.xfs version"},
+					{[]string{"fsck.ext4", "-V"}, "e2fsck"},
+					{[]string{"xfs_repair", "-V"}, "xfs_repair version"},
+				} {
+					out, err := x.Command(tc.argv[0], tc.argv[1:]...).CombinedOutput()
+					if err != nil || !strings.Contains(string(out), tc.want) {
+						t.Errorf("%q in the pod = %v, %q; want output containing %q", tc.argv, err, out, tc.want)
+					}
+				}
+				x.verify(t, id, via)
+			})
 		}
 	})
 
@@ -345,13 +357,23 @@ func TestMountpodContainerKilled(t *testing.T) {
 	}
 }
 
+// holdFile is the name, in the registration directory, of a file whose
+// presence keeps a pod of a mountpodSet with holdPreStop from being sent
+// SIGTERM when it is deleted (for up to 8 s of its 10 s grace period).
+func holdFile(uid types.UID) string { return ".e2e-hold-" + string(uid) }
+
+const holdPreStop = `i=0
+while [ -e "/var/lib/kubelet/plugin-containers/.e2e-hold-$POD_UID" ] && [ $i -lt 80 ]; do sleep 0.1; i=$((i+1)); done`
+
 // TestMountpodReplacement checks that a DaemonSet's replacement pod (new
 // UID) overwrites a leftover of its predecessor and takes over, and that the
 // predecessor's shutdown never removes the successor's registration.
 func TestMountpodReplacement(t *testing.T) {
 	bed := framework.Current(t)
 	s := setUpMountpods(t, bed, 1)
+	s.preStop = holdPreStop
 	plugin := s.plugins[0]
+	file, _ := registration.FileName(plugin)
 	bed.Apply(t, s.manifest(bed))
 	first, _ := waitRunning(t, bed, s.ns, "", 2*time.Minute)
 	waitRegistered(t, bed, plugin, podRegistration(first), 10*time.Second)
@@ -375,16 +397,108 @@ func TestMountpodReplacement(t *testing.T) {
 		first = second
 	})
 
-	t.Run("pod deleted, replacement takes over", func(t *testing.T) {
+	t.Run("the old pod's shutdown never removes the new pod's registration", func(t *testing.T) {
+		// The old pod is held in its preStop hook, before SIGTERM, until
+		// the new pod has registered: it stops while the registration
+		// names its successor. Removals are watched for directly: the new
+		// pod would re-create a removed file within milliseconds, before
+		// any read could miss it.
+		hold := filepath.Join(bed.Env.RegistrationDir, holdFile(first.UID))
+		if err := os.WriteFile(hold, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(hold) })
+		w := watchRegistration(t, bed.Env.RegistrationDir, file)
+
 		bed.Kubectl(t, "delete", "pod", "-n", s.ns, first.Name, "--wait=false")
 		next, _ := waitRunning(t, bed, s.ns, first.UID, 2*time.Minute)
 		want := podRegistration(next)
 		waitRegistered(t, bed, plugin, want, 10*time.Second)
+		if p, err := bed.Client.CoreV1().Pods(s.ns).Get(context.Background(), first.Name, metav1.GetOptions{}); err != nil || p.UID != first.UID {
+			t.Fatalf("the old pod is gone before the new one registered (%v): the test proves nothing", err)
+		}
+		os.Remove(hold) // SIGTERM now
 		bed.WaitPodGone(t, s.ns, first.Name, first.UID, time.Minute)
-		// The old pod's shutdown left the new registration alone.
+		time.Sleep(500 * time.Millisecond) // let the last events arrive
+		events := w.stop(t)
+
+		created := false
+		for _, ev := range events {
+			switch {
+			case ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename):
+				t.Errorf("%s was removed or renamed away (%s) while the old pod stopped", file, ev.Op)
+			case ev.Has(fsnotify.Create):
+				created = true
+			}
+		}
+		if !created {
+			t.Errorf("the watch saw no event of the new pod's registration (%v): it proves nothing", events)
+		}
+		t.Logf("events on %s: %v", file, events)
 		if r, ok, err := registration.Read(bed.Env.RegistrationDir, plugin); err != nil || !ok || !r.SamePod(want) {
 			t.Errorf("registration after the old pod stopped = %v, %v, %v; want %v", r, ok, err, want)
 		}
+		logs := bed.Kubectl(t, "logs", "-n", s.ns, first.Name, "-c", "mount")
+		t.Logf("the old pod's log:\n%s", logs)
 		bed.WaitPod(t, s.ns, next.Name, true, 30*time.Second)
 	})
+}
+
+// regWatch records the inotify events on one file of a registration
+// directory.
+type regWatch struct {
+	w      *fsnotify.Watcher
+	done   chan struct{}
+	events []fsnotify.Event
+	err    error
+}
+
+// watchRegistration watches dir (the directory, not the file: an atomic
+// rename drops a file watch) and keeps the events on file.
+func watchRegistration(t *testing.T, dir, file string) *regWatch {
+	t.Helper()
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Add(dir); err != nil {
+		fw.Close()
+		t.Fatal(err)
+	}
+	w := &regWatch{w: fw, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case ev, ok := <-fw.Events:
+				if !ok {
+					return
+				}
+				if filepath.Base(ev.Name) == file {
+					w.events = append(w.events, ev)
+				}
+			case err, ok := <-fw.Errors:
+				if !ok {
+					return
+				}
+				if w.err == nil {
+					w.err = err // fsnotify.ErrEventOverflow: events were lost
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { fw.Close() })
+	return w
+}
+
+// stop ends the watch and returns the events; an error of the watch (lost
+// events) fails the test.
+func (w *regWatch) stop(t *testing.T) []fsnotify.Event {
+	t.Helper()
+	w.w.Close()
+	<-w.done
+	if w.err != nil {
+		t.Fatalf("watch: %v", w.err)
+	}
+	return w.events
 }

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mountcontainers/mountcontainers/internal/rollout"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
@@ -39,7 +39,7 @@ func TestRolloutGlusterfs(t *testing.T) {
 		t.Fatalf("go build ./cmd/mountpod-rollout: %v\n%s", err, out)
 	}
 	const ds = "glusterfs-mountpod"
-	t.Cleanup(func() { removeRolloutTaints(t, bed) })
+	t.Cleanup(func() { bed.RemoveTaints(t, rollout.TaintKey, "") })
 
 	// A new tag of the same image, for the upgrade.
 	newTag := strings.TrimSuffix(bed.Env.MountpodImage, ":dev") + ":rollout-" + g.ns
@@ -115,14 +115,8 @@ func TestRolloutGlusterfs(t *testing.T) {
 
 	// The node is open again, the mount pod replaced by the new image's,
 	// registered, and the workload back on its volume.
-	node, err := bed.Client.CoreV1().Nodes().Get(context.Background(), bed.Env.NodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, taint := range node.Spec.Taints {
-		if taint.Key == "mountcontainers.io/upgrading" {
-			t.Errorf("the node is still tainted: %v", taint)
-		}
+	if taints := bed.Taints(t, rollout.TaintKey, ""); len(taints) > 0 {
+		t.Errorf("the node is still tainted: %v", taints)
 	}
 	mp := g.mountPod(t)
 	if mp.UID == oldMP.UID || mp.Spec.Containers[0].Image != newTag {
@@ -150,29 +144,5 @@ func TestRolloutGlusterfs(t *testing.T) {
 	}
 	if fs := hostMount(t, g.volumeDir(&w)); fs != "fuse.glusterfs" {
 		t.Errorf("the new workload's volume is mounted as %q, want fuse.glusterfs", fs)
-	}
-}
-
-// removeRolloutTaints removes the rollout taint from the node, so that a
-// failed test does not leave the only node fenced for the tests after it.
-func removeRolloutTaints(t *testing.T, bed *framework.Bed) {
-	ctx := context.Background()
-	node, err := bed.Client.CoreV1().Nodes().Get(ctx, bed.Env.NodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Logf("remove rollout taint: %v", err)
-		return
-	}
-	var keep []corev1.Taint
-	for _, taint := range node.Spec.Taints {
-		if taint.Key != "mountcontainers.io/upgrading" {
-			keep = append(keep, taint)
-		}
-	}
-	if len(keep) == len(node.Spec.Taints) {
-		return
-	}
-	node.Spec.Taints = keep
-	if _, err := bed.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Logf("remove rollout taint: %v", err)
 	}
 }

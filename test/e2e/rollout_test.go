@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -49,7 +51,8 @@ import (
 //     tool missing) stops the rollout with the taint on; after fixing the
 //     DaemonSet, --resume finishes it.
 //
-// The GlusterFS Flexvolume is not used yet: see the report of issue 8.
+// TestRolloutGlusterfs does the same with the GlusterFS mount pod of
+// deploy/glusterfs and a workload on a GlusterFS Flexvolume.
 func TestRollout(t *testing.T) {
 	bed := framework.Current(t)
 	r := setUpRollout(t, bed)
@@ -104,7 +107,7 @@ func setUpRollout(t *testing.T, bed *framework.Bed) *rolloutEnv {
 	}
 	t.Cleanup(func() {
 		// Never leave the only node fenced for the tests that follow.
-		r.removeTaint(t)
+		bed.RemoveTaints(t, rollout.TaintKey, r.taintValue())
 		if p, err := registration.Path(bed.Env.RegistrationDir, r.plugin); err == nil {
 			_ = os.Remove(p)
 		}
@@ -318,37 +321,7 @@ func (r *rolloutEnv) taintValue() string { return r.ns + "." + rolloutDS }
 
 func (r *rolloutEnv) tainted(t *testing.T) bool {
 	t.Helper()
-	n, err := r.bed.Client.CoreV1().Nodes().Get(context.Background(), r.bed.Env.NodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tn := range n.Spec.Taints {
-		if tn.Key == rollout.TaintKey && tn.Value == r.taintValue() {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *rolloutEnv) removeTaint(t *testing.T) {
-	ctx := context.Background()
-	n, err := r.bed.Client.CoreV1().Nodes().Get(ctx, r.bed.Env.NodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Logf("get node: %v", err)
-		return
-	}
-	var kept []corev1.Taint
-	for _, tn := range n.Spec.Taints {
-		if !(tn.Key == rollout.TaintKey && tn.Value == r.taintValue()) {
-			kept = append(kept, tn)
-		}
-	}
-	if len(kept) != len(n.Spec.Taints) {
-		n.Spec.Taints = kept
-		if _, err := r.bed.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-			t.Errorf("remove the rollout taint: %v", err)
-		}
-	}
+	return len(r.bed.Taints(t, rollout.TaintKey, r.taintValue())) > 0
 }
 
 func (r *rolloutEnv) record(t *testing.T) *rollout.Record {
@@ -465,11 +438,14 @@ func (r *rolloutEnv) testResumeFinishes(t *testing.T) {
 	before, _ := r.verifyStream(t)
 	oldMP, oldW := r.mountPod(t), r.anyPod(t, writerSelector)
 
+	obs := r.observe(oldMP, oldW)
 	stdout, _, code := r.runRollout(t, "--resume", "-o", "json")
+	seen := obs.stop()
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	r.checkProgress(t, stdout)
+	checkObservedOrder(t, seen)
 	r.checkUpgraded(t, oldMP, oldW, r.newTag)
 	r.waitLines(t, before+10, time.Minute)
 	n, writers := r.verifyStream(t)
@@ -479,10 +455,15 @@ func (r *rolloutEnv) testResumeFinishes(t *testing.T) {
 	t.Logf("stream: %d lines verified (%d before the rollout), writers %v", n, before, writers)
 }
 
-// checkProgress checks the JSON progress of a successful rollout.
+// checkProgress checks the JSON progress of a successful rollout: for the
+// node, each step of rollout.Steps started and then done, in that order,
+// each one started only after the one before it was done, with times that
+// never go back.
 func (r *rolloutEnv) checkProgress(t *testing.T, stdout string) {
 	t.Helper()
 	done := map[rollout.Step]rollout.Event{}
+	var seq []string // "<step> <status>" of the node, in output order
+	var last time.Time
 	sc := bufio.NewScanner(strings.NewReader(stdout))
 	for sc.Scan() {
 		if strings.HasPrefix(sc.Text(), `{"plan"`) {
@@ -492,18 +473,152 @@ func (r *rolloutEnv) checkProgress(t *testing.T, stdout string) {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("progress line %q: %v", sc.Text(), err)
 		}
-		if e.Node == r.bed.Env.NodeName && e.Status == rollout.StatusDone {
+		if e.Node != r.bed.Env.NodeName || e.Step == "" || e.Status == rollout.StatusInfo {
+			continue
+		}
+		if e.Time.Before(last) {
+			t.Errorf("progress goes back in time at %s %s (%s < %s)", e.Step, e.Status, e.Time, last)
+		}
+		last = e.Time
+		seq = append(seq, string(e.Step)+" "+string(e.Status))
+		if e.Status == rollout.StatusDone {
 			done[e.Step] = e
 		}
 	}
+	var want []string
 	for _, s := range rollout.Steps {
-		if _, ok := done[s]; !ok {
-			t.Errorf("no progress line for step %s done", s)
-		}
+		want = append(want, string(s)+" "+string(rollout.StatusStarted), string(s)+" "+string(rollout.StatusDone))
+	}
+	if !slices.Equal(seq, want) {
+		t.Errorf("the node's steps ran as\n  %s\nwant\n  %s", strings.Join(seq, ", "), strings.Join(want, ", "))
 	}
 	t.Logf("steps: drain %.1fs, wait-unmount %.1fs (%s), delete-pod %.1fs, wait-ready %.1fs, node %.1fs",
 		done[rollout.StepDrain].StepSeconds, done[rollout.StepUnmount].StepSeconds, done[rollout.StepUnmount].Message,
 		done[rollout.StepDelete].StepSeconds, done[rollout.StepReady].StepSeconds, done[rollout.StepUntaint].NodeSeconds)
+}
+
+// Milestones of a node's upgrade as the cluster shows them, in the order
+// they must happen.
+var milestones = []string{
+	"workload evicted",           // the old writer pod deleted or gone
+	"workload's tmpfs unmounted", // its emptyDir gone from the host's mounts
+	"old mount pod deleted",      // deleted or gone
+	"new mount pod Ready",        // another pod of the DaemonSet Ready
+	"taint removed",              // the node open again
+}
+
+// observer polls the cluster and the host's mount table while a rollout
+// runs and records when it first saw each milestone (a poll number).
+type observer struct {
+	stopc chan struct{}
+	done  chan struct{}
+	seen  map[string]int
+}
+
+// observe starts an observer of the upgrade of the node whose mount pod is
+// oldMP and whose workload is oldW; the node must be tainted.
+func (r *rolloutEnv) observe(oldMP, oldW corev1.Pod) *observer {
+	o := &observer{stopc: make(chan struct{}), done: make(chan struct{}), seen: map[string]int{}}
+	scratch := filepath.Join(r.bed.Env.KubeletRoot, "pods", string(oldW.UID), "volumes", "kubernetes.io~empty-dir", "scratch")
+	podState := func(ctx context.Context, uid types.UID, name string) (gone bool) {
+		p, err := r.bed.Client.CoreV1().Pods(r.ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || err == nil && (p.UID != uid || p.DeletionTimestamp != nil)
+	}
+	go func() {
+		defer close(o.done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			now := map[string]bool{
+				"workload evicted":           podState(ctx, oldW.UID, oldW.Name),
+				"old mount pod deleted":      podState(ctx, oldMP.UID, oldMP.Name),
+				"workload's tmpfs unmounted": !mountedOnHost(scratch),
+			}
+			if pods, err := r.bed.Client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: rolloutSelector}); err == nil {
+				for _, p := range pods.Items {
+					if p.UID != oldMP.UID && p.DeletionTimestamp == nil && podReady(&p) {
+						now["new mount pod Ready"] = true
+					}
+				}
+			}
+			if node, err := r.bed.Client.CoreV1().Nodes().Get(ctx, r.bed.Env.NodeName, metav1.GetOptions{}); err == nil {
+				tainted := false
+				for _, tn := range node.Spec.Taints {
+					tainted = tainted || tn.Key == rollout.TaintKey && tn.Value == r.taintValue()
+				}
+				now["taint removed"] = !tainted
+			}
+			cancel()
+			for m, ok := range now {
+				if _, seen := o.seen[m]; ok && !seen {
+					o.seen[m] = n
+				}
+			}
+			select {
+			case <-o.stopc:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return o
+}
+
+// stop ends the observation and returns when each milestone was first seen.
+func (o *observer) stop() map[string]int {
+	close(o.stopc)
+	<-o.done
+	return o.seen
+}
+
+// checkObservedOrder checks that every milestone was seen, none before the
+// one it must follow, and none before the observation began (poll 0: the
+// rollout had not started).
+func checkObservedOrder(t *testing.T, seen map[string]int) {
+	t.Helper()
+	prev := 0
+	var got []string
+	for _, m := range milestones {
+		n, ok := seen[m]
+		switch {
+		case !ok:
+			t.Errorf("%s: never seen", m)
+			continue
+		case n == 0:
+			t.Errorf("%s: already so when the rollout started", m)
+		case n < prev:
+			t.Errorf("%s seen at poll %d, before the milestone before it (poll %d)", m, n, prev)
+		}
+		prev = max(prev, n)
+		got = append(got, fmt.Sprintf("%s@%d", m, n))
+	}
+	t.Logf("milestones seen (100 ms polls): %s", strings.Join(got, ", "))
+}
+
+// mountedOnHost reports whether dir is a mount point in the host's mount
+// table (false when the table cannot be read).
+func mountedOnHost(dir string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// podReady reports whether p's Ready condition is True.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // checkUpgraded checks that the mount pod was replaced by a Ready pod of

@@ -9,17 +9,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/mountcontainers/mountcontainers/internal/shim"
 	"github.com/mountcontainers/mountcontainers/internal/shimtest"
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
@@ -62,6 +65,34 @@ func runShim(t *testing.T, env []string, bin string, args ...string) shimResult 
 	return shimResult{code, stdout.String(), stderr.String()}
 }
 
+// shimLog splits the verbose shim's standard error into its "exec
+// decision" log lines and the rest (the utility's own standard error).
+func shimLog(stderr string) (decisions []string, rest string) {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(stderr, "\n") {
+		if strings.HasPrefix(line, "time=") && strings.Contains(line, `msg="exec decision"`) {
+			decisions = append(decisions, strings.TrimSpace(line))
+			continue
+		}
+		b.WriteString(line)
+	}
+	return decisions, b.String()
+}
+
+// checkShimPath checks the decisions a verbose shim logged: at least one,
+// each placing the command in container id through via.
+func checkShimPath(t *testing.T, decisions []string, id string, via mcexec.Via) {
+	t.Helper()
+	if len(decisions) == 0 {
+		t.Errorf("the shim logged no decision (is --verbose honoured?)")
+	}
+	for _, d := range decisions {
+		if !strings.Contains(d, `decision.where="container `+id+`"`) || !strings.Contains(d, " decision.via="+string(via)+" ") {
+			t.Errorf("decision %q; want container %s via %s", d, id, via)
+		}
+	}
+}
+
 func TestShim(t *testing.T) {
 	bed := framework.Current(t)
 	if _, err := os.Stat("/usr/bin/tini"); err == nil {
@@ -73,82 +104,25 @@ func TestShim(t *testing.T) {
 		"CONTAINER_RUNTIME_ENDPOINT=" + bed.Env.CRIEndpoint,
 		"PLUGIN_CONTAINERS_DIR=" + bed.Env.RegistrationDir,
 	}
-	run := func(t *testing.T, args ...string) shimResult {
-		t.Helper()
-		return runShim(t, env, bin, append([]string{"run", "--plugin", m.plugin, "--"}, args...)...)
+	links := filepath.Join(t.TempDir(), "bin")
+	if r := runShim(t, env, bin, "install", "--dir", links, "--plugin", m.plugin, "rbd", "mount.glusterfs"); r.code != 0 {
+		t.Fatalf("install: %d %s", r.code, r.stderr)
 	}
+	pathEnv := "PATH=" + links + ":" + os.Getenv("PATH")
 
-	t.Run("exit codes and streams in the pod", func(t *testing.T) {
-		for _, code := range []int{0, 1, 2, 32, 37, 255} {
-			r := run(t, "sh", "-c", `echo "out $POD_UID"; echo err >&2; exit `+strconv.Itoa(code))
-			if r.code != code || r.stdout != "out "+string(pod.UID)+"\n" || r.stderr != "err\n" {
-				t.Errorf("exit %d: got code %d, stdout %q, stderr %q (want the pod's UID %s)", code, r.code, r.stdout, r.stderr, pod.UID)
+	for _, mode := range execModes {
+		t.Run(string(mode), func(t *testing.T) {
+			via := viaOf(t, mode)
+			// The mode and --verbose through the environment, as the
+			// multi-call links read them too.
+			s := &shimInPod{
+				bed: bed, m: m, pod: pod, bin: bin, links: links, via: via,
+				env: slices.Concat(env, []string{pathEnv, shim.EnvExecMode + "=" + string(mode), shim.EnvVerbose + "=1"}),
+				id:  bed.RunningContainerID(t, pod.UID, "mount", time.Minute),
 			}
-		}
-		if r := run(t, "no-such-tool-xyz"); r.code != shim.ExitNotFound {
-			t.Errorf("missing tool in the pod: code %d, stderr %q; want 127", r.code, r.stderr)
-		}
-	})
-
-	t.Run("a file only in the image", func(t *testing.T) {
-		r := run(t, "tini", "--version")
-		if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "tini version") {
-			t.Fatalf("tini --version through the shim: code %d, %q %q", r.code, r.stdout, r.stderr)
-		}
-		if r := run(t, "cat", "/proc/1/comm"); r.stdout != "tini\n" {
-			t.Fatalf("PID 1 seen through the shim is %q, want tini", r.stdout)
-		}
-	})
-
-	t.Run("status names the live registration", func(t *testing.T) {
-		r := runShim(t, env, bin, "status", "-o", "json")
-		var sts []shim.Status
-		if err := json.Unmarshal([]byte(r.stdout), &sts); err != nil || r.code != 0 {
-			t.Fatalf("status -o json: code %d, %v: %q %q", r.code, err, r.stdout, r.stderr)
-		}
-		found := false
-		for _, s := range sts {
-			if s.Plugin == m.plugin {
-				found = true
-				if !s.Live || s.PodUID != string(pod.UID) || s.PodName != pod.Name || s.ContainerID == "" {
-					t.Errorf("status of %s = %+v; want live in pod %s", m.plugin, s, pod.Name)
-				}
-			}
-		}
-		if !found {
-			t.Errorf("status does not name %s: %+v", m.plugin, sts)
-		}
-	})
-
-	t.Run("container stopped runs on the host until it is back", func(t *testing.T) {
-		id := bed.RunningContainerID(t, pod.UID, "mount", time.Minute)
-		stopContainer(t, bed, id)
-		where := func() string {
-			r := run(t, "cat", "/proc/1/comm")
-			if r.code != 0 {
-				return "error " + strconv.Itoa(r.code) + ": " + r.stderr
-			}
-			return strings.TrimSpace(r.stdout)
-		}
-		// The kubelet restarts the container soon: the host must be seen
-		// in between, and the pod again afterwards.
-		err := framework.Poll(context.Background(), "shim runs on the host", 50*time.Millisecond, 20*time.Second,
-			func(context.Context) (bool, string, error) {
-				w := where()
-				return w != "tini" && !strings.HasPrefix(w, "error"), w, nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = framework.Poll(context.Background(), "shim runs in the restarted container", 250*time.Millisecond, 2*time.Minute,
-			func(context.Context) (bool, string, error) {
-				w := where()
-				return w == "tini", w, nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-	})
+			s.test(t)
+		})
+	}
 
 	t.Run("untrusted registrations", func(t *testing.T) {
 		// A registration no mount pod looks after, naming the live pod.
@@ -202,37 +176,148 @@ func TestShim(t *testing.T) {
 		}
 	})
 
-	t.Run("multi-call links run in the pod, then on the host without recursing", func(t *testing.T) {
-		dir := filepath.Join(t.TempDir(), "bin")
-		r := runShim(t, env, bin, "install", "--dir", dir, "--plugin", m.plugin, "rbd", "mount.glusterfs")
-		if r.code != 0 {
-			t.Fatalf("install: %d %s", r.code, r.stderr)
-		}
-		path := []string{"PATH=" + dir + ":" + os.Getenv("PATH")}
-		r = runShim(t, append(env, path...), filepath.Join(dir, "rbd"), "--version")
-		if r.code != 0 || !strings.Contains(r.stdout, "ceph version") {
-			t.Fatalf("rbd --version through its link: code %d, %q %q", r.code, r.stdout, r.stderr)
-		}
-		r = runShim(t, append(env, path...), filepath.Join(dir, "mount.glusterfs"), "-V")
-		if r.code != 0 || !strings.Contains(strings.ToLower(r.stdout+r.stderr), "glusterfs") {
-			t.Fatalf("mount.glusterfs -V through its link: code %d, %q %q", r.code, r.stdout, r.stderr)
-		}
-
+	t.Run("multi-call links fall back to the host without recursing once the pod is gone", func(t *testing.T) {
 		// The pod goes away: the links fall back to the host, which has
 		// no rbd or mount.glusterfs, and must not find the shim itself.
 		if err := bed.Client.AppsV1().DaemonSets(m.ns).Delete(context.Background(), "mount", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		bed.WaitPodGone(t, m.ns, pod.Name, pod.UID, 2*time.Minute)
-		for _, tool := range []string{"rbd", "mount.glusterfs"} {
-			host, err := exec.LookPath(tool)
-			r := runShim(t, append(env, path...), filepath.Join(dir, tool), "--version")
-			switch {
-			case err == nil && host != filepath.Join(dir, tool):
-				t.Logf("the host has %s at %s: exit %d", tool, host, r.code)
-			case r.code != shim.ExitNotFound:
-				t.Errorf("%s with the pod gone and none on the host: code %d, %q; want 127", tool, r.code, r.stderr)
+		for _, mode := range execModes {
+			for _, tool := range []string{"rbd", "mount.glusterfs"} {
+				host, err := exec.LookPath(tool)
+				r := runShim(t, slices.Concat(env, []string{pathEnv, shim.EnvExecMode + "=" + string(mode)}), filepath.Join(links, tool), "--version")
+				switch {
+				case err == nil && host != filepath.Join(links, tool):
+					t.Logf("the host has %s at %s: exit %d", tool, host, r.code)
+				case r.code != shim.ExitNotFound:
+					t.Errorf("%s (exec mode %s) with the pod gone and none on the host: code %d, %q; want 127", tool, mode, r.code, r.stderr)
+				}
 			}
+		}
+	})
+}
+
+// shimInPod runs the shim's tests against the live mount pod in one exec
+// mode (set in env, with --verbose).
+type shimInPod struct {
+	bed   *framework.Bed
+	m     *mountPod
+	pod   *corev1.Pod
+	bin   string
+	links string // the multi-call links' directory
+	env   []string
+	id    string // the mount container
+	via   mcexec.Via
+}
+
+// inPod runs bin and checks that the shim ran the utility in the pod's
+// container through the mode's path; it returns the result without the
+// decision log lines.
+func (s *shimInPod) inPod(t *testing.T, bin string, args ...string) shimResult {
+	t.Helper()
+	r := runShim(t, s.env, bin, args...)
+	var decisions []string
+	decisions, r.stderr = shimLog(r.stderr)
+	checkShimPath(t, decisions, s.id, s.via)
+	return r
+}
+
+// run is inPod of `run --plugin P -- args...`.
+func (s *shimInPod) run(t *testing.T, args ...string) shimResult {
+	t.Helper()
+	return s.inPod(t, s.bin, append([]string{"run", "--plugin", s.m.plugin, "--"}, args...)...)
+}
+
+func (s *shimInPod) test(t *testing.T) {
+	bed, m, pod, bin, run := s.bed, s.m, s.pod, s.bin, s.run
+	t.Run("exit codes and streams in the pod", func(t *testing.T) {
+		for _, code := range []int{0, 1, 2, 32, 37, 255} {
+			r := run(t, "sh", "-c", `echo "out $POD_UID"; echo err >&2; exit `+strconv.Itoa(code))
+			if r.code != code || r.stdout != "out "+string(pod.UID)+"\n" || r.stderr != "err\n" {
+				t.Errorf("exit %d: got code %d, stdout %q, stderr %q (want the pod's UID %s)", code, r.code, r.stdout, r.stderr, pod.UID)
+			}
+		}
+		if r := run(t, "no-such-tool-xyz"); r.code != shim.ExitNotFound {
+			t.Errorf("missing tool in the pod: code %d, stderr %q; want 127", r.code, r.stderr)
+		}
+	})
+
+	t.Run("a file only in the image", func(t *testing.T) {
+		r := run(t, "tini", "--version")
+		if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "tini version") {
+			t.Fatalf("tini --version through the shim: code %d, %q %q", r.code, r.stdout, r.stderr)
+		}
+		if r := run(t, "cat", "/proc/1/comm"); r.stdout != "tini\n" {
+			t.Fatalf("PID 1 seen through the shim is %q, want tini", r.stdout)
+		}
+	})
+
+	t.Run("status names the live registration and the path", func(t *testing.T) {
+		r := runShim(t, s.env, bin, "status", "-o", "json")
+		var sts []shim.Status
+		if err := json.Unmarshal([]byte(r.stdout), &sts); err != nil || r.code != 0 {
+			t.Fatalf("status -o json: code %d, %v: %q %q", r.code, err, r.stdout, r.stderr)
+		}
+		found := false
+		for _, st := range sts {
+			if st.Plugin == m.plugin {
+				found = true
+				if !st.Live || st.PodUID != string(pod.UID) || st.PodName != pod.Name || st.ContainerID != s.id || st.Via != string(s.via) {
+					t.Errorf("status of %s = %+v; want live in pod %s, container %s, via %s", m.plugin, st, pod.Name, s.id, s.via)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("status does not name %s: %+v", m.plugin, sts)
+		}
+	})
+
+	t.Run("multi-call links run in the pod", func(t *testing.T) {
+		r := s.inPod(t, filepath.Join(s.links, "rbd"), "--version")
+		if r.code != 0 || !strings.Contains(r.stdout, "ceph version") {
+			t.Fatalf("rbd --version through its link: code %d, %q %q", r.code, r.stdout, r.stderr)
+		}
+		r = s.inPod(t, filepath.Join(s.links, "mount.glusterfs"), "-V")
+		if r.code != 0 || !strings.Contains(strings.ToLower(r.stdout+r.stderr), "glusterfs") {
+			t.Fatalf("mount.glusterfs -V through its link: code %d, %q %q", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("container stopped runs on the host until it is back", func(t *testing.T) {
+		stopContainer(t, bed, s.id)
+		// where runs the shim and says where the utility ran; in the pod
+		// it checks the path, like run.
+		where := func() string {
+			r := runShim(t, s.env, bin, "run", "--plugin", m.plugin, "--", "cat", "/proc/1/comm")
+			decisions, stderr := shimLog(r.stderr)
+			if r.code != 0 {
+				return "error " + strconv.Itoa(r.code) + ": " + stderr
+			}
+			w := strings.TrimSpace(r.stdout)
+			if w == "tini" {
+				nid := bed.RunningContainerID(t, pod.UID, "mount", time.Minute)
+				checkShimPath(t, decisions, nid, s.via)
+			}
+			return w
+		}
+		// The kubelet restarts the container soon: the host must be seen
+		// in between, and the pod again afterwards.
+		err := framework.Poll(context.Background(), "shim runs on the host", 50*time.Millisecond, 20*time.Second,
+			func(context.Context) (bool, string, error) {
+				w := where()
+				return w != "tini" && !strings.HasPrefix(w, "error"), w, nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = framework.Poll(context.Background(), "shim runs in the restarted container", 250*time.Millisecond, 2*time.Minute,
+			func(context.Context) (bool, string, error) {
+				w := where()
+				return w == "tini", w, nil
+			})
+		if err != nil {
+			t.Fatal(err)
 		}
 	})
 }

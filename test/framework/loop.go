@@ -8,13 +8,14 @@ import (
 	"testing"
 )
 
-// LoopDevice makes an ext4 file system image of sizeMiB MiB under the bed's
-// loop directory, attaches it to a loop device and returns the device path.
-// The device is detached and the file removed at the end of the test (down.sh
+// LoopDevice makes a file of sizeMiB MiB under the bed's loop directory,
+// formats it with mkfs.<fsType> unless fsType is empty (an unformatted
+// device), attaches it to a loop device and returns the device path. The
+// device is detached and the file removed at the end of the test (down.sh
 // also detaches every loop device backed by a file under the bed directory).
-// Make it before any pod that must see it: a privileged container's /dev is a
-// snapshot taken when the container is created.
-func (b *Bed) LoopDevice(t testing.TB, sizeMiB int64) string {
+// Make it before any pod that must see it: a privileged container's /dev is
+// a snapshot taken when the container is created.
+func (b *Bed) LoopDevice(t testing.TB, sizeMiB int64, fsType string) string {
 	t.Helper()
 	dir := b.Env.LoopDir
 	if dir == "" {
@@ -36,8 +37,10 @@ func (b *Bed) LoopDevice(t testing.TB, sizeMiB int64) string {
 	if err != nil {
 		t.Fatalf("loop device: size %s: %v", file, err)
 	}
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", file).CombinedOutput(); err != nil {
-		t.Fatalf("loop device: mkfs.ext4 %s: %v: %s", file, err, out)
+	if fsType != "" {
+		if out, err := exec.Command("mkfs."+fsType, "-q", "-F", file).CombinedOutput(); err != nil {
+			t.Fatalf("loop device: mkfs.%s %s: %v: %s", fsType, file, err, out)
+		}
 	}
 	out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
 	if err != nil {

@@ -1,8 +1,24 @@
 // Package fake provides an in-process CRI RuntimeService served over a
 // real unix socket. It exists for the faults a real runtime cannot be made to
-// produce on demand (a call that hangs, UNAVAILABLE, an oversized response)
-// and for table tests of decisions that depend on what the runtime lists.
-// Everything else is tested against a real runtime.
+// produce on demand (a call that hangs, UNAVAILABLE, a response of any size,
+// a container that vanishes between two calls), for counting the calls a
+// client makes, and for table tests of decisions that depend on what the
+// runtime lists.
+//
+// # The real runtime's counterparts
+//
+// What the unit tests check through this fake is checked against a real
+// runtime (containerd) in CI, on the end-to-end test bed (test/e2e):
+//
+//   - package exec: TestRealRuntime (decisions, commands, outputs, exit
+//     codes, missing executables, timeouts, Stop, the response size limit,
+//     runc's messages, a container stopped under a cached decision), which
+//     test/e2e's TestRealRuntime runs in a pod of the bed and fails if it
+//     skipped; TestExecResolver, through a mount pod, in both exec modes.
+//   - the exec socket against ExecSync: test/e2e's TestFastPath.
+//   - package shim and its helper: test/e2e's TestShim.
+//   - the Flexvolume driver: test/e2e's TestGlusterfs, called by a real
+//     kubelet and as the kubelet calls it.
 package fake
 
 import (
