@@ -66,8 +66,8 @@ func TestGlusterfs(t *testing.T) {
 		}
 	})
 	t.Run("BadOptionsNameTheField", g.testBadOptions)
-	// Last: it deletes the mount pod.
-	t.Run("HazardMountPodDeleted", g.testHazard)
+	// What a mount pod's end does to a live mount, with scopes and without
+	// (the negative control), is TestScopes'.
 }
 
 func setupGlusterfs(t *testing.T, bed *framework.Bed) *glusterEnv {
@@ -557,51 +557,3 @@ spec:
 	}
 }
 
-// testHazard shows why mount pods are upgraded only after draining the
-// node: the FUSE daemons of live mounts run in the mount pod, so deleting it
-// breaks every workload's volume ("Transport endpoint is not connected").
-// The data written before is intact on the brick.
-func (g *glusterEnv) testHazard(t *testing.T) {
-	bed := g.bed
-	p := g.workload(t, "hazard")
-	content := "written before the mount pod died"
-	bed.MustExec(t, g.ns, p.Name, "main", "sh", "-c", `printf '%s' "$1" > /data/before.txt && sync`, "sh", content)
-
-	mp := g.mountPod(t)
-	if err := bed.Client.CoreV1().Pods(g.mountNS).Delete(context.Background(), mp.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	bed.WaitPodGone(t, g.mountNS, mp.Name, mp.UID, 2*time.Minute)
-
-	var stderr string
-	err := framework.Poll(context.Background(), "the workload to see the broken mount", 250*time.Millisecond, 30*time.Second,
-		func(ctx context.Context) (bool, string, error) {
-			_, se, err := bed.Exec(ctx, 20*time.Second, g.ns, p.Name, "main", "cat", "/data/before.txt")
-			stderr = se
-			return err != nil && strings.Contains(se, "Transport endpoint is not connected"), se, nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("mount pod %s deleted -> the workload sees: %s", mp.Name, strings.TrimSpace(stderr))
-	t.Logf("HAZARD RECORDED: this is why mount pods use updateStrategy OnDelete and are upgraded only after draining the node")
-	if got := bed.MustExec(t, g.ns, "glusterfs-server", "server", "cat", g.brick+"/before.txt"); got != content {
-		t.Fatalf("brick has %q, want %q: data written before was lost", got, content)
-	}
-
-	// The DaemonSet replaces the pod; deleting the workload then unmounts
-	// the dead mount.
-	g.mountPod(t)
-	dir := g.volumeDir(p)
-	if err := bed.Client.CoreV1().Pods(g.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	bed.WaitPodGone(t, g.ns, p.Name, p.UID, 2*time.Minute)
-	if err := framework.Poll(context.Background(), "dead mount removed", 250*time.Millisecond, time.Minute,
-		func(context.Context) (bool, string, error) {
-			fs := hostMount(t, dir)
-			return fs == "", fs, nil
-		}); err != nil {
-		t.Fatal(err)
-	}
-}
