@@ -556,4 +556,3 @@ spec:
 		t.Fatal(err)
 	}
 }
-
