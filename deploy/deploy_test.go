@@ -88,6 +88,9 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, overlay, plugin string) 
 
 	pod := ds.Spec.Template.Spec
 	expect(pod.HostNetwork, "not host network")
+	// FUSE daemons in scopes outlive the pod only in the host's PID
+	// namespace (docs/scopes.md).
+	expect(pod.HostPID, "not host PID namespace: a FUSE daemon would die with the container")
 	expect(pod.DNSPolicy == corev1.DNSClusterFirstWithHostNet, "dnsPolicy %q", pod.DNSPolicy)
 	expect(pod.PriorityClassName == "system-node-critical", "priorityClassName %q", pod.PriorityClassName)
 	expect(slices.ContainsFunc(pod.Tolerations, func(tol corev1.Toleration) bool {
@@ -137,6 +140,15 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, overlay, plugin string) 
 		"kubelet directory mounted at %s, host path differs: mount paths would not match", kubelet.MountPath)
 	expect(strings.HasPrefix(regDir, kubelet.MountPath+"/"), "registration dir %s is not under the kubelet mount %s", regDir, kubelet.MountPath)
 	expect(mounts["dev"].MountPath == "/dev", "/dev not mounted")
+	cg := mounts["cgroup"]
+	expect(cg.MountPath == "/sys/fs/cgroup" && !cg.ReadOnly && vols["cgroup"].HostPath != nil && vols["cgroup"].HostPath.Path == "/sys/fs/cgroup",
+		"the host's cgroup file system is not mounted writable at /sys/fs/cgroup (%+v): scopes cannot be made", cg)
+	expect(env["MOUNTPOD_SCOPES"].Value == "true" && env["MOUNTPOD_SCOPE_CGROUP_ROOT"].Value == cg.MountPath,
+		"scopes not on, or their cgroup root %q is not the mounted one", env["MOUNTPOD_SCOPE_CGROUP_ROOT"].Value)
+	if overlay == "glusterfs" {
+		expect(mounts["glusterfs-log"].MountPath == "/var/log/glusterfs" && vols["glusterfs-log"].HostPath != nil,
+			"the glusterfs client's logs are not on a hostPath: they would go with the container while its daemons live on")
+	}
 	for _, ro := range []string{"sys", "lib-modules"} {
 		expect(mounts[ro].MountPath != "" && mounts[ro].ReadOnly, "%s not mounted read-only", ro)
 	}
