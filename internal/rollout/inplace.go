@@ -83,7 +83,7 @@ func (n *nodeRun) unscoped(why string) (string, error) {
 // pod in place.
 func (n *nodeRun) replacedInPlaceBefore() bool {
 	past := n.prior.Step == StepDelete || n.prior.Step == StepReady || n.prior.Step == StepVerify
-	return n.prior.Strategy == StrategyInPlace && past
+	return n.priorStrategy() == StrategyInPlace && past
 }
 
 // unscopedSummary says which live mounts of rep, pod's report, are not

@@ -71,7 +71,7 @@ func (r *Rollout) upgradeNode(ctx context.Context, t *target, node string) *Erro
 	// replaced: resumed after the replacement was made (or the pod went).
 	upToDate := old != nil && old.DeletionTimestamp == nil && old.Labels[RevisionLabel] == t.revision
 	replaced := upToDate || old == nil
-	if n.strategy == StrategyInPlace && replaced && n.prior.Strategy == StrategyDrain {
+	if n.strategy == StrategyInPlace && replaced && n.priorStrategy() == StrategyDrain {
 		n.strategy = StrategyDrain // finish a node drained by an earlier run as it began
 	}
 	if n.strategy == StrategyInPlace && !replaced {
@@ -93,6 +93,19 @@ func (r *Rollout) upgradeNode(ctx context.Context, t *target, node string) *Erro
 	}
 	r.event(ctx, t.ds, corev1.EventTypeNormal, "NodeUpgraded", msg)
 	return nil
+}
+
+// priorStrategy is the strategy an earlier rollout upgraded the node with:
+// "" if it did not start on the node, drain for a record from before the
+// strategy was recorded.
+func (n *nodeRun) priorStrategy() Strategy {
+	switch {
+	case n.prior.Step == "" || n.prior.Step == StepPending:
+		return ""
+	case n.prior.Strategy == "":
+		return StrategyDrain
+	}
+	return n.prior.Strategy
 }
 
 // steps returns the steps left for the node's strategy, old being the
@@ -431,7 +444,7 @@ func (n *nodeRun) readable(ctx context.Context, old *corev1.Pod) (*corev1.Pod, e
 // nothing could have mounted the plugin's volumes there.
 func (n *nodeRun) emptiedBefore() bool {
 	past := n.prior.Step == StepDelete || n.prior.Step == StepReady || n.prior.Step == StepUntaint
-	return n.fenced && past && n.prior.Strategy != StrategyInPlace
+	return n.fenced && past && n.priorStrategy() == StrategyDrain
 }
 
 // summarize lists up to five mounts.
