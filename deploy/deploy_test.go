@@ -185,7 +185,7 @@ func TestRolloutRBAC(t *testing.T) {
 		return false
 	}
 	for _, need := range [][3]string{
-		{"", "nodes", "patch"}, {"", "pods", "list"}, {"", "pods", "delete"}, {"", "pods/eviction", "create"},
+		{"", "nodes", "patch"}, {"", "pods", "list"}, {"", "pods", "delete"}, {"", "pods/eviction", "create"}, {"", "pods/exec", "create"},
 		{"apps", "daemonsets", "patch"}, {"apps", "controllerrevisions", "list"}, {"", "events", "create"},
 	} {
 		if !allowed(need[0], need[1], need[2]) {

@@ -27,9 +27,12 @@ func rolloutAction(c *cli.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cli.Exit("mountpod-rollout: "+err.Error(), exitUsage)
 	}
+	exec := &rollout.PodExec{Config: cfg, Client: client,
+		MountsCommand: c.StringSlice("mounts-command"), StatusCommand: c.StringSlice("status-command")}
 	r := &rollout.Rollout{
 		Client:   client,
-		Mounts:   &rollout.PodExecMounts{Config: cfg, Client: client, Command: c.StringSlice("mounts-command")},
+		Mounts:   exec,
+		Status:   exec,
 		Progress: rep,
 		Logger:   newLogger(stderr),
 		Options:  optionsFrom(c),
@@ -38,8 +41,9 @@ func rolloutAction(c *cli.Context, stdout, stderr io.Writer) error {
 	return exitFor(err)
 }
 
-// checkArgs wants the DaemonSet's name alone after the flags, and a usable
-// --max-unavailable.
+// checkArgs wants the DaemonSet's name alone after the flags, a usable
+// --max-unavailable, a known --strategy and --unscoped, the latter only
+// with --strategy in-place.
 func checkArgs(c *cli.Context) error {
 	if c.NArg() != 1 {
 		msg := "mountpod-rollout takes one argument: the DaemonSet's name"
@@ -50,6 +54,20 @@ func checkArgs(c *cli.Context) error {
 	}
 	if c.Int("max-unavailable") < 1 {
 		return cli.Exit("--max-unavailable must be at least 1", exitUsage)
+	}
+	switch s := rollout.Strategy(c.String("strategy")); s {
+	case rollout.StrategyDrain:
+		if c.IsSet("unscoped") {
+			return cli.Exit("--unscoped applies to --strategy in-place only", exitUsage)
+		}
+	case rollout.StrategyInPlace:
+	default:
+		return cli.Exit(fmt.Sprintf("--strategy %q: want %s or %s", s, rollout.StrategyDrain, rollout.StrategyInPlace), exitUsage)
+	}
+	switch u := rollout.UnscopedPolicy(c.String("unscoped")); u {
+	case rollout.UnscopedDrain, rollout.UnscopedRefuse:
+	default:
+		return cli.Exit(fmt.Sprintf("--unscoped %q: want %s or %s", u, rollout.UnscopedDrain, rollout.UnscopedRefuse), exitUsage)
 	}
 	return nil
 }

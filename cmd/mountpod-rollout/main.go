@@ -1,8 +1,10 @@
 // Command mountpod-rollout upgrades the mount pods of an OnDelete DaemonSet
 // node by node without breaking live mounts: taint the node, evict the pods
 // using the plugin's volumes, wait for their mounts to go, replace the mount
-// pod, wait until it is Ready, remove the taint. See docs/upgrade.md and
-// package rollout.
+// pod, wait until it is Ready, remove the taint; or, with --strategy
+// in-place, replace the mount pod under its live mounts where every one is
+// scoped, and check that they survived. See docs/upgrade.md and package
+// rollout.
 //
 // It is a binary of its own, not a subcommand of mountpod, because it needs
 // client-go and kubectl's drain package: they would grow the daemon that runs
@@ -47,7 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:      "mountpod-rollout",
-		Usage:     "Upgrade the mount pods of an OnDelete DaemonSet node by node: taint the node, evict the pods using the plugin's volumes, wait for their mounts to go, replace the mount pod, wait until it is Ready, remove the taint (docs/upgrade.md).",
+		Usage:     "Upgrade the mount pods of an OnDelete DaemonSet node by node: taint the node, evict the pods using the plugin's volumes, wait for their mounts to go, replace the mount pod, wait until it is Ready, remove the taint; or, with --strategy in-place, replace the mount pod under its live mounts where they are all scoped (docs/upgrade.md).",
 		ArgsUsage: "[flags] DAEMONSET",
 		Version:   version.Version,
 		Writer:    stdout,

@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mountcontainers/mountcontainers/internal/rollout"
 )
 
 func runApp(args ...string) (code int, stdout, stderr string) {
@@ -46,6 +50,9 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"--bogus", "ds"}, "flag provided but not defined"},
 		{"bad output", []string{"-o", "yaml", "ds"}, "yaml"},
 		{"max-unavailable 0", []string{"--max-unavailable", "0", "ds"}, "--max-unavailable must be at least 1"},
+		{"bad strategy", []string{"--strategy", "rolling", "ds"}, `--strategy "rolling": want drain or in-place`},
+		{"bad unscoped", []string{"--strategy", "in-place", "--unscoped", "kill", "ds"}, `--unscoped "kill": want drain or refuse`},
+		{"unscoped with drain", []string{"--unscoped", "refuse", "ds"}, "--unscoped applies to --strategy in-place only"},
 		{"missing kubeconfig", []string{"--kubeconfig", filepath.Join(t.TempDir(), "none"), "ds"}, "kubeconfig"},
 		{"unknown context", []string{"--context", "nope", "ds"}, "kubeconfig"},
 	}
@@ -74,5 +81,34 @@ func TestExitCodes(t *testing.T) {
 	}
 	if code, _, stderr := runApp("ds"); code != exitFailure || !strings.Contains(stderr, "get daemonset kube-system/ds") {
 		t.Errorf("unreachable API server = %d, %s; want %d", code, stderr, exitFailure)
+	}
+}
+
+// TestFlagsToOptions: the flags of the in-place strategy reach the
+// rollout's options; their defaults are drain.
+func TestFlagsToOptions(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		strategy rollout.Strategy
+		unscoped rollout.UnscopedPolicy
+	}{
+		{[]string{"ds"}, rollout.StrategyDrain, rollout.UnscopedDrain},
+		{[]string{"--strategy", "in-place", "ds"}, rollout.StrategyInPlace, rollout.UnscopedDrain},
+		{[]string{"--strategy", "in-place", "--unscoped", "refuse", "ds"}, rollout.StrategyInPlace, rollout.UnscopedRefuse},
+	} {
+		var got rollout.Options
+		app := &cli.App{Flags: flags(), Action: func(c *cli.Context) error {
+			if err := checkArgs(c); err != nil {
+				return err
+			}
+			got = optionsFrom(c)
+			return nil
+		}}
+		if err := app.Run(append([]string{"mountpod-rollout"}, tc.args...)); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if got.Strategy != tc.strategy || got.Unscoped != tc.unscoped || got.Name != "ds" {
+			t.Errorf("%q: strategy %q, unscoped %q, name %q", tc.args, got.Strategy, got.Unscoped, got.Name)
+		}
 	}
 }

@@ -11,8 +11,8 @@ import (
 // places once it is registered.
 func installFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "install-flexvolume", EnvVars: []string{"MOUNTPOD_INSTALL_FLEXVOLUME_DIR"}, Usage: "Install the Flexvolume driver into this kubelet volume plugin directory (mounted at the same path as on the node), as <driver dir>/<driver>, once registered."},
-		&cli.StringFlag{Name: "flexvolume-driver", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_DRIVER"}, Value: flexvolume.DefaultDriver, Usage: "Directory name of the Flexvolume driver, <vendor>~<driver>; volumes name it <vendor>/<driver>."},
+		&cli.StringFlag{Name: "install-flexvolume", EnvVars: []string{hostinstall.EnvFlexvolumeDir}, Usage: "Install the Flexvolume driver into this kubelet volume plugin directory (mounted at the same path as on the node), as <driver dir>/<driver>, once registered."},
+		&cli.StringFlag{Name: "flexvolume-driver", EnvVars: []string{hostinstall.EnvFlexvolumeDriver}, Value: flexvolume.DefaultDriver, Usage: "Directory name of the Flexvolume driver, <vendor>~<driver>; volumes name it <vendor>/<driver>."},
 		&cli.StringFlag{Name: "flexvolume-plugin", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_PLUGIN"}, Usage: "Registered plugin whose mount pod the driver uses (default kubernetes.io/glusterfs when registered, else the only plugin)."},
 		&cli.StringFlag{Name: "flexvolume-source", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_SOURCE"}, Value: hostinstall.DefaultFlexvolumeSource, Usage: "The driver binary to install."},
 		&cli.StringFlag{Name: "flexvolume-timeout", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_TIMEOUT"}, Usage: "Longest a mount or unmount of the driver may take, such as 1m (default 1m)."},

@@ -77,7 +77,7 @@ func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger) (fu
 func statusCommand(stdout io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "Print the live FUSE mounts under the kubelet's directory (those made by earlier mount pods included), their daemons, whether each daemon runs in its mount's scope and whether the mount answers, and the plugins' scopes that have no mount.",
+		Usage: "Print the live FUSE mounts under the kubelet's directory (those made by earlier mount pods included), their daemons, whether each daemon runs in its mount's scope and whether the mount answers, and the plugins' scopes that have no mount. When scopes are on but unavailable it says why and shows no mount as scoped.",
 		Flags: append(mountFlags(),
 			&cli.StringSliceFlag{Name: "plugin", EnvVars: []string{"MOUNTPOD_PLUGINS"}, Usage: "Volume plugin whose scopes are listed; repeat the flag or separate names with commas."},
 			&cli.StringFlag{Name: "registration-dir", EnvVars: []string{"PLUGIN_CONTAINERS_DIR"}, Value: registration.DefaultDir, Usage: "Directory of the registration files."},
@@ -96,7 +96,10 @@ func statusCommand(stdout io.Writer) *cli.Command {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			if scopeErr != nil {
-				return cli.Exit("scopes: "+scopeErr.Error(), exitFailure)
+				// The mounts and their daemons are still worth reporting
+				// (a rollout asks every mount pod), as serve's keeper
+				// does: with no mount scoped, and why.
+				o.Scopes = nil
 			}
 			if o.Scopes != nil {
 				defer o.Scopes.Close()
@@ -104,6 +107,9 @@ func statusCommand(stdout io.Writer) *cli.Command {
 			r, err := livemount.Survey(c.Context, o)
 			if err != nil {
 				return cli.Exit(err.Error(), exitFailure)
+			}
+			if scopeErr != nil {
+				r.ScopesError = scopeErr.Error()
 			}
 			if format == "json" {
 				enc := json.NewEncoder(stdout)
@@ -128,7 +134,14 @@ func writeStatus(w io.Writer, r livemount.Report) error {
 	for _, s := range r.Orphans {
 		fmt.Fprintf(tw, "(no mount)\t-\t-\t%v\t%s\t-\t-\n", s.Processes, s.Name)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.ScopesError != "" {
+		_, err := fmt.Fprintf(w, "scopes unavailable, so no mount shows as scoped: %s\n", r.ScopesError)
+		return err
+	}
+	return nil
 }
 
 func orDash(s string) string {

@@ -35,6 +35,22 @@ func SplitDriver(dirName string) (exe, volumeDriver string, err error) {
 	return drv, vendor + "/" + drv, nil
 }
 
+// VolumeDriver returns the name volumes use (flexVolume.driver,
+// "<vendor>/<driver>") for the driver directory name dirName, or for
+// [DefaultDriver] when dirName is empty, as [Install] places it.
+func VolumeDriver(dirName string) (string, error) {
+	_, v, err := SplitDriver(driverOrDefault(dirName))
+	return v, err
+}
+
+// driverOrDefault returns dirName, or [DefaultDriver] when it is empty.
+func driverOrDefault(dirName string) string {
+	if dirName == "" {
+		return DefaultDriver
+	}
+	return dirName
+}
+
 // InstallOptions says what [Install] places.
 type InstallOptions struct {
 	// PluginDir is the kubelet's Flexvolume directory.
@@ -58,9 +74,7 @@ type InstallOptions struct {
 // them. A directory or symbolic link where a file belongs is an error, not
 // something to delete. Install returns the executable's path.
 func Install(o InstallOptions) (string, error) {
-	if o.Driver == "" {
-		o.Driver = DefaultDriver
-	}
+	o.Driver = driverOrDefault(o.Driver)
 	exe, _, err := SplitDriver(o.Driver)
 	if err != nil {
 		return "", fmt.Errorf("install flexvolume driver: %w", err)

@@ -31,6 +31,14 @@ var ShimTools = map[string][]string{
 	"kubernetes.io/rbd":       {"rbd"},
 }
 
+// The environment variables of `mountpod serve` that choose the Flexvolume
+// driver it installs (its flags --install-flexvolume and
+// --flexvolume-driver); the rollout reads them from a DaemonSet's template.
+const (
+	EnvFlexvolumeDir    = "MOUNTPOD_INSTALL_FLEXVOLUME_DIR"
+	EnvFlexvolumeDriver = "MOUNTPOD_FLEXVOLUME_DRIVER"
+)
+
 // Config says which host-side binaries the mount pod places once it is
 // registered.
 type Config struct {
@@ -69,6 +77,16 @@ type Config struct {
 
 // Enabled reports whether anything is to be installed.
 func (c Config) Enabled() bool { return c.FlexvolumeDir != "" || c.ShimDir != "" }
+
+// FlexvolumeVolumeDriver returns the name volumes use for the Flexvolume
+// driver c installs (flexVolume.driver, "<vendor>/<driver>", such as
+// mountcontainers.io/glusterfs), or "" when c installs none.
+func (c Config) FlexvolumeVolumeDriver() (string, error) {
+	if c.FlexvolumeDir == "" {
+		return "", nil
+	}
+	return flexvolume.VolumeDriver(c.FlexvolumeDriver)
+}
 
 // flexvolumePlugin picks the driver's plugin among the registered ones.
 func (c Config) flexvolumePlugin(plugins []string) (string, error) {

@@ -66,3 +66,24 @@ func TestInstallConfigPlugin(t *testing.T) {
 		}
 	}
 }
+
+func TestFlexvolumeVolumeDriver(t *testing.T) {
+	for _, tc := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{}, ""},
+		{Config{FlexvolumeDriver: "example.com~nfs"}, ""},
+		{Config{FlexvolumeDir: "/exec"}, "mountcontainers.io/glusterfs"},
+		{Config{FlexvolumeDir: "/exec", FlexvolumeDriver: "example.com~nfs"}, "example.com/nfs"},
+		{Config{FlexvolumeDir: "/exec", FlexvolumeDriver: "no-tilde"}, "error"},
+	} {
+		got, err := tc.c.FlexvolumeVolumeDriver()
+		if err != nil {
+			got = "error"
+		}
+		if got != tc.want {
+			t.Errorf("%+v: %q (%v), want %q", tc.c, got, err, tc.want)
+		}
+	}
+}

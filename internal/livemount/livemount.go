@@ -76,6 +76,9 @@ type Report struct {
 	// Orphans are scopes without a mount (their processes are leftovers,
 	// or none: then they can be removed).
 	Orphans []Scope `json:"orphanScopes"`
+	// ScopesError says why the scopes could not be listed (scopes are on
+	// but unavailable); then no mount is Scoped.
+	ScopesError string `json:"scopesError,omitempty"`
 }
 
 // Unscoped returns the mounts that would die with the pod whose daemons

@@ -22,12 +22,38 @@
 //     selector, or every non-DaemonSet pod;
 //  3. wait-unmount: wait until the mounts the mount pod serves are gone
 //     from the node, observed through the mount pod itself (its view of the
-//     kubelet directory is the node's; see [MountLister]): a pod's
-//     disappearance is not enough, the kubelet unmounts after;
+//     kubelet directory is the node's; see [MountLister]): the mounts of
+//     the plugin's volumes in its mount table, and the FUSE mounts its
+//     live-mount report ([StatusReader]) shows served by a daemon that is
+//     not in the mount's scope. A pod's disappearance is not enough, the
+//     kubelet unmounts after; a mount pod that cannot be read through (none
+//     on the node, its container not running, the exec failing) is no
+//     answer, and the wait goes on;
 //  4. delete-pod: delete the old mount pod and wait until it is gone;
 //  5. wait-ready: wait for the replacement of the current revision to be
 //     Ready (its readiness probe, `mountpod check`, is its registration);
 //  6. untaint: remove the taint.
+//
+// The drivers drained for are those of Options.Drivers and the flexVolume
+// driver the DaemonSet's container installs (its environment, see
+// hostinstall.EnvFlexvolumeDir).
+//
+// # In place
+//
+// With [StrategyInPlace] ([InPlaceSteps]) a node whose live FUSE mounts all
+// run their daemons in scopes (docs/scopes.md), so that they outlive the
+// mount pod, is neither tainted nor drained:
+//
+//  1. inspect-mounts: read the old mount pod's live-mount report; if a
+//     mount is not scoped, go on with the drain steps above
+//     ([UnscopedDrain]) or fail, untouched ([UnscopedRefuse]);
+//  2. delete-pod and wait-ready as above;
+//  3. verify-mounts: read the new pod's report: every mount of the old
+//     report must still be there (unless the pod using it went meanwhile),
+//     healthy and scoped, and no other mount broken;
+//  4. untaint, which only does something on a node an earlier run fenced.
+//
+// A failure leaves such a node as it is, untainted.
 //
 // Every wait is bounded. Any failure leaves the taint on (a node whose new
 // mount pod is not registered is never reopened), records the reason in the
@@ -49,9 +75,18 @@
 // # Caveats
 //
 //   - Mounts are read through the old mount pod. If that pod's container is
-//     not running there is nothing to read through; the step is skipped with
-//     a notice (a mount pod that is not running serves no FUSE mount, but a
-//     kernel mount such as rbd's outlives it: drain such nodes by hand).
+//     not running there is nothing to read through, and wait-unmount fails
+//     when its time is up; the exception is a node an earlier run of the
+//     same rollout emptied and kept fenced (its record has the node past
+//     wait-unmount), whose new mount pod never got Ready. Likewise
+//     inspect-mounts replaces again in place a pod this rollout put there.
+//   - With hostPID the live-mount report cannot tell this mount pod's
+//     daemons from other processes naming the mount target, and sees other
+//     plugins' mounts unscoped (their scopes are not its plugins'): both
+//     count as served by the pod, which errs on the safe side.
+//   - A mount pod whose image predates `mountpod status` ([ErrNoStatus])
+//     is drained waiting for the mounts of the plugin's volumes alone, and
+//     is never replaced in place.
 //   - DaemonSet pods and mirror pods that use the plugin's volumes are not
 //     evicted (they would come back or cannot be); their mounts make
 //     wait-unmount time out, which names them.

@@ -9,11 +9,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/streaming/pkg/httpstream"
 )
 
 // Mount is one entry of a mount table.
@@ -33,54 +28,9 @@ type MountLister interface {
 	Mounts(ctx context.Context, pod *corev1.Pod, container string) ([]Mount, error)
 }
 
-// DefaultMountsCommand is what [PodExecMounts] runs when Command is empty.
+// DefaultMountsCommand is what [PodExec] runs for the mount table when
+// MountsCommand is empty.
 var DefaultMountsCommand = []string{"cat", "/proc/self/mountinfo"}
-
-// PodExecMounts is the [MountLister] that runs a command in the container
-// through the API server (pods/exec) and parses its output as
-// /proc/self/mountinfo.
-type PodExecMounts struct {
-	Config *rest.Config
-	Client kubernetes.Interface
-	// Command prints mountinfo (DefaultMountsCommand if empty).
-	Command []string
-}
-
-var _ MountLister = (*PodExecMounts)(nil)
-
-// Mounts implements [MountLister].
-func (p *PodExecMounts) Mounts(ctx context.Context, pod *corev1.Pod, container string) ([]Mount, error) {
-	cmd := p.Command
-	if len(cmd) == 0 {
-		cmd = DefaultMountsCommand
-	}
-	req := p.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).
-		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
-		Container: container,
-		Command:   cmd,
-		Stdout:    true,
-		Stderr:    true,
-	}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(p.Config, "GET", req.URL().String())
-	if err != nil {
-		return nil, err
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(p.Config, "POST", req.URL())
-	if err != nil {
-		return nil, err
-	}
-	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
-	if err != nil {
-		return nil, err
-	}
-	var stdout, stderr bytes.Buffer
-	if err := exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}); err != nil {
-		return nil, fmt.Errorf("exec %q in %s/%s: %w (stderr: %s)", strings.Join(cmd, " "), pod.Namespace, pod.Name, err, strings.TrimSpace(stderr.String()))
-	}
-	return ParseMountInfo(stdout.Bytes())
-}
 
 // ParseMountInfo parses the format of /proc/PID/mountinfo.
 func ParseMountInfo(data []byte) ([]Mount, error) {

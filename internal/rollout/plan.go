@@ -27,8 +27,17 @@ type Plan struct {
 	// Taint is the taint that fences a node, as kubectl writes it.
 	Taint          string `json:"taint"`
 	MaxUnavailable int    `json:"maxUnavailable"`
+	// Strategy is how mount pods are replaced, and Unscoped, for the
+	// in-place strategy, what happens on a node with an unscoped live mount.
+	Strategy Strategy       `json:"strategy"`
+	Unscoped UnscopedPolicy `json:"unscoped,omitempty"`
 	// Drain describes which pods are evicted.
 	Drain string `json:"drain"`
+	// Drivers are the flexVolume and CSI drivers whose volumes are drained
+	// and waited for: those named and the one the DaemonSet installs.
+	Drivers []string `json:"drivers,omitempty"`
+	// Warnings say what the DaemonSet leaves unknown.
+	Warnings []string `json:"warnings,omitempty"`
 	// Resume is set when the plan continues an earlier rollout.
 	Resume bool `json:"resume,omitempty"`
 	// Nodes are the nodes to upgrade, in order; UpToDate those whose mount
@@ -47,7 +56,14 @@ type NodePlan struct {
 	// Why the node is in the plan: outdated, unfinished (by an earlier
 	// rollout) or tainted (by an earlier rollout).
 	Why string `json:"why"`
-	// Evict lists the pods the drain would evict now (dry run only).
+	// Strategy is what the node would get now (dry run only): drain,
+	// in-place, refused (in-place with --unscoped refuse, and an unscoped
+	// live mount), or unknown (its mount pod could not tell); StrategyReason
+	// says why.
+	Strategy       string `json:"strategy,omitempty"`
+	StrategyReason string `json:"strategyReason,omitempty"`
+	// Evict lists the pods the drain would evict now (dry run only, for a
+	// node that would be drained or might be).
 	Evict []string `json:"evict,omitempty"`
 	// Warnings are pods the drain leaves alone although they use the
 	// plugin's volumes (dry run only).
@@ -58,7 +74,17 @@ type NodePlan struct {
 func (p *Plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "daemonset %s: newest revision %s (%s); fence with taint %s\n", p.DaemonSet, p.Revision, p.RevisionName, p.Taint)
+	switch {
+	case p.Strategy == StrategyInPlace:
+		fmt.Fprintf(&b, "strategy: in-place where every live mount is scoped; elsewhere %s\n", map[UnscopedPolicy]string{
+			UnscopedDrain: "drain", UnscopedRefuse: "refuse (the node fails untouched)"}[p.Unscoped])
+	case p.Strategy != "":
+		fmt.Fprintf(&b, "strategy: %s\n", p.Strategy)
+	}
 	fmt.Fprintf(&b, "drain: %s\n", p.Drain)
+	for _, w := range p.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", w)
+	}
 	if p.Resume {
 		b.WriteString("resuming the last rollout\n")
 	}
@@ -69,6 +95,13 @@ func (p *Plan) String() string {
 			pod = fmt.Sprintf("pod %s (revision %s)", n.Pod, n.PodRevision)
 		}
 		fmt.Fprintf(&b, "  %-20s %-10s %s\n", n.Node, n.Why, pod)
+		if n.Strategy != "" {
+			fmt.Fprintf(&b, "      strategy %s", n.Strategy)
+			if n.StrategyReason != "" {
+				fmt.Fprintf(&b, ": %s", n.StrategyReason)
+			}
+			b.WriteString("\n")
+		}
 		for _, e := range n.Evict {
 			fmt.Fprintf(&b, "      evict %s\n", e)
 		}
@@ -87,8 +120,12 @@ type target struct {
 	ds        *appsv1.DaemonSet
 	revision  string
 	container string
-	selector  *podSelector
-	matcher   *MountMatcher
+	// drivers are those named and the one the DaemonSet installs;
+	// warnings say what its template leaves unknown.
+	drivers  []string
+	warnings []string
+	selector *podSelector
+	matcher  *MountMatcher
 }
 
 // preflight checks the DaemonSet and computes the plan. Its errors are
@@ -181,19 +218,30 @@ func (r *Rollout) newTarget(ds *appsv1.DaemonSet, revision string) (*target, err
 	if len(plugins) == 0 {
 		plugins = pluginsOf(ds, t.container)
 	}
-	t.selector = &podSelector{client: r.Client, plugins: plugins, drivers: o.Drivers, all: o.AllPods, force: o.Force}
+	installed, warnings := driversOf(ds, t.container)
+	for _, w := range warnings {
+		r.log.Warn(w)
+	}
+	t.warnings = warnings
+	t.drivers = slices.Clone(o.Drivers)
+	for _, d := range installed {
+		if !slices.Contains(t.drivers, d) {
+			t.drivers = append(t.drivers, d)
+		}
+	}
+	t.selector = &podSelector{client: r.Client, plugins: plugins, drivers: t.drivers, all: o.AllPods, force: o.Force}
 	if o.PodSelector != "" {
 		if err := t.selector.setLabels(o.PodSelector); err != nil {
 			return nil, refuse("", "pod selector %q: %v", o.PodSelector, err)
 		}
 	}
 	var err error
-	if t.matcher, err = NewMountMatcher(plugins, o.Drivers, o.MountFSTypes, o.MountPatterns); err != nil {
+	if t.matcher, err = NewMountMatcher(plugins, t.drivers, o.MountFSTypes, o.MountPatterns); err != nil {
 		return nil, refuse("", "%v", err)
 	}
 	if !o.AllPods && t.selector.empty() {
 		return nil, refuse("Name them with --driver (flexVolume or CSI driver), or drain by label (--pod-selector) or everything (--all-pods).",
-			"daemonset %s/%s: no volume plugin or driver to drain for (its container %q sets no MOUNTPOD_PLUGINS)", o.Namespace, o.Name, t.container)
+			"daemonset %s/%s: no volume plugin or driver to drain for (its container %q sets no %s and installs no flexVolume driver)", o.Namespace, o.Name, t.container, EnvPlugins)
 	}
 	return t, nil
 }
@@ -209,9 +257,15 @@ func (r *Rollout) plan(ctx context.Context, t *target, revName string) (*Plan, e
 		RevisionName:   revName,
 		Taint:          taintString(r.taint()),
 		MaxUnavailable: o.MaxUnavailable,
+		Strategy:       o.Strategy,
 		Drain:          t.selector.String(),
+		Drivers:        t.drivers,
+		Warnings:       t.warnings,
 		Nodes:          []NodePlan{},
 		UpToDate:       []string{},
+	}
+	if o.Strategy == StrategyInPlace {
+		plan.Unscoped = o.Unscoped
 	}
 	pods, err := r.mountPods(ctx, t.ds)
 	if err != nil {
@@ -328,27 +382,6 @@ func (r *Rollout) mountPods(ctx context.Context, ds *appsv1.DaemonSet) (map[stri
 		}
 	}
 	return byNode, nil
-}
-
-// pluginsOf reads the MOUNTPOD_PLUGINS variable of ds's container.
-func pluginsOf(ds *appsv1.DaemonSet, container string) []string {
-	for _, c := range ds.Spec.Template.Spec.Containers {
-		if c.Name != container {
-			continue
-		}
-		for _, e := range c.Env {
-			if e.Name == "MOUNTPOD_PLUGINS" {
-				var out []string
-				for _, p := range strings.Split(e.Value, ",") {
-					if p = strings.TrimSpace(p); p != "" {
-						out = append(out, p)
-					}
-				}
-				return out
-			}
-		}
-	}
-	return nil
 }
 
 // taint is the taint fencing a node for this DaemonSet.

@@ -77,7 +77,7 @@ func (t *textReporter) Event(e Event) {
 		node = "-"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s  %-20s %-13s %-8s", e.Time.Format("15:04:05"), node, e.Step, e.Status)
+	fmt.Fprintf(&b, "%s  %-20s %-14s %-8s", e.Time.Format("15:04:05"), node, e.Step, e.Status)
 	if e.StepSeconds > 0 {
 		fmt.Fprintf(&b, " %6.1fs", e.StepSeconds)
 	}

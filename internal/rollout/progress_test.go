@@ -19,8 +19,8 @@ func TestTextReporter(t *testing.T) {
 	got := b.String()
 	t.Logf("\n%s", got)
 	for _, want := range []string{
-		"03:04:05  node-1               wait-unmount  done        2.2s  node 7.5s  total 9.0s  no mount of the plugin left on the node\n",
-		"03:04:05  -                                  failed    total 10.0s  line one\n    line two\n",
+		"03:04:05  node-1               wait-unmount   done        2.2s  node 7.5s  total 9.0s  no mount of the plugin left on the node\n",
+		"03:04:05  -                                   failed    total 10.0s  line one\n    line two\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q", want)

@@ -55,6 +55,10 @@ type NodeRecord struct {
 	Since time.Time `json:"since"`
 	// Error is why Step failed; empty otherwise.
 	Error string `json:"error,omitempty"`
+	// Strategy is how the node is upgraded: the rollout's, or drain where
+	// an in-place rollout found an unscoped live mount. Empty before this
+	// field existed: drain.
+	Strategy Strategy `json:"strategy,omitempty"`
 }
 
 // live reports whether the record's lock is held at now.
@@ -216,7 +220,14 @@ func (r *Rollout) mayTake(old *Record) error {
 
 // resumeCommand is the command line that resumes this rollout.
 func (r *Rollout) resumeCommand() string {
-	return fmt.Sprintf("mountpod-rollout -n %s --resume %s", r.opts.Namespace, r.opts.Name)
+	var flags string
+	if r.opts.Strategy != StrategyDrain {
+		flags += " --strategy " + string(r.opts.Strategy)
+		if r.opts.Unscoped != UnscopedDrain {
+			flags += " --unscoped " + string(r.opts.Unscoped)
+		}
+	}
+	return fmt.Sprintf("mountpod-rollout -n %s%s --resume %s", r.opts.Namespace, flags, r.opts.Name)
 }
 
 // heartbeat renews the lease until ctx ends. If the lock is lost it calls
@@ -241,15 +252,17 @@ func (r *Rollout) heartbeat(ctx context.Context, lost func(error)) {
 	}
 }
 
-// setNode records node's step and error.
-func (r *Rollout) setNode(ctx context.Context, node string, step Step, failure string) error {
+// setNode records node's step, error and strategy (nr's Since is set to
+// now).
+func (r *Rollout) setNode(ctx context.Context, node string, nr NodeRecord) error {
 	r.recMu.Lock()
 	defer r.recMu.Unlock()
 	return r.writeRecord(ctx, func(rec *Record) {
 		if rec.Nodes == nil {
 			rec.Nodes = map[string]*NodeRecord{}
 		}
-		rec.Nodes[node] = &NodeRecord{Step: step, Since: r.now(), Error: failure}
+		nr.Since = r.now()
+		rec.Nodes[node] = &nr
 		rec.Renewed = r.now()
 	})
 }

@@ -23,6 +23,9 @@ type Rollout struct {
 	Client kubernetes.Interface
 	// Mounts reads a mount pod's mount table (wait-unmount).
 	Mounts MountLister
+	// Status reads a mount pod's live-mount report (wait-unmount,
+	// inspect-mounts, verify-mounts).
+	Status StatusReader
 	// Progress receives the plan and the progress (nothing if nil).
 	Progress Reporter
 	// Logger receives warnings (slog.Default() if nil).
@@ -36,6 +39,9 @@ type Rollout struct {
 	log   *slog.Logger
 	recMu sync.Mutex
 	start time.Time
+	// prior is each node's record as an earlier rollout left it (resumed
+	// nodes only).
+	prior map[string]NodeRecord
 }
 
 func (r *Rollout) now() time.Time {
@@ -61,8 +67,18 @@ func (r *Rollout) init() error {
 	if r.Progress == nil {
 		r.Progress = discard{}
 	}
-	if r.Mounts == nil {
-		return refuse("", "no MountLister: cannot observe the mounts")
+	if r.Mounts == nil || r.Status == nil {
+		return refuse("", "no MountLister or StatusReader: cannot observe the mounts")
+	}
+	switch r.opts.Strategy {
+	case StrategyDrain, StrategyInPlace:
+	default:
+		return refuse("", "strategy %q: want %s or %s", r.opts.Strategy, StrategyDrain, StrategyInPlace)
+	}
+	switch r.opts.Unscoped {
+	case UnscopedDrain, UnscopedRefuse:
+	default:
+		return refuse("", "unscoped policy %q: want %s or %s", r.opts.Unscoped, UnscopedDrain, UnscopedRefuse)
 	}
 	r.start = r.now()
 	return nil
@@ -80,17 +96,8 @@ func (r *Rollout) Run(ctx context.Context) (*Plan, error) {
 		return plan, err
 	}
 	if r.opts.DryRun {
-		for i := range plan.Nodes {
-			sel, err := t.selector.podsToEvict(ctx, plan.Nodes[i].Node)
-			if sel != nil {
-				for _, p := range sel.evict {
-					plan.Nodes[i].Evict = append(plan.Nodes[i].Evict, p.Namespace+"/"+p.Name)
-				}
-				plan.Nodes[i].Warnings = sel.warnings
-			}
-			if err != nil {
-				plan.Nodes[i].Warnings = append(plan.Nodes[i].Warnings, err.Error())
-			}
+		if err := r.dryRun(ctx, t, plan); err != nil {
+			return plan, err
 		}
 		r.Progress.Plan(plan)
 		return plan, nil
@@ -104,8 +111,13 @@ func (r *Rollout) Run(ctx context.Context) (*Plan, error) {
 		r.report(Event{Status: StatusDone, Message: "every mount pod runs revision " + plan.Revision})
 		return plan, nil
 	}
-	if _, err := r.acquire(ctx, plan); err != nil {
+	rec, err := r.acquire(ctx, plan)
+	if err != nil {
 		return plan, err
+	}
+	r.prior = map[string]NodeRecord{}
+	for n, nr := range rec.Nodes {
+		r.prior[n] = *nr
 	}
 	r.event(ctx, t.ds, corev1.EventTypeNormal, "RolloutStarted",
 		fmt.Sprintf("%s upgrades %d node(s) to revision %s", r.opts.Holder, len(plan.Nodes), plan.Revision))

@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/mountcontainers/mountcontainers/internal/rollout"
 	rt "github.com/mountcontainers/mountcontainers/internal/rollout/testing"
@@ -72,7 +75,7 @@ func (e *env) rollout(mod func(o *rollout.Options)) *rollout.Rollout {
 		e.t.Fatal(err)
 	}
 	clock := &rt.Clock{}
-	return &rollout.Rollout{Client: e.c.Client, Mounts: e.mounts, Progress: rep, Options: o, Clock: clock.Now}
+	return &rollout.Rollout{Client: e.c.Client, Mounts: e.mounts, Status: e.mounts, Progress: rep, Options: o, Clock: clock.Now}
 }
 
 func (e *env) run(mod func(o *rollout.Options)) (*rollout.Plan, error) {
@@ -391,21 +394,131 @@ func TestUnobservableMountsFail(t *testing.T) {
 	}
 }
 
-func TestOldPodNotRunningSkipsObservation(t *testing.T) {
+// An old mount pod whose container is not running shows no mount: that is
+// no answer, not "unmounted", so the wait goes on and fails; deleting that
+// pod by hand lets --resume finish.
+func TestOldPodNotRunningIsNotUnmounted(t *testing.T) {
 	e := newEnv(t, nil)
-	p, _ := e.c.Client.CoreV1().Pods(ns).Get(context.Background(), "mp-n1", metav1.GetOptions{})
+	ctx := context.Background()
+	p, _ := e.c.Client.CoreV1().Pods(ns).Get(ctx, "mp-n1", metav1.GetOptions{})
 	p.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
-	if _, err := e.c.Client.CoreV1().Pods(ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.c.Client.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.mounts.SetErr(errors.New("must not be called"))
-	if _, err := e.run(func(o *rollout.Options) { o.Drivers = nil; o.PodSelector = "app=none" }); err == nil {
-		t.Fatal("n2's running old pod cannot be observed either: want a failure there")
-	} else {
-		wantFailure(t, err, "n2", rollout.StepUnmount)
+	_, err := e.run(nil)
+	re := wantFailure(t, err, "n1", rollout.StepUnmount, "cannot read the mounts", "mp-n1", "not running")
+	if !strings.Contains(re.Hint, "delete a mount pod whose container is not running by hand") {
+		t.Errorf("hint %q", re.Hint)
+	}
+	if e.revisions()["n1"] != "old" || !e.tainted("n1") {
+		t.Error("the old mount pod was deleted, or the node reopened, although its mounts could not be read")
+	}
+	if err := e.c.Client.CoreV1().Pods(ns).Delete(ctx, "mp-n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.run(func(o *rollout.Options) { o.Resume = true }); err != nil {
+		t.Fatal(err)
 	}
 	if e.revisions()["n1"] != "new" || e.tainted("n1") {
-		t.Error("n1, whose old pod was not running, was not upgraded")
+		t.Error("resume did not finish n1")
+	}
+}
+
+// A node without a mount pod has nothing to read its mounts through: that
+// is no answer, not "unmounted".
+func TestMissingOldPodIsNotUnmounted(t *testing.T) {
+	e := newEnv(t, nil)
+	// The pod goes without the fake DaemonSet controller seeing it; n1 is
+	// fenced, as a rollout killed before would have left it.
+	if err := e.c.Client.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ns, "mp-n1"); err != nil {
+		t.Fatal(err)
+	}
+	n1 := e.node("n1")
+	n1.Spec.Taints = []corev1.Taint{{Key: rollout.TaintKey, Value: ns + "." + dsName, Effect: corev1.TaintEffectNoSchedule}}
+	if _, err := e.c.Client.CoreV1().Nodes().Update(context.Background(), n1, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.run(nil)
+	wantFailure(t, err, "n1", rollout.StepUnmount, "cannot read the mounts", "no mount pod on the node")
+}
+
+// A live-mount report that cannot be read is no answer either.
+func TestUnreadableStatusFails(t *testing.T) {
+	e := newEnv(t, nil)
+	e.mounts.SetStatusErr(errors.New("exec refused"))
+	_, err := e.run(nil)
+	wantFailure(t, err, "n1", rollout.StepUnmount, "cannot read the mounts", "exec refused")
+	if e.revisions()["n1"] != "old" {
+		t.Error("old mount pod deleted although its live mounts could not be read")
+	}
+}
+
+// wait-unmount waits for the FUSE mounts whose daemons run in the old
+// mount pod (not scoped), even those of no volume of the plugin; a scoped
+// one does not hold it up.
+func TestUnscopedDaemonMountsAreWaitedFor(t *testing.T) {
+	const other = "/var/lib/kubelet/pods/u9/volumes/kubernetes.io~csi/other/mount"
+	for _, scoped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("scoped=%v", scoped), func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.mounts.AddFUSE("n1", other, "fuse.sshfs", scoped)
+			_, err := e.run(nil)
+			if scoped {
+				if err != nil {
+					t.Fatalf("a scoped mount held the drain up: %v", err)
+				}
+				return
+			}
+			wantFailure(t, err, "n1", rollout.StepUnmount, "1 mount(s) still on the node", other, "fuse.sshfs", "in no scope")
+			if e.revisions()["n1"] != "old" {
+				t.Error("the old mount pod was deleted under a mount its daemon serves")
+			}
+		})
+	}
+}
+
+// A mount pod whose image predates `mountpod status` is still upgraded:
+// wait-unmount then waits for the mounts of the plugin's volumes alone.
+func TestNoStatusWaitsForPluginMounts(t *testing.T) {
+	e := newEnv(t, nil)
+	e.mounts.SetNoStatus(true)
+	if _, err := e.run(nil); err != nil {
+		t.Fatal(err)
+	}
+	if e.revisions()["n1"] != "new" || e.c.Evictions("app/writer") != 1 {
+		t.Error("n1 not upgraded")
+	}
+	if !strings.Contains(e.out.String(), "predates") {
+		t.Errorf("no notice that the pod cannot report its live mounts:\n%s", e.out.String())
+	}
+}
+
+// Without --driver, the flexVolume driver the DaemonSet installs is
+// drained for: the workload using it is evicted before the mount pod is
+// deleted.
+func TestDriverInferredFromDaemonSet(t *testing.T) {
+	e := newEnv(t, func(ds *appsv1.DaemonSet) {
+		c := &ds.Spec.Template.Spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "MOUNTPOD_INSTALL_FLEXVOLUME_DIR", Value: "/usr/libexec/kubernetes/kubelet-plugins/volume/exec"})
+	})
+	plan, err := e.run(func(o *rollout.Options) { o.Drivers = nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Drivers) != 1 || plan.Drivers[0] != driver {
+		t.Errorf("plan drivers %v, want %s", plan.Drivers, driver)
+	}
+	evicted, deleted := -1, -1
+	for i, a := range e.c.Client.Actions() {
+		switch {
+		case a.GetVerb() == "create" && a.GetSubresource() == "eviction" && a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name == "writer":
+			evicted = i
+		case a.GetVerb() == "delete" && a.GetResource().Resource == "pods" && a.(k8stesting.DeleteAction).GetName() == "mp-n1":
+			deleted = i
+		}
+	}
+	if evicted < 0 || deleted < 0 || evicted > deleted {
+		t.Errorf("writer evicted at action %d, mp-n1 deleted at %d: want the eviction first", evicted, deleted)
 	}
 }
 

@@ -27,20 +27,53 @@ const (
 // Step is a stage of a node's upgrade.
 type Step string
 
-// The steps, in order.
+// The steps.
 const (
 	StepPending Step = "pending"
+	StepInspect Step = "inspect-mounts"
 	StepTaint   Step = "taint"
 	StepDrain   Step = "drain"
 	StepUnmount Step = "wait-unmount"
 	StepDelete  Step = "delete-pod"
 	StepReady   Step = "wait-ready"
+	StepVerify  Step = "verify-mounts"
 	StepUntaint Step = "untaint"
 	StepDone    Step = "done"
 )
 
-// Steps lists the steps a node goes through, in order.
+// Steps lists the steps a node goes through with [StrategyDrain], in order.
 var Steps = []Step{StepTaint, StepDrain, StepUnmount, StepDelete, StepReady, StepUntaint}
+
+// InPlaceSteps lists the steps a node goes through with
+// [StrategyInPlace] when every live mount is scoped, in order. A node with
+// an unscoped live mount goes on after StepInspect with [Steps] instead
+// (or fails there, with [UnscopedRefuse]).
+var InPlaceSteps = []Step{StepInspect, StepDelete, StepReady, StepVerify, StepUntaint}
+
+// Strategy is how a node's mount pod is replaced.
+type Strategy string
+
+const (
+	// StrategyDrain fences the node, evicts the pods using the plugin's
+	// volumes and waits until their mounts are gone before replacing the
+	// mount pod.
+	StrategyDrain Strategy = "drain"
+	// StrategyInPlace replaces the mount pod under its live mounts when
+	// every one is scoped (its daemons run in a scope outside the pod, see
+	// docs/scopes.md), then checks that they all survived.
+	StrategyInPlace Strategy = "in-place"
+)
+
+// UnscopedPolicy is what [StrategyInPlace] does on a node with a live mount
+// that is not scoped, which would die with the mount pod.
+type UnscopedPolicy string
+
+const (
+	// UnscopedDrain upgrades that node with [StrategyDrain].
+	UnscopedDrain UnscopedPolicy = "drain"
+	// UnscopedRefuse fails that node, untouched, naming the mounts.
+	UnscopedRefuse UnscopedPolicy = "refuse"
+)
 
 // ErrorKind tells whether a rollout failed before touching anything.
 type ErrorKind int
@@ -101,6 +134,11 @@ type Options struct {
 	Namespace, Name string
 	// MaxUnavailable is how many nodes are upgraded at once (default 1).
 	MaxUnavailable int
+	// Strategy is how mount pods are replaced (default StrategyDrain).
+	Strategy Strategy
+	// Unscoped is what StrategyInPlace does on a node with an unscoped live
+	// mount (default UnscopedDrain).
+	Unscoped UnscopedPolicy
 	// DryRun only computes and reports the plan.
 	DryRun bool
 	// Resume continues a failed or interrupted rollout.
@@ -115,7 +153,9 @@ type Options struct {
 	// DaemonSet's container).
 	Plugins []string
 	// Drivers are flexVolume and CSI driver names whose volumes the mount
-	// pod serves, such as mountcontainers.io/glusterfs.
+	// pod serves, such as mountcontainers.io/glusterfs, besides the
+	// flexVolume driver the DaemonSet's container installs (see
+	// hostinstall.EnvFlexvolumeDir), which is always included.
 	Drivers []string
 	// MountFSTypes are further file-system types (such as fuse.glusterfs)
 	// whose mounts, as the mount pod sees them, wait-unmount waits for.
@@ -133,7 +173,9 @@ type Options struct {
 	// DrainTimeout bounds the eviction of a node's pods (default 5m); a
 	// PodDisruptionBudget that forbids an eviction makes it expire.
 	DrainTimeout time.Duration
-	// UnmountTimeout bounds the wait for the mounts to go (default 3m).
+	// UnmountTimeout bounds the wait for the mounts to go, and the reading
+	// of a mount pod's live-mount report (inspect-mounts, verify-mounts)
+	// (default 3m).
 	UnmountTimeout time.Duration
 	// ReadyTimeout bounds the old pod's deletion and, again, the
 	// replacement's readiness (default 5m).
@@ -162,6 +204,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxUnavailable <= 0 {
 		o.MaxUnavailable = 1
+	}
+	if o.Strategy == "" {
+		o.Strategy = StrategyDrain
+	}
+	if o.Unscoped == "" {
+		o.Unscoped = UnscopedDrain
 	}
 	def(&o.DrainTimeout, 5*time.Minute)
 	def(&o.UnmountTimeout, 3*time.Minute)

@@ -1,13 +1,16 @@
 // Package rollouttesting fakes what a rollout needs from a cluster and that
 // client-go's fake clientset lacks: the Eviction API with
 // PodDisruptionBudgets, discovery of the eviction subresource, a DaemonSet
-// controller that replaces a deleted mount pod, and the mount table a mount
-// pod shows, fed by the pods that use a volume driver.
+// controller that replaces a deleted mount pod, and the mount table and
+// live-mount report a mount pod shows, fed by the pods that use a volume
+// driver, whose FUSE daemons die with the mount pod unless scoped.
 package rollouttesting
 
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -22,7 +25,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/mountcontainers/mountcontainers/internal/livemount"
 	"github.com/mountcontainers/mountcontainers/internal/rollout"
+	"github.com/mountcontainers/mountcontainers/internal/scope"
 )
 
 var (
@@ -291,10 +296,15 @@ func PDB(ns, name string, lbls map[string]string, allowed int32) *policyv1.PodDi
 	}
 }
 
-// Mounts is a [rollout.MountLister] over a Cluster: a node shows one
-// fuse.glusterfs mount per flexVolume volume of each pod on it, which
-// survives the pod for Lag observations (the kubelet unmounts late), plus
-// Stuck mounts forever. Make it with [NewMounts].
+// Mounts is a [rollout.MountLister] and [rollout.StatusReader] over a
+// Cluster. A node's mount table shows one fuse.glusterfs mount per
+// flexVolume volume of each pod on it, which survives the pod for Lag
+// observations of the table (the kubelet unmounts late), the FUSE mounts
+// added with AddFUSE, and the Stuck mounts (in the table only). Each FUSE
+// mount has a daemon, started by the node's mount pod of the time: unless
+// the mount is scoped, the daemon dies with that pod, and the mount, still
+// in the table, answers no more. The live-mount report (Status) shows the
+// FUSE mounts as `mountpod status -o json` does. Make it with [NewMounts].
 type Mounts struct {
 	cluster *Cluster
 	lag     int
@@ -303,22 +313,42 @@ type Mounts struct {
 	// Stuck mounts never go.
 	stuck []rollout.Mount
 	err   error
-	// mounts: target -> node and observations since its pod went.
-	mounts map[string]*fakeMount
-	calls  int
+	// statusErr fails Status only; noStatus makes it answer as a mount pod
+	// that predates `mountpod status`.
+	statusErr error
+	noStatus  bool
+	// scoped: the nodes whose new workload mounts are scoped.
+	scoped map[string]bool
+	// mounts by target.
+	mounts      map[string]*fakeMount
+	calls       int
+	statusAsked []string
+	pid         int
 }
 
 type fakeMount struct {
-	node  string
-	after int
+	node, fstype string
+	// workload: the mount of a pod's volume, which goes lag observations
+	// after the pod (after counts them); otherwise it never goes.
+	workload bool
+	after    int
+	// pid is the daemon's, started by the mount pod owner.
+	pid   int
+	owner types.UID
+	// scoped: the daemon runs in the mount's scope and survives owner,
+	// unless fragile (the scope does not keep it alive).
+	scoped, fragile bool
 }
 
-var _ rollout.MountLister = (*Mounts)(nil)
+var (
+	_ rollout.MountLister  = (*Mounts)(nil)
+	_ rollout.StatusReader = (*Mounts)(nil)
+)
 
 // NewMounts returns the mount tables of c's nodes, starting with a mount
 // for every flexVolume volume of the pods c holds now.
 func NewMounts(c *Cluster, lag int) *Mounts {
-	m := &Mounts{cluster: c, lag: lag, mounts: map[string]*fakeMount{}}
+	m := &Mounts{cluster: c, lag: lag, mounts: map[string]*fakeMount{}, scoped: map[string]bool{}, pid: 1000}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, _ = m.live()
@@ -339,11 +369,84 @@ func (m *Mounts) SetErr(err error) {
 	m.err = err
 }
 
-// Calls returns how many observations were made.
+// SetStatusErr makes every live-mount report fail with err (nil: succeed).
+func (m *Mounts) SetStatusErr(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.statusErr = err
+}
+
+// SetNoStatus makes the mount pods answer as images that predate
+// `mountpod status` do.
+func (m *Mounts) SetNoStatus(no bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.noStatus = no
+}
+
+// SetScoped decides whether the daemons of node's workload mounts, present
+// and future, run in their scopes.
+func (m *Mounts) SetScoped(node string, scoped bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.scoped[node] = scoped
+	for _, fm := range m.mounts {
+		if fm.node == node && fm.workload {
+			fm.scoped = scoped
+		}
+	}
+}
+
+// AddFUSE adds a FUSE mount of fstype at target on node, served by a
+// daemon of node's mount pod, in the mount's scope if scoped. It never goes.
+func (m *Mounts) AddFUSE(node, target, fstype string, scoped bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	owners, _ := m.mountPods()
+	m.pid++
+	m.mounts[target] = &fakeMount{node: node, fstype: fstype, pid: m.pid, owner: owners[node], scoped: scoped}
+}
+
+// SetFragile makes the scoped mount at target die with its mount pod all
+// the same, as when the scope does not keep the daemon alive (the pod not
+// in the host's PID namespace).
+func (m *Mounts) SetFragile(target string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if fm := m.mounts[target]; fm != nil {
+		fm.fragile = true
+	}
+}
+
+// Calls returns how many times a mount table was read.
 func (m *Mounts) Calls() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.calls
+}
+
+// StatusAsked returns the pods asked for their live-mount report, in order.
+func (m *Mounts) StatusAsked() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.statusAsked)
+}
+
+// mountPods returns the UID of each node's mount pod (a pod with a
+// revision label) and the UIDs of every pod.
+func (m *Mounts) mountPods() (byNode map[string]types.UID, all map[types.UID]bool) {
+	byNode, all = map[string]types.UID{}, map[types.UID]bool{}
+	list, err := m.cluster.Client.Tracker().List(podsGVR, podsGVK, "")
+	if err != nil {
+		return byNode, all
+	}
+	for _, p := range list.(*corev1.PodList).Items {
+		all[p.UID] = true
+		if _, ok := p.Labels[rollout.RevisionLabel]; ok {
+			byNode[p.Spec.NodeName] = p.UID
+		}
+	}
+	return byNode, all
 }
 
 // live records the mounts of the pods present now and returns their
@@ -353,14 +456,22 @@ func (m *Mounts) live() (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
+	owners, _ := m.mountPods()
 	live := map[string]bool{}
 	for _, p := range list.(*corev1.PodList).Items {
 		for _, v := range p.Spec.Volumes {
-			if v.FlexVolume != nil {
-				t := target(&p, v)
-				live[t] = true
-				m.mounts[t] = &fakeMount{node: p.Spec.NodeName}
+			if v.FlexVolume == nil {
+				continue
 			}
+			t := target(&p, v)
+			live[t] = true
+			if fm := m.mounts[t]; fm != nil {
+				fm.after = 0
+				continue
+			}
+			m.pid++
+			m.mounts[t] = &fakeMount{node: p.Spec.NodeName, fstype: "fuse.glusterfs", workload: true,
+				pid: m.pid, owner: owners[p.Spec.NodeName], scoped: m.scoped[p.Spec.NodeName]}
 		}
 	}
 	return live, nil
@@ -386,16 +497,58 @@ func (m *Mounts) Mounts(ctx context.Context, pod *corev1.Pod, container string) 
 		if fm.node != pod.Spec.NodeName {
 			continue
 		}
-		if !live[t] {
+		if fm.workload && !live[t] {
 			if fm.after >= m.lag {
 				delete(m.mounts, t)
 				continue
 			}
 			fm.after++
 		}
-		out = append(out, rollout.Mount{Target: t, FSType: "fuse.glusterfs", Source: "server:/vol"})
+		out = append(out, rollout.Mount{Target: t, FSType: fm.fstype, Source: "server:/vol"})
 	}
 	return out, nil
+}
+
+// Status implements [rollout.StatusReader]: the FUSE mounts of pod's node,
+// as its mount table shows them now (reading the report does not count as
+// an observation of the table).
+func (m *Mounts) Status(ctx context.Context, pod *corev1.Pod, container string) (*livemount.Report, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.statusAsked = append(m.statusAsked, pod.Name)
+	switch {
+	case m.err != nil:
+		return nil, m.err
+	case m.statusErr != nil:
+		return nil, m.statusErr
+	case m.noStatus:
+		return nil, fmt.Errorf("%w: exec in %s: command terminated with exit code 3 (stderr: mountpod: No help topic for 'status')", rollout.ErrNoStatus, pod.Name)
+	}
+	if _, err := m.live(); err != nil {
+		return nil, err
+	}
+	_, pods := m.mountPods()
+	r := &livemount.Report{Mounts: []livemount.Mount{}, Orphans: []livemount.Scope{}}
+	for t, fm := range m.mounts {
+		if fm.node != pod.Spec.NodeName {
+			continue
+		}
+		lm := livemount.Mount{Target: t, Source: "server:/vol", FSType: fm.fstype}
+		dead := fm.owner != "" && !pods[fm.owner] && (!fm.scoped || fm.fragile)
+		if fm.scoped {
+			lm.Plugin, lm.Scope = "kubernetes.io/glusterfs", scope.Name(t)
+		}
+		if dead {
+			lm.Error = "stat " + t + ": transport endpoint is not connected"
+		} else {
+			lm.Daemons = []int{fm.pid}
+			lm.Scoped = fm.scoped
+			lm.Healthy = true
+		}
+		r.Mounts = append(r.Mounts, lm)
+	}
+	sort.Slice(r.Mounts, func(i, j int) bool { return r.Mounts[i].Target < r.Mounts[j].Target })
+	return r, nil
 }
 
 func target(p *corev1.Pod, v corev1.Volume) string {
