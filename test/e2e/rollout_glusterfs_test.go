@@ -28,28 +28,10 @@ import (
 func TestRolloutGlusterfs(t *testing.T) {
 	bed := framework.Current(t)
 	g := setupGlusterfs(t, bed)
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "mountpod-rollout")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/mountpod-rollout")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/mountpod-rollout: %v\n%s", err, out)
-	}
+	bin := buildRollout(t)
 	const ds = "glusterfs-mountpod"
 	t.Cleanup(func() { bed.RemoveTaints(t, rollout.TaintKey, "") })
-
-	// A new tag of the same image, for the upgrade.
-	newTag := strings.TrimSuffix(bed.Env.MountpodImage, ":dev") + ":rollout-" + g.ns
-	ctr := exec.Command("ctr", "-a", bed.Env.CRISocket, "-n", "k8s.io", "images", "tag", "--force", bed.Env.MountpodImage, newTag)
-	if out, err := ctr.CombinedOutput(); err != nil {
-		t.Fatalf("ctr images tag: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		_ = exec.Command("ctr", "-a", bed.Env.CRISocket, "-n", "k8s.io", "images", "rm", newTag).Run()
-	})
+	newTag := tagMountpodImage(t, bed, "rollout-"+g.ns)
 
 	bed.Apply(t, writerDeployment(g.ns, bed.Env.BaseImage, fmt.Sprintf(`      - name: data
         flexVolume:
@@ -101,13 +83,15 @@ func TestRolloutGlusterfs(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-n", mountpodNS, "--driver", glusterDriver, "--poll-interval", "500ms",
+	// No --driver: the rollout infers the Flexvolume driver the DaemonSet
+	// installs, and must drain its workload before the mount pod goes.
+	cmd := exec.CommandContext(ctx, bin, "-n", mountpodNS, "--poll-interval", "500ms",
 		"--drain-timeout", "2m", "--unmount-timeout", "2m", "--ready-timeout", "2m", ds)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+bed.Env.Kubeconfig)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err = cmd.Run()
+	err := cmd.Run()
 	t.Logf("mountpod-rollout finished in %s: %v\nstdout:\n%s\nstderr:\n%s", time.Since(start).Round(time.Millisecond), err, stdout.String(), stderr.String())
 	if err != nil {
 		t.Fatalf("mountpod-rollout: %v", err)
@@ -145,4 +129,35 @@ func TestRolloutGlusterfs(t *testing.T) {
 	if fs := hostMount(t, g.volumeDir(&w)); fs != "fuse.glusterfs" {
 		t.Errorf("the new workload's volume is mounted as %q, want fuse.glusterfs", fs)
 	}
+}
+
+// buildRollout builds mountpod-rollout for the test.
+func buildRollout(t *testing.T) string {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "mountpod-rollout")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/mountpod-rollout")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/mountpod-rollout: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// tagMountpodImage gives the mount-pod image a new tag in the bed's
+// containerd, for an upgrade, and removes it when the test ends.
+func tagMountpodImage(t *testing.T, bed *framework.Bed, tag string) string {
+	t.Helper()
+	newTag := strings.TrimSuffix(bed.Env.MountpodImage, ":dev") + ":" + tag
+	ctr := exec.Command("ctr", "-a", bed.Env.CRISocket, "-n", "k8s.io", "images", "tag", "--force", bed.Env.MountpodImage, newTag)
+	if out, err := ctr.CombinedOutput(); err != nil {
+		t.Fatalf("ctr images tag: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("ctr", "-a", bed.Env.CRISocket, "-n", "k8s.io", "images", "rm", newTag).Run()
+	})
+	return newTag
 }

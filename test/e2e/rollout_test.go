@@ -93,18 +93,9 @@ func setUpRollout(t *testing.T, bed *framework.Bed) *rolloutEnv {
 	if bed.Env.MountpodImage == "" || bed.Env.KubeletRoot == "" || bed.Env.BaseImage == "" {
 		t.Fatal("the bed's env has no MOUNTPOD_IMAGE, KUBELET_ROOT or BASE_IMAGE")
 	}
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &rolloutEnv{bed: bed, ns: bed.CreateNamespace(t, "rollout"), dataDir: t.TempDir()}
 	r.plugin = "e2e.mountcontainers.io/" + r.ns
-	r.binary = filepath.Join(t.TempDir(), "mountpod-rollout")
-	build := exec.Command("go", "build", "-o", r.binary, "./cmd/mountpod-rollout")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/mountpod-rollout: %v\n%s", err, out)
-	}
+	r.binary = buildRollout(t)
 	t.Cleanup(func() {
 		// Never leave the only node fenced for the tests that follow.
 		bed.RemoveTaints(t, rollout.TaintKey, r.taintValue())

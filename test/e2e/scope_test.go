@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/mountcontainers/mountcontainers/internal/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/rollout"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
@@ -27,7 +31,8 @@ import (
 // (hostPID, scopes on) mounts a workload's volume; its FUSE daemon runs in a
 // scope of its own, outside the mount pod's cgroup and in the host's PID
 // namespace. Then the mount pod is ended in every way a node ends it (its
-// daemon killed, the pod deleted, the container OOM-killed) while the
+// daemon killed, the pod deleted, the container OOM-killed, an upgrade with
+// mountpod-rollout --strategy in-place, which never fences the node) while the
 // workload writes a numbered, checksummed, fsynced line every 100 ms: the
 // workload sees no I/O error, is never restarted, and every line verifies on
 // the brick. Deleting the workload then unmounts the volume through the new
@@ -119,6 +124,71 @@ func TestScopes(t *testing.T) {
 		t.Logf("mount container of %s ended: %s (exit %d)", mp.Name, term.Reason, term.ExitCode)
 		if term.Reason != "OOMKilled" {
 			t.Errorf("the mount container ended with %q, want OOMKilled", term.Reason)
+		}
+	})
+
+	rolloutBin := buildRollout(t)
+	newTag := tagMountpodImage(t, bed, "inplace-"+g.ns)
+	t.Cleanup(func() { bed.RemoveTaints(t, rollout.TaintKey, "") })
+	disrupt("InPlaceUpgrade", func(t *testing.T, mp corev1.Pod) {
+		bed.Kubectl(t, "-n", mountpodNS, "set", "image", "ds/glusterfs-mountpod", "mount="+newTag)
+		// Sample the node's taints while the rollout runs: in place means
+		// never fenced.
+		ctx, cancel := context.WithCancel(context.Background())
+		tainted := make(chan string, 1)
+		go func() {
+			defer close(tainted)
+			for ctx.Err() == nil {
+				n, err := bed.Client.CoreV1().Nodes().Get(ctx, bed.Env.NodeName, metav1.GetOptions{})
+				if err == nil {
+					for _, taint := range n.Spec.Taints {
+						if taint.Key == rollout.TaintKey {
+							tainted <- taint.String()
+							return
+						}
+					}
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+		rctx, rcancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer rcancel()
+		cmd := exec.CommandContext(rctx, rolloutBin, "-n", mountpodNS, "--strategy", "in-place", "--unscoped", "refuse",
+			"--poll-interval", "500ms", "--ready-timeout", "2m", "glusterfs-mountpod")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+bed.Env.Kubeconfig)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		t.Logf("mountpod-rollout --strategy in-place: %v\n%s", err, out)
+		if err != nil {
+			t.Fatalf("mountpod-rollout: %v", err)
+		}
+		if taint, ok := <-tainted; ok {
+			t.Errorf("the node was tainted during an in-place rollout: %s", taint)
+		}
+		if !strings.Contains(string(out), "verify-mounts") {
+			t.Errorf("the rollout's output does not show the mounts verified through the new pod")
+		}
+		nmp := g.mountPod(t)
+		if nmp.UID == mp.UID || nmp.Spec.Containers[0].Image != newTag {
+			t.Errorf("mount pod %s (image %s) after the rollout, was %s", nmp.Name, nmp.Spec.Containers[0].Image, mp.Name)
+		}
+		// The new pod lists the workload's mount as adopted: scoped, healthy.
+		status := bed.MustExec(t, nmp.Namespace, nmp.Name, "mount", "mountpod", "status", "-o", "json")
+		var r livemount.Report
+		if err := json.Unmarshal([]byte(status), &r); err != nil {
+			t.Fatalf("mountpod status: %v\n%s", err, status)
+		}
+		found := false
+		for _, m := range r.Mounts {
+			if m.Target == dir {
+				found = true
+				if !m.Scoped || !m.Healthy || !slices.Contains(m.Daemons, daemon) {
+					t.Errorf("the new pod reports the workload's mount as %+v; want scoped, healthy, daemon %d", m, daemon)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("the new pod's status does not list %s:\n%s", dir, status)
 		}
 	})
 
