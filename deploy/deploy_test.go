@@ -145,6 +145,8 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, overlay, plugin string) 
 		"the host's cgroup file system is not mounted writable at /sys/fs/cgroup (%+v): scopes cannot be made", cg)
 	expect(env["MOUNTPOD_SCOPES"].Value == "true" && env["MOUNTPOD_SCOPE_CGROUP_ROOT"].Value == cg.MountPath,
 		"scopes not on, or their cgroup root %q is not the mounted one", env["MOUNTPOD_SCOPE_CGROUP_ROOT"].Value)
+	expect(mounts["systemd-run"].MountPath == "/run/systemd" && vols["systemd-run"].HostPath != nil && vols["systemd-run"].HostPath.Path == "/run/systemd",
+		"systemd's runtime directory is not mounted: on systemd hosts scopes could not be systemd units")
 	if overlay == "glusterfs" {
 		expect(mounts["glusterfs-log"].MountPath == "/var/log/glusterfs" && vols["glusterfs-log"].HostPath != nil,
 			"the glusterfs client's logs are not on a hostPath: they would go with the container while its daemons live on")

@@ -56,22 +56,24 @@ patches:
       - {op: replace, path: /spec/template/spec/volumes/3/hostPath/path, value: $BED_DIR/lib-modules}
       - {op: test, path: /spec/template/spec/containers/0/env/8/name, value: MOUNTPOD_SCOPE_PARENT}
       - {op: replace, path: /spec/template/spec/containers/0/env/8/value, value: $BED_SCOPE_PARENT}
-      - {op: test, path: /spec/template/spec/volumes/5/name, value: flexvolume-dir}
-      - {op: replace, path: /spec/template/spec/volumes/5/hostPath/path, value: $VOLUME_PLUGIN_DIR}
-      - {op: test, path: /spec/template/spec/containers/0/volumeMounts/5/name, value: flexvolume-dir}
-      - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/5/mountPath, value: $VOLUME_PLUGIN_DIR}
+      - {op: test, path: /spec/template/spec/volumes/5/name, value: systemd-run}
+      - {op: replace, path: /spec/template/spec/volumes/5/hostPath/path, value: $BED_DIR/run-systemd}
+      - {op: test, path: /spec/template/spec/volumes/6/name, value: flexvolume-dir}
+      - {op: replace, path: /spec/template/spec/volumes/6/hostPath/path, value: $VOLUME_PLUGIN_DIR}
+      - {op: test, path: /spec/template/spec/containers/0/volumeMounts/6/name, value: flexvolume-dir}
+      - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/6/mountPath, value: $VOLUME_PLUGIN_DIR}
       - {op: test, path: /spec/template/spec/containers/0/env/9/name, value: MOUNTPOD_INSTALL_FLEXVOLUME_DIR}
       - {op: replace, path: /spec/template/spec/containers/0/env/9/value, value: $VOLUME_PLUGIN_DIR}
-      - {op: test, path: /spec/template/spec/volumes/6/name, value: shim-dir}
-      - {op: replace, path: /spec/template/spec/volumes/6/hostPath/path, value: $shim_dir}
-      - {op: test, path: /spec/template/spec/containers/0/volumeMounts/6/name, value: shim-dir}
-      - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/6/mountPath, value: $shim_dir}
+      - {op: test, path: /spec/template/spec/volumes/7/name, value: shim-dir}
+      - {op: replace, path: /spec/template/spec/volumes/7/hostPath/path, value: $shim_dir}
+      - {op: test, path: /spec/template/spec/containers/0/volumeMounts/7/name, value: shim-dir}
+      - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/7/mountPath, value: $shim_dir}
       - {op: test, path: /spec/template/spec/containers/0/env/10/name, value: MOUNTPOD_INSTALL_SHIM_DIR}
       - {op: replace, path: /spec/template/spec/containers/0/env/10/value, value: $shim_dir}
       - {op: test, path: /spec/template/spec/containers/0/env/11/name, value: MOUNTPOD_HOST_RUNTIME_ENDPOINT}
       - {op: replace, path: /spec/template/spec/containers/0/env/11/value, value: "$CRI_ENDPOINT"}
-      - {op: test, path: /spec/template/spec/volumes/7/name, value: glusterfs-log}
-      - {op: replace, path: /spec/template/spec/volumes/7/hostPath/path, value: $BED_DIR/logs/glusterfs-client}
+      - {op: test, path: /spec/template/spec/volumes/8/name, value: glusterfs-log}
+      - {op: replace, path: /spec/template/spec/volumes/8/hostPath/path, value: $BED_DIR/logs/glusterfs-client}
 YAML
 
 cat >"$out/glusterfs-server.yaml" <<YAML
