@@ -26,9 +26,10 @@ type mountPodDS struct {
 	Tolerate string
 	// Readiness adds the `mountpod check` readiness probe.
 	Readiness bool
-	// PreStop, if not empty, is a shell script run as the container's
-	// preStop hook (before the kubelet sends SIGTERM).
-	PreStop string
+	// Surge sets updateStrategy RollingUpdate with maxSurge 1 and
+	// maxUnavailable 0: a new pod is made Ready before the old one is
+	// deleted.
+	Surge bool
 	// Mounts are host paths mounted into the container.
 	Mounts []hostPathMount
 }
@@ -50,8 +51,11 @@ spec:
   selector:
     matchLabels: {app: %s}
 `, d.Name, d.Namespace, d.App)
-	if d.OnDelete {
+	switch {
+	case d.OnDelete:
 		b.WriteString("  updateStrategy: {type: OnDelete}\n")
+	case d.Surge:
+		b.WriteString("  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}\n")
 	}
 	fmt.Fprintf(&b, `  template:
     metadata:
@@ -90,9 +94,6 @@ spec:
           periodSeconds: 1
           failureThreshold: 1
 `)
-	}
-	if d.PreStop != "" {
-		fmt.Fprintf(&b, "        lifecycle:\n          preStop:\n            exec: {command: [\"sh\", \"-c\", %q]}\n", d.PreStop)
 	}
 	b.WriteString("        volumeMounts:\n")
 	for _, m := range d.Mounts {

@@ -35,14 +35,14 @@ type mountpodSet struct {
 	// nodeSelector, when set, is the DaemonSet's node selector: a label the
 	// node lacks leaves it without pods.
 	nodeSelector string
-	// preStop, when set, is the container's preStop hook (a shell script).
-	preStop string
+	// surge: see mountPodDS.Surge.
+	surge bool
 }
 
 func (s mountpodSet) manifest(bed *framework.Bed) string {
 	return mountPodDS{
 		Namespace: s.ns, Name: "mountpod", App: "mountpod", Image: bed.Env.MountpodImage,
-		Plugins: s.plugins, NodeSelector: s.nodeSelector, GracePeriod: 10, Readiness: true, PreStop: s.preStop,
+		Plugins: s.plugins, NodeSelector: s.nodeSelector, GracePeriod: 10, Readiness: true, Surge: s.surge,
 		// The image's default registration directory, on the bed's.
 		Mounts: []hostPathMount{{Name: "registrations", HostPath: bed.Env.RegistrationDir, MountPath: "/var/lib/kubelet/plugin-containers", Type: "DirectoryOrCreate"}},
 	}.manifest()
@@ -357,21 +357,13 @@ func TestMountpodContainerKilled(t *testing.T) {
 	}
 }
 
-// holdFile is the name, in the registration directory, of a file whose
-// presence keeps a pod of a mountpodSet with holdPreStop from being sent
-// SIGTERM when it is deleted (for up to 8 s of its 10 s grace period).
-func holdFile(uid types.UID) string { return ".e2e-hold-" + string(uid) }
-
-const holdPreStop = `i=0
-while [ -e "/var/lib/kubelet/plugin-containers/.e2e-hold-$POD_UID" ] && [ $i -lt 80 ]; do sleep 0.1; i=$((i+1)); done`
-
 // TestMountpodReplacement checks that a DaemonSet's replacement pod (new
 // UID) overwrites a leftover of its predecessor and takes over, and that the
 // predecessor's shutdown never removes the successor's registration.
 func TestMountpodReplacement(t *testing.T) {
 	bed := framework.Current(t)
 	s := setUpMountpods(t, bed, 1)
-	s.preStop = holdPreStop
+	s.surge = true
 	plugin := s.plugins[0]
 	file, _ := registration.FileName(plugin)
 	bed.Apply(t, s.manifest(bed))
@@ -398,26 +390,18 @@ func TestMountpodReplacement(t *testing.T) {
 	})
 
 	t.Run("the old pod's shutdown never removes the new pod's registration", func(t *testing.T) {
-		// The old pod is held in its preStop hook, before SIGTERM, until
-		// the new pod has registered: it stops while the registration
-		// names its successor. Removals are watched for directly: the new
-		// pod would re-create a removed file within milliseconds, before
-		// any read could miss it.
-		hold := filepath.Join(bed.Env.RegistrationDir, holdFile(first.UID))
-		if err := os.WriteFile(hold, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Remove(hold) })
+		// A rolling update with surge: the new pod is made Ready (so
+		// registered) before the old one is deleted, so the old pod shuts
+		// down while the registration names its successor. Removals are
+		// watched for directly: the new pod would re-create a removed file
+		// within milliseconds, before any read could miss it.
 		w := watchRegistration(t, bed.Env.RegistrationDir, file)
-
-		bed.Kubectl(t, "delete", "pod", "-n", s.ns, first.Name, "--wait=false")
+		oldLog := followLog(t, bed, s.ns, first.Name)
+		bed.Kubectl(t, "patch", "daemonset", "-n", s.ns, "mountpod", "--type=merge", "-p",
+			`{"spec":{"template":{"metadata":{"annotations":{"e2e.mountcontainers.io/revision":"2"}}}}}`)
 		next, _ := waitRunning(t, bed, s.ns, first.UID, 2*time.Minute)
 		want := podRegistration(next)
 		waitRegistered(t, bed, plugin, want, 10*time.Second)
-		if p, err := bed.Client.CoreV1().Pods(s.ns).Get(context.Background(), first.Name, metav1.GetOptions{}); err != nil || p.UID != first.UID {
-			t.Fatalf("the old pod is gone before the new one registered (%v): the test proves nothing", err)
-		}
-		os.Remove(hold) // SIGTERM now
 		bed.WaitPodGone(t, s.ns, first.Name, first.UID, time.Minute)
 		time.Sleep(500 * time.Millisecond) // let the last events arrive
 		events := w.stop(t)
@@ -438,10 +422,35 @@ func TestMountpodReplacement(t *testing.T) {
 		if r, ok, err := registration.Read(bed.Env.RegistrationDir, plugin); err != nil || !ok || !r.SamePod(want) {
 			t.Errorf("registration after the old pod stopped = %v, %v, %v; want %v", r, ok, err, want)
 		}
-		logs := bed.Kubectl(t, "logs", "-n", s.ns, first.Name, "-c", "mount")
-		t.Logf("the old pod's log:\n%s", logs)
+		// The old pod's own account: its shutdown found the successor's
+		// registration and left it (had it stopped first, the test would
+		// prove nothing).
+		if logs := oldLog(); !strings.Contains(logs, "registration no longer names this pod, left in place") {
+			t.Errorf("the old pod's log does not show its shutdown leaving the new registration in place:\n%s", logs)
+		}
 		bed.WaitPod(t, s.ns, next.Name, true, 30*time.Second)
 	})
+}
+
+// followLog follows the log of pod's mount container (kubectl logs -f)
+// until the container ends; the returned function waits for that (at
+// most a minute) and returns the log.
+func followLog(t *testing.T, bed *framework.Bed, ns, pod string) func() string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	done := make(chan framework.KubectlResult, 1)
+	go func() { done <- bed.RunKubectl(ctx, "", "logs", "-f", "-n", ns, pod, "-c", "mount") }()
+	t.Cleanup(cancel)
+	return func() string {
+		select {
+		case r := <-done:
+			return r.Stdout + r.Stderr
+		case <-time.After(time.Minute):
+			cancel()
+			r := <-done
+			return r.Stdout + r.Stderr + "\n(log still open after a minute)"
+		}
+	}
 }
 
 // regWatch records the inotify events on one file of a registration
