@@ -65,6 +65,7 @@ func TestScopes(t *testing.T) {
 				t.Fatalf("the FUSE daemon (pid %d) died with the mount pod", daemon)
 			}
 			w.assertHealthy(t)
+			g.assertAdopted(t, dir, daemon)
 			t.Logf("longest write stall around %s: %s", name, w.longestStall(t, before))
 		})
 	}
@@ -172,24 +173,6 @@ func TestScopes(t *testing.T) {
 		if nmp.UID == mp.UID || nmp.Spec.Containers[0].Image != newTag {
 			t.Errorf("mount pod %s (image %s) after the rollout, was %s", nmp.Name, nmp.Spec.Containers[0].Image, mp.Name)
 		}
-		// The new pod lists the workload's mount as adopted: scoped, healthy.
-		status := bed.MustExec(t, nmp.Namespace, nmp.Name, "mount", "mountpod", "status", "-o", "json")
-		var r livemount.Report
-		if err := json.Unmarshal([]byte(status), &r); err != nil {
-			t.Fatalf("mountpod status: %v\n%s", err, status)
-		}
-		found := false
-		for _, m := range r.Mounts {
-			if m.Target == dir {
-				found = true
-				if !m.Scoped || !m.Healthy || !slices.Contains(m.Daemons, daemon) {
-					t.Errorf("the new pod reports the workload's mount as %+v; want scoped, healthy, daemon %d", m, daemon)
-				}
-			}
-		}
-		if !found {
-			t.Errorf("the new pod's status does not list %s:\n%s", dir, status)
-		}
 	})
 
 	t.Run("WorkloadDeletedLeavesNothing", func(t *testing.T) {
@@ -259,6 +242,27 @@ func TestScopes(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// assertAdopted fails unless the current mount pod's `mountpod status`
+// lists the mount at dir as scoped and healthy, served by daemon.
+func (g *glusterEnv) assertAdopted(t *testing.T, dir string, daemon int) {
+	t.Helper()
+	mp := g.mountPod(t)
+	status := g.bed.MustExec(t, mp.Namespace, mp.Name, "mount", "mountpod", "status", "-o", "json")
+	var r livemount.Report
+	if err := json.Unmarshal([]byte(status), &r); err != nil {
+		t.Fatalf("mountpod status: %v\n%s", err, status)
+	}
+	for _, m := range r.Mounts {
+		if m.Target == dir {
+			if !m.Scoped || !m.Healthy || !slices.Contains(m.Daemons, daemon) {
+				t.Errorf("%s reports the workload's mount as %+v; want scoped, healthy, daemon %d", mp.Name, m, daemon)
+			}
+			return
+		}
+	}
+	t.Errorf("the status of %s does not list %s:\n%s", mp.Name, dir, status)
 }
 
 // scopedDaemon returns the PID of the one glusterfs FUSE daemon serving dir
