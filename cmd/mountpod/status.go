@@ -39,7 +39,11 @@ func surveyOptions(c *cli.Context) (o livemount.Options, scopeErr error, err err
 		return o, nil, err
 	}
 	if enabled {
-		o.Scopes, scopeErr = scope.New(cfg)
+		m, err := scope.New(cfg)
+		if err != nil {
+			return o, err, nil
+		}
+		o.Scopes = m
 	}
 	return o, scopeErr, nil
 }

@@ -114,3 +114,15 @@ func readTrim(t *testing.T, name string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// TestNewFailsWithNilManager: a failing New returns a nil Manager, never a
+// nil backend pointer in a non-nil interface (callers test m != nil).
+func TestNewFailsWithNilManager(t *testing.T) {
+	empty := t.TempDir()
+	for _, b := range []Backend{BackendCgroupfs, BackendAuto} {
+		m, err := New(Config{Backend: b, CgroupRoot: empty, SystemdSockets: []string{filepath.Join(empty, "none")}})
+		if err == nil || m != nil {
+			t.Errorf("New(%s, empty cgroup root) = %#v, %v; want nil and an error", b, m, err)
+		}
+	}
+}

@@ -61,11 +61,23 @@ func New(cfg Config) (Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Never a nil *cgroupfs or *systemd in a non-nil Manager.
+	cgroupfsOrNil := func() (Manager, error) {
+		c, err := newCgroupfs(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	switch cfg.Backend {
 	case BackendCgroupfs:
-		return newCgroupfs(cfg)
+		return cgroupfsOrNil()
 	case BackendSystemd:
-		return newSystemd(cfg)
+		s, err := newSystemd(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	m, err := newSystemd(cfg)
 	if err == nil {
@@ -74,7 +86,7 @@ func New(cfg Config) (Manager, error) {
 	if !errors.Is(err, errNoSystemd) {
 		return nil, err
 	}
-	return newCgroupfs(cfg)
+	return cgroupfsOrNil()
 }
 
 // validate checks a plugin name and a mount target for Place.
