@@ -85,18 +85,7 @@ cat /proc/$$/cgroup
 	}
 
 	syscall.Kill(daemon, syscall.SIGKILL)
-	m, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for err = m.Remove(plugin, scope.Name(target)); err != nil && time.Now().Before(deadline); err = m.Remove(plugin, scope.Name(target)) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		t.Error(err)
-	}
+	scopetest.RemoveOnceEmpty(t, parent, plugin, target)
 }
 
 // TestHelperWithoutScope: scopes off, or a call that is not a mount, run the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,17 +120,7 @@ func TestScopeEndToEnd(t *testing.T) {
 
 	// Once the daemon is gone, the scope can be removed.
 	syscall.Kill(daemon, syscall.SIGKILL)
-	m, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for err = m.Remove(plugin, scope.Name(target)); errors.Is(err, scope.ErrPopulated) && time.Now().Before(deadline); err = m.Remove(plugin, scope.Name(target)) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		t.Error(err)
-	}
+	scopetest.RemoveOnceEmpty(t, parent, plugin, target)
 }
 
 // BenchmarkScope measures what a scope adds to one mount: each op runs the

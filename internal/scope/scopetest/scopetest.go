@@ -4,6 +4,7 @@
 package scopetest
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -62,4 +63,23 @@ func Build(tb testing.TB, pkg, name string) string {
 		tb.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
+}
+
+// RemoveOnceEmpty removes the scope of target under plugin's parent in the
+// test's parent, waiting up to 5 s for its processes to be gone (a killed
+// daemon leaves its cgroup once reaped), and fails tb if it cannot.
+func RemoveOnceEmpty(tb testing.TB, parent, plugin, target string) {
+	tb.Helper()
+	m, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer m.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for err = m.Remove(plugin, scope.Name(target)); errors.Is(err, scope.ErrPopulated) && time.Now().Before(deadline); err = m.Remove(plugin, scope.Name(target)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		tb.Error(err)
+	}
 }
