@@ -20,10 +20,7 @@ func main() {
 		fmt.Fprint(os.Stderr, scope.HelperUsage(os.Args[0]))
 		os.Exit(scope.ExitFailed)
 	}
-	hc, err := scope.HelperConfigFromEnv(os.Getenv)
-	if err == nil {
-		err = scope.RunHelper(hc, os.Args, os.Environ())
-	}
+	err := scope.RunHelper(os.Getenv, os.Args, os.Environ())
 	fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[0], err)
 	os.Exit(scope.ExitCode(err))
 }

@@ -158,13 +158,15 @@ func RealHelper(argv0 string) (string, error) {
 }
 
 // RunHelper runs as the mount helper argv[0]: when argv is a mount and
-// scopes are on, it places the calling process in the scope of the mount
-// target under the plugin's parent; then it replaces itself with the real
-// helper, with the same arguments and environment, so the daemon the helper
-// starts is born in the scope. It returns only on failure, and then nothing
+// scopes are on (settings read with getenv, see [HelperConfigFromEnv]), it
+// places the calling process in the scope of the mount target under the
+// plugin's parent; then it replaces itself with the real helper, with the
+// same arguments and environment, so the daemon the helper starts is born in
+// the scope. A call that is not a mount (`mount.glusterfs -V`) runs the real
+// helper whatever the settings. It returns only on failure, and then nothing
 // was mounted: a mount that cannot get its scope fails rather than start a
 // daemon that would die with the mount pod.
-func RunHelper(hc HelperConfig, argv []string, env []string) error {
+func RunHelper(getenv func(string) string, argv []string, env []string) error {
 	if len(argv) == 0 {
 		return errors.New("mount helper: no arguments")
 	}
@@ -172,15 +174,21 @@ func RunHelper(hc HelperConfig, argv []string, env []string) error {
 	if err != nil {
 		return err
 	}
-	if target, ok := HelperTarget(argv); ok && hc.Enabled {
-		m, err := New(hc.Config)
+	if target, ok := HelperTarget(argv); ok {
+		hc, err := HelperConfigFromEnv(getenv)
 		if err != nil {
 			return fmt.Errorf("mount helper %s: scope for %s: %w", filepath.Base(argv[0]), target, err)
 		}
-		_, err = m.Place(hc.Plugin, target, 0)
-		m.Close()
-		if err != nil {
-			return fmt.Errorf("mount helper %s: scope for %s: %w", filepath.Base(argv[0]), target, err)
+		if hc.Enabled {
+			m, err := New(hc.Config)
+			if err != nil {
+				return fmt.Errorf("mount helper %s: scope for %s: %w", filepath.Base(argv[0]), target, err)
+			}
+			_, err = m.Place(hc.Plugin, target, 0)
+			m.Close()
+			if err != nil {
+				return fmt.Errorf("mount helper %s: scope for %s: %w", filepath.Base(argv[0]), target, err)
+			}
 		}
 	}
 	err = syscall.Exec(real, argv, env)

@@ -275,18 +275,17 @@ func (g *glusterEnv) testWorkload(t *testing.T, mode mcexec.ExecMode) {
 	if len(pids) != 1 {
 		t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
 	}
-	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pids[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(cg), mountCtr) {
-		t.Fatalf("the FUSE daemon (pid %d) is not in the mount pod's container %s:\n%s", pids[0], mountCtr, cg)
+	// The daemon runs in its mount's scope, outside the mount pod's
+	// container (TestScopes shows what that is for), and the mount pod,
+	// with hostPID, sees it.
+	if cg := procCgroups(t, pids[0]); strings.Contains(cg["memory"], mountCtr) || !strings.Contains(cg["memory"], "/kubernetes.io~glusterfs/mount-") {
+		t.Fatalf("the FUSE daemon (pid %d) is not in its scope outside the mount pod's container %s: %v", pids[0], mountCtr, cg)
 	}
 	ps := bed.MustExec(t, g.mountNS, mp.Name, "mount", "sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done")
 	if !strings.Contains(ps, dir) {
 		t.Fatalf("the mount pod does not see the FUSE daemon of %s:\n%s", dir, ps)
 	}
-	t.Logf("FUSE daemon pid %d runs in mount pod %s (container %.12s); the host has no mount.glusterfs", pids[0], mp.Name, mountCtr)
+	t.Logf("FUSE daemon pid %d started through mount pod %s (container %.12s) runs in its scope; the host has no mount.glusterfs", pids[0], mp.Name, mountCtr)
 
 	start = time.Now()
 	if err := bed.Client.CoreV1().Pods(g.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {

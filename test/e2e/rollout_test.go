@@ -519,6 +519,7 @@ func (r *rolloutEnv) observe(oldMP, oldW corev1.Pod) *observer {
 		defer close(o.done)
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
+		final := false
 		for n := 0; ; n++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			now := map[string]bool{
@@ -546,9 +547,14 @@ func (r *rolloutEnv) observe(oldMP, oldW corev1.Pod) *observer {
 					o.seen[m] = n
 				}
 			}
+			if final {
+				return
+			}
 			select {
 			case <-o.stopc:
-				return
+				// One more look: the rollout may have ended just
+				// after the last poll.
+				final = true
 			case <-tick.C:
 			}
 		}
