@@ -57,8 +57,9 @@ func (e *selfSkippingExec) CommandContext(ctx context.Context, cmd string, args 
 	return e.exec.CommandContext(ctx, p, args...)
 }
 
-// LookPath finds file on PATH, skipping the shim. A name with a slash is
-// used as it is, unless it is the shim.
+// LookPath finds file on PATH, skipping the shim and every empty or
+// relative PATH entry. A name with a slash is used as it is, unless it is
+// the shim.
 func (e *selfSkippingExec) LookPath(file string) (string, error) {
 	if strings.Contains(file, "/") {
 		if e.isSelf(file) {
@@ -78,8 +79,11 @@ func (e *selfSkippingExec) LookPath(file string) (string, error) {
 		return file, nil
 	}
 	for _, dir := range filepath.SplitList(e.path) {
-		if dir == "" {
-			dir = "."
+		// An empty or relative entry names a directory relative to the
+		// current one, which would let whoever controls that directory
+		// choose the binary that runs as root; os/exec refuses "." too.
+		if !filepath.IsAbs(dir) {
+			continue
 		}
 		if e.selfDir != "" && sameDir(dir, e.selfDir) {
 			continue
