@@ -79,27 +79,43 @@ func Exists(dir, plugin string) (bool, error) {
 	}
 }
 
-// readFile opens path without following symlinks or blocking, and checks it
-// before decoding it.
+// readFile checks path before it opens it for reading, and decodes it. The
+// path is first opened with O_PATH|O_NOFOLLOW, which neither follows a
+// symlink nor has the side effects of a real open (a device node's driver
+// is not called, a FIFO is not opened); only once that handle passes the
+// trust rules is the same file, not whatever is at the path by then,
+// opened for reading through /proc/self/fd.
 func readFile(path string) (Registration, bool, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		switch {
-		case errors.Is(err, unix.ENOENT):
+		if errors.Is(err, unix.ENOENT) {
 			return Registration{}, false, nil
-		case errors.Is(err, unix.ELOOP):
-			return Registration{}, false, fmt.Errorf("registration %s: %w: is a symbolic link", path, ErrUntrusted)
 		}
+		return Registration{}, false, fmt.Errorf("registration %s: open: %w", path, err)
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return Registration{}, false, fmt.Errorf("registration %s: stat: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return Registration{}, false, fmt.Errorf("registration %s: %w: is a symbolic link", path, ErrUntrusted)
+	}
+	if err := checkFile(&st); err != nil {
+		return Registration{}, false, fmt.Errorf("registration %s: %w", path, err)
+	}
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
 		return Registration{}, false, fmt.Errorf("registration %s: open: %w", path, err)
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	var rst unix.Stat_t
+	if err := unix.Fstat(fd, &rst); err != nil {
 		return Registration{}, false, fmt.Errorf("registration %s: stat: %w", path, err)
 	}
-	if err := checkFile(&st); err != nil {
-		return Registration{}, false, fmt.Errorf("registration %s: %w", path, err)
+	if rst.Dev != st.Dev || rst.Ino != st.Ino {
+		return Registration{}, false, fmt.Errorf("registration %s: %w: changed while it was opened", path, ErrUntrusted)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
