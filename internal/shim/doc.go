@@ -35,10 +35,13 @@
 // the shim and its helper in DIR and a symbolic link DIR/TOOL to the shim
 // for each tool, each written as a dotfile and renamed into place, and
 // records the tool-to-plugin mapping in DIR/kubelet-exec-shim.json. Invoked under a tool's name, the
-// shim behaves as `run --plugin P -- TOOL args...`. When the command falls
-// back to the host, the host's own TOOL is searched on PATH skipping DIR and
-// any file that is the shim or its helper (same device and inode), so the
-// shim never runs itself.
+// shim behaves as `run --plugin P -- TOOL args...`. The mapping is trusted
+// only as a registration is (a regular file owned by root or the shim's
+// user, writable by nobody else, in a directory writable by nobody else);
+// otherwise the tool fails with 125 and names the file. When the command
+// falls back to the host, the host's own TOOL is searched on the absolute
+// PATH entries skipping DIR and any file that is the shim or its helper
+// (same device and inode), so the shim never runs itself.
 //
 // # Standard input
 //

@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/mountcontainers/mountcontainers/internal/atomicfile"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -211,27 +209,16 @@ func checkOurs(dir, tool string) error {
 	return fmt.Errorf("%s exists and is not a link to %s: refusing to replace it", p, BinaryName)
 }
 
-// readMapping returns the directory's mapping and whether it has one.
+// readMapping returns the directory's mapping and whether it has one. The
+// mapping decides which binary root runs (host mode, host root, runtime
+// endpoint, registration directory), so it is trusted only as a
+// registration is: see [registration.ReadTrusted].
 func readMapping(dir string) (Mapping, bool, error) {
 	m := Mapping{Tools: map[string]string{}}
 	p := filepath.Join(dir, MappingFile)
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return m, false, nil
-	}
-	if err != nil {
-		return m, false, fmt.Errorf("open %s: %w", p, err)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return m, false, fmt.Errorf("%s is not a regular file", p)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxMappingSize+1))
-	if err != nil {
-		return m, false, fmt.Errorf("read %s: %w", p, err)
-	}
-	if len(data) > maxMappingSize {
-		return m, false, fmt.Errorf("%s is larger than %d bytes", p, maxMappingSize)
+	data, ok, err := registration.ReadTrusted(p, maxMappingSize)
+	if err != nil || !ok {
+		return m, false, err
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, false, fmt.Errorf("decode %s: %w", p, err)

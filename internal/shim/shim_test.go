@@ -377,3 +377,75 @@ func TestWatchPrintsOneLinePerChange(t *testing.T) {
 		t.Fatalf("watch after SIGINT: %v (want exit 0); stderr %q", err, stderr.String())
 	}
 }
+
+// TestUntrustedMappingIsRefused checks that a tool link trusts the mapping
+// file, which decides what root runs, only as it trusts a registration.
+func TestUntrustedMappingIsRefused(t *testing.T) {
+	tests := []struct {
+		name    string
+		spoil   func(t *testing.T, dir, mapping string)
+		wantErr string // "" for a trusted mapping
+		names   string // the path the error must name
+	}{
+		{"trusted", func(*testing.T, string, string) {}, "", ""},
+		{"group-writable file", func(t *testing.T, _, mapping string) {
+			mustChmod(t, mapping, 0o664)
+		}, "writable by group or others", "mapping"},
+		{"world-writable file", func(t *testing.T, _, mapping string) {
+			mustChmod(t, mapping, 0o646)
+		}, "writable by group or others", "mapping"},
+		{"foreign owner", func(t *testing.T, _, mapping string) {
+			if err := os.Lchown(mapping, 4242, 4242); err != nil {
+				t.Skipf("cannot chown: %v", err)
+			}
+		}, "owned by uid 4242", "mapping"},
+		{"symlink", func(t *testing.T, dir, mapping string) {
+			moved := filepath.Join(dir, ".moved.json")
+			if err := os.Rename(mapping, moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(moved, mapping); err != nil {
+				t.Fatal(err)
+			}
+		}, "symbolic link", "mapping"},
+		{"world-writable directory", func(t *testing.T, dir, _ string) {
+			mustChmod(t, dir, 0o777)
+		}, "writable by group or others", "dir"},
+		{"group-writable directory", func(t *testing.T, dir, _ string) {
+			mustChmod(t, dir, 0o775)
+		}, "writable by group or others", "dir"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "bin")
+			r := run(t, nil, "", shimBin, "--registration-dir", filepath.Join(t.TempDir(), "reg"), "install", "--dir", dir, "--plugin", "kubernetes.io/rbd", "rbd")
+			if r.code != 0 {
+				t.Fatalf("install: code %d, %s", r.code, r.stderr)
+			}
+			mapping := filepath.Join(dir, shim.MappingFile)
+			tc.spoil(t, dir, mapping)
+			env := append(noRuntime(t), "PATH="+t.TempDir())
+			r = run(t, env, "", filepath.Join(dir, "rbd"), "map", "x")
+			if tc.wantErr == "" {
+				if r.code != 127 {
+					t.Fatalf("trusted mapping: code %d, stderr %q; want 127 (no rbd on the host)", r.code, r.stderr)
+				}
+				return
+			}
+			named := mapping
+			if tc.names == "dir" {
+				named = dir
+			}
+			if r.code != shim.ExitShimFailed || !strings.Contains(r.stderr, tc.wantErr) || !strings.Contains(r.stderr, named+":") {
+				t.Fatalf("code %d, stderr %q; want %d and an error naming %s and saying %q", r.code, r.stderr, shim.ExitShimFailed, named, tc.wantErr)
+			}
+		})
+	}
+}
+
+func mustChmod(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}

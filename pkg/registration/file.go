@@ -79,47 +79,14 @@ func Exists(dir, plugin string) (bool, error) {
 	}
 }
 
-// readFile checks path before it opens it for reading, and decodes it. The
-// path is first opened with O_PATH|O_NOFOLLOW, which neither follows a
-// symlink nor has the side effects of a real open (a device node's driver
-// is not called, a FIFO is not opened); only once that handle passes the
-// trust rules is the same file, not whatever is at the path by then,
-// opened for reading through /proc/self/fd.
+// readFile reads and decodes the registration at path; see [readTrusted].
 func readFile(path string) (Registration, bool, error) {
-	pfd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return Registration{}, false, nil
+	data, ok, err := readTrusted(path, MaxFileSize)
+	if err != nil || !ok {
+		if err != nil {
+			err = fmt.Errorf("registration %s: %w", path, err)
 		}
-		return Registration{}, false, fmt.Errorf("registration %s: open: %w", path, err)
-	}
-	defer unix.Close(pfd)
-	var st unix.Stat_t
-	if err := unix.Fstat(pfd, &st); err != nil {
-		return Registration{}, false, fmt.Errorf("registration %s: stat: %w", path, err)
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return Registration{}, false, fmt.Errorf("registration %s: %w: is a symbolic link", path, ErrUntrusted)
-	}
-	if err := checkFile(&st); err != nil {
-		return Registration{}, false, fmt.Errorf("registration %s: %w", path, err)
-	}
-	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
-	if err != nil {
-		return Registration{}, false, fmt.Errorf("registration %s: open: %w", path, err)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	var rst unix.Stat_t
-	if err := unix.Fstat(fd, &rst); err != nil {
-		return Registration{}, false, fmt.Errorf("registration %s: stat: %w", path, err)
-	}
-	if rst.Dev != st.Dev || rst.Ino != st.Ino {
-		return Registration{}, false, fmt.Errorf("registration %s: %w: changed while it was opened", path, ErrUntrusted)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return Registration{}, false, fmt.Errorf("registration %s: read: %w", path, err)
+		return Registration{}, false, err
 	}
 	r, err := Decode(data)
 	if err != nil {
@@ -128,8 +95,79 @@ func readFile(path string) (Registration, bool, error) {
 	return r, true, nil
 }
 
+// ReadTrusted returns the content of path, a file that decides what a root
+// process runs, once it passes the trust rules of a registration file: a
+// regular file (a symlink is refused, never followed), owned by root or
+// the effective user, not writable by group or others, at most maxSize
+// bytes, in a directory that passes the same owner and mode rules. ok is
+// false, with a nil error, when path or its directory does not exist.
+// Errors name the file or directory; a refusal wraps [ErrUntrusted].
+func ReadTrusted(path string, maxSize int64) (data []byte, ok bool, err error) {
+	dir := filepath.Dir(path)
+	if err := trustDir(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("directory %s: %w", dir, err)
+	}
+	data, ok, err = readTrusted(path, maxSize)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	return data, ok, nil
+}
+
+// readTrusted checks path before it opens it for reading, and returns its
+// content; ok is false, with a nil error, when path does not exist. Errors
+// do not name path. The path is first opened with O_PATH|O_NOFOLLOW, which
+// neither follows a symlink nor has the side effects of a real open (a
+// device node's driver is not called, a FIFO is not opened); only once
+// that handle passes the trust rules is the same file, not whatever is at
+// the path by then, opened for reading through /proc/self/fd.
+func readTrusted(path string, maxSize int64) (data []byte, ok bool, err error) {
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("open: %w", err)
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return nil, false, fmt.Errorf("stat: %w", err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return nil, false, fmt.Errorf("%w: is a symbolic link", ErrUntrusted)
+	}
+	if err := checkFile(&st, maxSize); err != nil {
+		return nil, false, err
+	}
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, false, fmt.Errorf("open: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var rst unix.Stat_t
+	if err := unix.Fstat(fd, &rst); err != nil {
+		return nil, false, fmt.Errorf("stat: %w", err)
+	}
+	if rst.Dev != st.Dev || rst.Ino != st.Ino {
+		return nil, false, fmt.Errorf("%w: changed while it was opened", ErrUntrusted)
+	}
+	data, err = io.ReadAll(io.LimitReader(f, maxSize+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("read: %w", err)
+	}
+	if int64(len(data)) > maxSize {
+		return nil, false, fmt.Errorf("%w: more than the limit of %d bytes", ErrUntrusted, maxSize)
+	}
+	return data, true, nil
+}
+
 // checkFile applies the trust rules to an open file.
-func checkFile(st *unix.Stat_t) error {
+func checkFile(st *unix.Stat_t, maxSize int64) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return fmt.Errorf("%w: not a regular file (%s)", ErrUntrusted, fileType(st.Mode))
 	}
@@ -139,8 +177,8 @@ func checkFile(st *unix.Stat_t) error {
 	if st.Mode&0o022 != 0 {
 		return fmt.Errorf("%w: mode %04o is writable by group or others", ErrUntrusted, st.Mode&0o7777)
 	}
-	if st.Size > MaxFileSize {
-		return fmt.Errorf("%w: %d bytes, more than the limit of %d", ErrUntrusted, st.Size, MaxFileSize)
+	if st.Size > maxSize {
+		return fmt.Errorf("%w: %d bytes, more than the limit of %d", ErrUntrusted, st.Size, maxSize)
 	}
 	return nil
 }
@@ -148,21 +186,30 @@ func checkFile(st *unix.Stat_t) error {
 // checkDir applies the trust rules to the registration directory. A missing
 // directory is returned as an error wrapping fs.ErrNotExist.
 func checkDir(dir string) error {
+	if err := trustDir(dir); err != nil {
+		return fmt.Errorf("registration directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// trustDir applies the trust rules to a directory, with errors that do not
+// name it; a missing directory is fs.ErrNotExist.
+func trustDir(dir string) error {
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("registration directory %s: %w", dir, fs.ErrNotExist)
+			return fs.ErrNotExist
 		}
-		return fmt.Errorf("registration directory %s: %w", dir, err)
+		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return fmt.Errorf("registration directory %s: %w: not a directory (%s)", dir, ErrUntrusted, fileType(st.Mode))
+		return fmt.Errorf("%w: not a directory (%s)", ErrUntrusted, fileType(st.Mode))
 	}
 	if euid := uint32(os.Geteuid()); st.Uid != 0 && st.Uid != euid {
-		return fmt.Errorf("registration directory %s: %w: owned by uid %d, want 0 or %d", dir, ErrUntrusted, st.Uid, euid)
+		return fmt.Errorf("%w: owned by uid %d, want 0 or %d", ErrUntrusted, st.Uid, euid)
 	}
 	if st.Mode&0o022 != 0 {
-		return fmt.Errorf("registration directory %s: %w: mode %04o is writable by group or others", dir, ErrUntrusted, st.Mode&0o7777)
+		return fmt.Errorf("%w: mode %04o is writable by group or others", ErrUntrusted, st.Mode&0o7777)
 	}
 	return nil
 }
