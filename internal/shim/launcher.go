@@ -2,12 +2,15 @@ package shim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -58,42 +61,107 @@ func (l *launcher) Status(_ context.Context, _ *Config, _, _ string, stdio IO) e
 }
 
 // handover replaces the process with the helper; it returns only when that
-// fails, with the shim's failure code after a diagnostic.
+// fails, with the shim's failure code after a diagnostic. The helper is
+// executed through the very handle that was checked (/proc/self/fd/N), so
+// nothing can be put in its place between the check and the exec.
+// syscall.Exec, rather than a raw execveat, keeps the Go runtime's own
+// preparation for exec.
 func (l *launcher) handover(what string, stdio IO) int {
-	helper, err := helperPath()
+	fd, helper, err := openHelper()
 	if err == nil {
-		err = syscall.Exec(helper, l.args, os.Environ())
+		err = syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", fd), l.args, os.Environ())
+		unix.Close(fd)
 		err = fmt.Errorf("run %s: %w", helper, err)
 	}
 	fmt.Fprintf(stdio.Stderr, "%s: %s needs the container runtime, which %s reaches: %v\n", BinaryName, what, HelperName, err)
 	return ExitShimFailed
 }
 
-// helperPath returns the helper next to the running executable, once it is
-// a regular file, executable, owned by root or the shim's own user and
-// writable by nobody else: the shim runs it as root.
-func helperPath() (string, error) {
+// openHelper opens the helper next to the running executable; see
+// [openHelperIn].
+func openHelper() (fd int, path string, err error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return "", fmt.Errorf("find own executable: %w", err)
+		return -1, "", fmt.Errorf("find own executable: %w", err)
 	}
-	p := filepath.Join(filepath.Dir(exe), HelperName)
-	fi, err := os.Lstat(p)
+	dir := filepath.Dir(exe)
+	fd, err = openHelperIn(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = fmt.Errorf("%w (install it next to %s: %s install does)", err, exe, BinaryName)
+	}
+	return fd, filepath.Join(dir, HelperName), err
+}
+
+// openHelperIn returns an O_PATH descriptor of dir's helper once the opened
+// file is a regular file (never a symlink), executable, owned by root or
+// the shim's own user and writable by nobody else, in a directory with the
+// same owner and mode rules: the shim runs it as root.
+func openHelperIn(dir string) (int, error) {
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", fmt.Errorf("%w (install it next to %s: %s install does)", err, exe, BinaryName)
+		return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
+	defer unix.Close(dfd)
+	if err := checkOwnerMode(dfd, dir); err != nil {
+		return -1, err
+	}
+	p := filepath.Join(dir, HelperName)
+	fd, err := unix.Openat(dfd, HelperName, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, &fs.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = fmt.Errorf("%s is not a regular file (%s)", p, fileTypeName(st.Mode))
+	} else if st.Mode&0o111 == 0 {
+		err = &fs.PathError{Op: "exec", Path: p, Err: fs.ErrPermission}
+	} else {
+		err = checkOwnerMode(fd, p)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// checkOwnerMode refuses the opened file at path unless it is owned by root
+// or the effective user and not writable by group or others.
+func checkOwnerMode(fd int, path string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	perm := fs.FileMode(st.Mode & 0o777)
 	switch {
-	case !fi.Mode().IsRegular():
-		return "", fmt.Errorf("%s is not a regular file (%s)", p, fi.Mode().Type())
-	case fi.Mode().Perm()&0o111 == 0:
-		return "", &fs.PathError{Op: "exec", Path: p, Err: fs.ErrPermission}
-	case st == nil || (st.Uid != 0 && int(st.Uid) != os.Geteuid()):
-		return "", fmt.Errorf("%s is not owned by root or uid %d: refusing to run it", p, os.Geteuid())
-	case fi.Mode().Perm()&0o022 != 0:
-		return "", fmt.Errorf("%s is writable by group or others (%s): refusing to run it", p, fi.Mode().Perm())
+	case st.Uid != 0 && int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%s is not owned by root or uid %d: refusing to run it", path, os.Geteuid())
+	case perm&0o022 != 0:
+		return fmt.Errorf("%s is writable by group or others (%s): refusing to run it", path, perm)
 	}
-	return p, nil
+	return nil
+}
+
+func fileTypeName(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return "directory"
+	case unix.S_IFLNK:
+		return "symbolic link"
+	case unix.S_IFIFO:
+		return "FIFO"
+	case unix.S_IFSOCK:
+		return "socket"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFBLK:
+		return "block device"
+	}
+	return "unknown type"
 }
 
 // hostTarget runs commands on the host.

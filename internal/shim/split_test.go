@@ -140,6 +140,31 @@ func TestMissingOrUntrustedHelper(t *testing.T) {
 	}
 }
 
+// TestHelperInAWritableDirectoryIsRefused checks that the helper's
+// directory is trusted too: whoever can write it could swap the helper.
+func TestHelperInAWritableDirectoryIsRefused(t *testing.T) {
+	reg := t.TempDir()
+	if err := registration.Write(reg, "kubernetes.io/glusterfs", validRegistration()); err != nil {
+		t.Fatal(err)
+	}
+	bin := shimAlone(t)
+	dir := filepath.Dir(bin)
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(shimBin), shim.HelperName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, shim.HelperName), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, noRuntime(t), "", bin, "--registration-dir", reg, "status")
+	if r.code != 125 || !strings.Contains(r.stderr, dir+" is writable by group or others") {
+		t.Errorf("helper in a world-writable directory: code %d, stderr %q; want 125, refused naming %s", r.code, r.stderr, dir)
+	}
+}
+
 // TestMultiCallThroughTheHelper runs an installed tool whose plugin is
 // registered but whose container is not running: the helper decides
 // (through a fake runtime) and runs the host's tool, never the shim.
