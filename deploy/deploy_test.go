@@ -127,7 +127,10 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, overlay, plugin string) 
 		vols[v.Name] = v
 	}
 	mounts := map[string]corev1.VolumeMount{}
+	mountPaths := map[string]bool{}
 	for _, m := range c.VolumeMounts {
+		expect(!mountPaths[m.MountPath], "%s mounted twice", m.MountPath)
+		mountPaths[m.MountPath] = true
 		mounts[m.Name] = m
 		v, ok := vols[m.Name]
 		expect(ok, "volume mount %s has no volume", m.Name)
@@ -151,8 +154,13 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, overlay, plugin string) 
 		expect(mounts["glusterfs-log"].MountPath == "/var/log/glusterfs" && vols["glusterfs-log"].HostPath != nil,
 			"the glusterfs client's logs are not on a hostPath: they would go with the container while its daemons live on")
 	}
-	for _, ro := range []string{"sys", "lib-modules"} {
-		expect(mounts[ro].MountPath != "" && mounts[ro].ReadOnly, "%s not mounted read-only", ro)
+	expect(mounts["lib-modules"].MountPath != "" && mounts["lib-modules"].ReadOnly, "lib-modules not mounted read-only")
+	// `rbd map` writes /sys/bus/rbd; no other plugin may write /sys.
+	sys := mounts["sys"]
+	if overlay == "rbd" {
+		expect(sys.MountPath == "/sys" && !sys.ReadOnly, "/sys not mounted writable (%+v): rbd map cannot write /sys/bus/rbd", sys)
+	} else {
+		expect(sys.MountPath == "/sys" && sys.ReadOnly, "/sys not mounted read-only (%+v)", sys)
 	}
 }
 
