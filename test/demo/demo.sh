@@ -4,7 +4,8 @@
 # A node without mount.glusterfs mounts a GlusterFS volume for a workload
 # pod through an unmodified kubelet: the kubelet calls the Flexvolume driver
 # that the glusterfs mount pod installed, and the driver runs mount(8) in
-# that pod, where mount.glusterfs and the FUSE daemon live.
+# that pod, where mount.glusterfs lives; the FUSE daemon it starts runs in a
+# scope of its own, so the mount outlives the pod.
 #
 #   sudo test/demo/demo.sh            (make demo)       everything, then tear down
 #   sudo DEMO_KEEP=1 test/demo/demo.sh (make demo-keep)  leave it running
@@ -162,8 +163,9 @@ dir=$KUBELET_ROOT/pods/$uid/volumes/mountcontainers.io~glusterfs/data
 say "host mount table: $(findmnt -n -o SOURCE,FSTYPE "$dir" | tr -s ' ') at .../pods/$uid/volumes/mountcontainers.io~glusterfs/data"
 pid=$(pgrep -f "glusterfs.*$dir" | head -1 || true)
 if [[ -n $pid ]]; then
-	ctr=$(grep -o '[0-9a-f]\{64\}' "/proc/$pid/cgroup" | head -1)
-	say "FUSE daemon: pid $pid, in container ${ctr:0:12} of mount pod $mp"
+	scope=$(grep -m1 -o '/[^:]*/mount-[0-9a-f]\{16\}$' "/proc/$pid/cgroup" || true)
+	say "FUSE daemon: pid $pid, started through mount pod $mp, runs in its own scope ${scope:-(none)}:"
+	say "outside the mount pod's container, so the mount outlives the pod (docs/scopes.md)"
 fi
 
 step "Does the host itself have mount.glusterfs?"
