@@ -116,7 +116,7 @@ func openHelperIn(dir string) (int, error) {
 		return -1, &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		err = fmt.Errorf("%s is not a regular file (%s)", p, fileTypeName(st.Mode))
+		err = fmt.Errorf("%s is not a regular file (%s)", p, registration.FileType(st.Mode))
 	} else if st.Mode&0o111 == 0 {
 		err = &fs.PathError{Op: "exec", Path: p, Err: fs.ErrPermission}
 	} else {
@@ -144,24 +144,6 @@ func checkOwnerMode(fd int, path string) error {
 		return fmt.Errorf("%s is writable by group or others (%s): refusing to run it", path, perm)
 	}
 	return nil
-}
-
-func fileTypeName(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFLNK:
-		return "symbolic link"
-	case unix.S_IFIFO:
-		return "FIFO"
-	case unix.S_IFSOCK:
-		return "socket"
-	case unix.S_IFCHR:
-		return "character device"
-	case unix.S_IFBLK:
-		return "block device"
-	}
-	return "unknown type"
 }
 
 // hostTarget runs commands on the host.

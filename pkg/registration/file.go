@@ -169,7 +169,7 @@ func readTrusted(path string, maxSize int64) (data []byte, ok bool, err error) {
 // checkFile applies the trust rules to an open file.
 func checkFile(st *unix.Stat_t, maxSize int64) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("%w: not a regular file (%s)", ErrUntrusted, fileType(st.Mode))
+		return fmt.Errorf("%w: not a regular file (%s)", ErrUntrusted, FileType(st.Mode))
 	}
 	if euid := uint32(os.Geteuid()); st.Uid != 0 && st.Uid != euid {
 		return fmt.Errorf("%w: owned by uid %d, want 0 or %d", ErrUntrusted, st.Uid, euid)
@@ -203,7 +203,7 @@ func trustDir(dir string) error {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return fmt.Errorf("%w: not a directory (%s)", ErrUntrusted, fileType(st.Mode))
+		return fmt.Errorf("%w: not a directory (%s)", ErrUntrusted, FileType(st.Mode))
 	}
 	if euid := uint32(os.Geteuid()); st.Uid != 0 && st.Uid != euid {
 		return fmt.Errorf("%w: owned by uid %d, want 0 or %d", ErrUntrusted, st.Uid, euid)
@@ -214,7 +214,9 @@ func trustDir(dir string) error {
 	return nil
 }
 
-func fileType(mode uint32) string {
+// FileType names the file type in a stat mode ("regular file", "FIFO",
+// ...), for errors about files that are not what they should be.
+func FileType(mode uint32) string {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		return "regular file"

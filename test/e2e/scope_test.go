@@ -37,6 +37,11 @@ import (
 // workload sees no I/O error, is never restarted, and every line verifies on
 // the brick. Deleting the workload then unmounts the volume through the new
 // mount pod, and the daemon and its scope go away.
+//
+// The workload's mount runs through the driver's default path (the exec
+// socket); that a mount gets its scope through each path, cri and socket,
+// is asserted per mode in TestGlusterfs/WorkloadMountsThroughMountPod.
+// `mountpod status` here is read through pods/exec, as an operator would.
 func TestScopes(t *testing.T) {
 	bed := framework.Current(t)
 	parent := bed.Env.Vars["BED_SCOPE_PARENT"]
