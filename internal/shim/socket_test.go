@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,36 +24,8 @@ import (
 // (fake) runtime lists as running and whose exec service answers: stdin is
 // streamed, exit codes kept, and status and --exec-mode show the path.
 func TestExecSocket(t *testing.T) {
-	base, err := os.MkdirTemp("", "mcs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	dir := filepath.Join(base, "pc")
-	reg := validRegistration()
-	reg.ExecSocket = execserver.SocketName(reg.PodUID)
 	const plugin = "kubernetes.io/glusterfs"
-	if err := registration.Write(dir, plugin, reg); err != nil {
-		t.Fatal(err)
-	}
-	rt := crifake.NewFakeRuntime()
-	endpoint := rt.Serve(t)
-	rt.SetContainers(crifake.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
-	rt.SetExec(crifake.RunLocally)
-	l, err := execservice.Listen(filepath.Join(dir, reg.ExecSocket), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		execservice.NewServer(execservice.Config{Identity: execservice.Identity{
-			PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
-		}, StopTimeout: 100 * time.Millisecond}).Serve(ctx, l)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	env := []string{"CONTAINER_RUNTIME_ENDPOINT=" + endpoint, "PLUGIN_CONTAINERS_DIR=" + dir}
+	reg, env, stop := liveRegistration(t, plugin)
 
 	r := run(t, env, "hello\nworld\n", shimBin, "--verbose", "run", "--plugin", plugin, "--", "sh", "-c", "cat; echo err >&2; exit 7")
 	if r.code != 7 || r.stdout != "hello\nworld\n" || !strings.HasPrefix(r.stderr, "err\n") && !strings.Contains(r.stderr, "\nerr\n") {
@@ -87,8 +61,7 @@ func TestExecSocket(t *testing.T) {
 		t.Errorf("status table: %q", r.stdout)
 	}
 	// The service goes away: auto falls back to ExecSync, socket mode fails.
-	cancel()
-	<-done
+	stop()
 	r = run(t, env, "", shimBin, "run", "--plugin", plugin, "--", "echo", "hi")
 	if r.code != 0 || r.stdout != "hi\n" {
 		t.Fatalf("run after the service stopped: %+v", r)
@@ -96,5 +69,110 @@ func TestExecSocket(t *testing.T) {
 	r = run(t, env, "", shimBin, "--exec-mode", "socket", "run", "--plugin", plugin, "--", "echo", "hi")
 	if r.code != shim.ExitShimFailed || !strings.Contains(r.stderr, "exec socket unavailable") {
 		t.Fatalf("socket mode without the service: %+v", r)
+	}
+}
+
+// liveRegistration registers plugin in a new directory for a container
+// that a fake runtime lists as running, whose ExecSync runs commands here,
+// and whose exec service answers. It returns the registration, the shim's
+// environment and a function that stops the exec service.
+func liveRegistration(t *testing.T, plugin string) (registration.Registration, []string, func()) {
+	base, err := os.MkdirTemp("", "mcs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	dir := filepath.Join(base, "pc")
+	reg := validRegistration()
+	reg.ExecSocket = execserver.SocketName(reg.PodUID)
+	if err := registration.Write(dir, plugin, reg); err != nil {
+		t.Fatal(err)
+	}
+	rt := crifake.NewFakeRuntime()
+	endpoint := rt.Serve(t)
+	rt.SetContainers(crifake.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
+	rt.SetExec(crifake.RunLocally)
+	l, err := execservice.Listen(filepath.Join(dir, reg.ExecSocket), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		execservice.NewServer(execservice.Config{Identity: execservice.Identity{
+			PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
+		}, StopTimeout: 100 * time.Millisecond}).Serve(ctx, l)
+	}()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return reg, []string{"CONTAINER_RUNTIME_ENDPOINT=" + endpoint, "PLUGIN_CONTAINERS_DIR=" + dir}, stop
+}
+
+// TestStatusListsTheMountsInThePluginsScopes checks that status asks a
+// live plugin's container for its mounts (`mountpod status -o json`), on
+// each path, and keeps those in the plugin's scopes; and that a container
+// that cannot answer is named, not taken for one without mounts.
+func TestStatusListsTheMountsInThePluginsScopes(t *testing.T) {
+	const plugin = "kubernetes.io/glusterfs"
+	_, env, _ := liveRegistration(t, plugin)
+	// The stand-in for the image's mountpod: ExecSync and the exec service
+	// both run commands in this process's environment.
+	bin := t.TempDir()
+	report := `{"mounts": [
+		{"target": "/k/pods/a/volumes/v1", "source": "s:/v1", "fstype": "fuse.glusterfs", "daemons": [41], "plugin": "kubernetes.io/glusterfs", "scope": "mount-1", "scoped": true, "healthy": true},
+		{"target": "/k/pods/b/volumes/v2", "source": "s:/v2", "fstype": "fuse.glusterfs", "daemons": [42], "plugin": "kubernetes.io/glusterfs", "scope": "mount-2", "scoped": true, "healthy": false, "error": "transport endpoint is not connected"},
+		{"target": "/k/pods/c/volumes/v3", "source": "m:/", "fstype": "fuse.ceph-fuse", "daemons": [43], "plugin": "kubernetes.io/cephfs", "scope": "mount-3", "scoped": true, "healthy": true},
+		{"target": "/k/pods/d/volumes/v4", "source": "s:/v4", "fstype": "fuse.glusterfs", "daemons": [44], "scoped": false, "healthy": true}
+	], "orphanScopes": []}`
+	script := "#!/bin/sh\n[ \"$*\" = \"status -o json --plugin " + plugin + "\" ] || { echo \"unexpected arguments: $*\" >&2; exit 2; }\ncat <<'EOF'\n" + report + "\nEOF\n"
+	if err := os.WriteFile(filepath.Join(bin, "mountpod"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+
+	for _, tc := range []struct{ mode, via string }{{"socket", "exec-socket"}, {"cri", "cri-exec-sync"}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			r := run(t, env, "", shimBin, "--exec-mode", tc.mode, "status", "-o", "json")
+			var sts []shim.Status
+			if err := json.Unmarshal([]byte(r.stdout), &sts); err != nil || len(sts) != 1 {
+				t.Fatalf("status: %v, %+v", err, r)
+			}
+			s := sts[0]
+			if !s.Live || s.Via != tc.via || s.MountsError != "" {
+				t.Fatalf("status = %+v; want live via %s, mounts asked", s, tc.via)
+			}
+			var targets []string
+			for _, m := range s.Mounts {
+				targets = append(targets, m.Target)
+			}
+			if want := []string{"/k/pods/a/volumes/v1", "/k/pods/b/volumes/v2"}; !slices.Equal(targets, want) {
+				t.Errorf("mounts = %v, want %v (the plugin's scoped mounts only)", targets, want)
+			}
+			if len(s.Mounts) == 2 && (!s.Mounts[0].Scoped || !s.Mounts[0].Healthy || s.Mounts[1].Healthy || s.Mounts[1].Error == "" || s.Mounts[0].Daemons[0] != 41) {
+				t.Errorf("mounts = %+v; want the report's fields kept", s.Mounts)
+			}
+			r = run(t, env, "", shimBin, "--exec-mode", tc.mode, "status")
+			if !strings.Contains(r.stdout, "2 (1 not answering)") {
+				t.Errorf("status table does not count the mounts: %q", r.stdout)
+			}
+		})
+	}
+
+	// A container without mountpod (not a mount pod image) is named.
+	if err := os.Remove(filepath.Join(bin, "mountpod")); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, env, "", shimBin, "status", "-o", "json")
+	var sts []shim.Status
+	if err := json.Unmarshal([]byte(r.stdout), &sts); err != nil || len(sts) != 1 {
+		t.Fatalf("status: %v, %+v", err, r)
+	}
+	if s := sts[0]; !s.Live || s.Mounts != nil || !strings.Contains(s.MountsError, "registered container of "+plugin) {
+		t.Errorf("status without mountpod in the container = %+v; want live, no mounts, an error naming the plugin", s)
+	}
+	if r := run(t, env, "", shimBin, "status"); !strings.Contains(r.stdout, "mounts unknown") {
+		t.Errorf("status table does not say the mounts are unknown: %q", r.stdout)
 	}
 }

@@ -30,6 +30,31 @@ type Status struct {
 	Reason string `json:"reason"`
 	// Error is the full error behind Reason, if any.
 	Error string `json:"error,omitempty"`
+	// Mounts are the live FUSE mounts in the plugin's scopes, those
+	// adopted from earlier mount pods included, as the registered
+	// container's `mountpod status` reports them; asked only when Live.
+	Mounts []Mount `json:"mounts,omitempty"`
+	// MountsError says why Mounts could not be asked for, when Live.
+	MountsError string `json:"mountsError,omitempty"`
+}
+
+// Mount is a live FUSE mount a mount pod serves, as `mountpod status -o
+// json` reports it (the fields of the mount pod's report that the shim
+// shows; a mount pod of another version may report more).
+type Mount struct {
+	Target string `json:"target"`
+	Source string `json:"source"`
+	FSType string `json:"fstype"`
+	// Scope is the mount's scope under the plugin's parent; Scoped: every
+	// daemon of the mount runs in it, so the mount outlives the mount pod.
+	Scope  string `json:"scope,omitempty"`
+	Scoped bool   `json:"scoped"`
+	// Daemons are the PIDs of the mount's FUSE daemons (host PIDs: mount
+	// pods run with hostPID).
+	Daemons []int `json:"daemons"`
+	// Healthy: the mount answers; Error says what it answered otherwise.
+	Healthy bool   `json:"healthy"`
+	Error   string `json:"error,omitempty"`
 }
 
 // The reasons of a [Status].

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/livemount"
 	"github.com/mountcontainers/mountcontainers/internal/rollout"
+	"github.com/mountcontainers/mountcontainers/internal/shim"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
@@ -55,6 +56,7 @@ func TestScopes(t *testing.T) {
 
 	daemon := g.scopedDaemon(t, dir, parent)
 	t.Logf("FUSE daemon of %s: pid %d, cgroups %v", dir, daemon, procCgroups(t, daemon))
+	shimBin := buildShim(t)
 
 	disrupt := func(name string, end func(t *testing.T, mp corev1.Pod)) {
 		t.Run(name, func(t *testing.T) {
@@ -71,6 +73,7 @@ func TestScopes(t *testing.T) {
 			}
 			w.assertHealthy(t)
 			g.assertAdopted(t, dir, daemon)
+			g.assertShimLists(t, shimBin, dir, daemon)
 			t.Logf("longest write stall around %s: %s", name, w.longestStall(t, before))
 		})
 	}
@@ -268,6 +271,35 @@ func (g *glusterEnv) assertAdopted(t *testing.T, dir string, daemon int) {
 		}
 	}
 	t.Errorf("the status of %s does not list %s:\n%s", mp.Name, dir, status)
+}
+
+// assertShimLists fails unless `kubelet-exec-shim status -o json` on the
+// host lists the mount at dir, served by daemon, under the glusterfs
+// plugin's live registration, asking the mount pod through each path.
+func (g *glusterEnv) assertShimLists(t *testing.T, bin, dir string, daemon int) {
+	t.Helper()
+	const plugin = "kubernetes.io/glusterfs"
+	for _, mode := range execModes {
+		env := []string{
+			"CONTAINER_RUNTIME_ENDPOINT=" + g.bed.Env.CRIEndpoint,
+			"PLUGIN_CONTAINERS_DIR=" + g.bed.Env.RegistrationDir,
+			shim.EnvExecMode + "=" + string(mode),
+		}
+		r := runShim(t, env, bin, "status", "--plugin", plugin, "-o", "json")
+		var sts []shim.Status
+		if err := json.Unmarshal([]byte(r.stdout), &sts); err != nil || r.code != 0 || len(sts) != 1 {
+			t.Fatalf("%s: kubelet-exec-shim status: code %d, %v: %q %q", mode, r.code, err, r.stdout, r.stderr)
+		}
+		st := sts[0]
+		if !st.Live || st.Via != string(viaOf(t, mode)) || st.MountsError != "" {
+			t.Errorf("%s: kubelet-exec-shim status of %s = %+v; want live via %s, with its mounts", mode, plugin, st, viaOf(t, mode))
+			continue
+		}
+		i := slices.IndexFunc(st.Mounts, func(m shim.Mount) bool { return m.Target == dir })
+		if i < 0 || !st.Mounts[i].Scoped || !st.Mounts[i].Healthy || !slices.Contains(st.Mounts[i].Daemons, daemon) {
+			t.Errorf("%s: kubelet-exec-shim status lists %+v; want %s scoped, healthy, daemon %d", mode, st.Mounts, dir, daemon)
+		}
+	}
 }
 
 // scopedDaemon returns the PID of the one glusterfs FUSE daemon serving dir

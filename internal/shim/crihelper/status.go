@@ -1,10 +1,13 @@
 package crihelper
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -82,12 +85,68 @@ func status(ctx context.Context, r *mcexec.Resolver, plugin, path string, listEr
 	if err != nil {
 		st.Error = err.Error()
 	}
+	if st.Live {
+		st.Mounts, err = liveMounts(ctx, r, plugin)
+		if err != nil {
+			st.MountsError = err.Error()
+		}
+	}
 	return st
+}
+
+// mountsTimeout bounds the question to one mount pod: a survey stats every
+// FUSE mount, each for at most 2 s, and a hung mount is reported as such.
+const mountsTimeout = 20 * time.Second
+
+// liveMounts asks plugin's registered container for the live FUSE mounts in
+// the plugin's scopes (`mountpod status -o json`), through the path the
+// resolver takes for any utility. A container that stopped meanwhile is an
+// error, not a host run: the host's answer would not be the mount pod's.
+func liveMounts(ctx context.Context, r *mcexec.Resolver, plugin string) ([]shim.Mount, error) {
+	e, err := r.For(plugin)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, mountsTimeout)
+	defer cancel()
+	cmd := e.CommandContext(ctx, "mountpod", "status", "-o", "json", "--plugin", plugin)
+	var stdout, stderr bytes.Buffer
+	cmd.SetStdout(&stdout)
+	cmd.SetStderr(&stderr)
+	err = cmd.Run()
+	if c, ok := cmd.(*mcexec.Cmd); ok {
+		if d, ok := c.Decision(); ok && d.OnHost() {
+			return nil, fmt.Errorf("the registered container of %s stopped before its mounts could be listed", plugin)
+		}
+	}
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return nil, fmt.Errorf("mountpod status in the registered container of %s: %s", plugin, msg)
+	}
+	var report struct {
+		Mounts []struct {
+			shim.Mount
+			Plugin string `json:"plugin"`
+		} `json:"mounts"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
+		return nil, fmt.Errorf("mountpod status in the registered container of %s: %w", plugin, err)
+	}
+	mounts := []shim.Mount{}
+	for _, m := range report.Mounts {
+		if m.Plugin == plugin {
+			mounts = append(mounts, m.Mount)
+		}
+	}
+	return mounts, nil
 }
 
 func printTable(w io.Writer, sts []shim.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PLUGIN\tPOD\tUID\tCONTAINER\tLIVE")
+	fmt.Fprintln(tw, "PLUGIN\tPOD\tUID\tCONTAINER\tMOUNTS\tLIVE")
 	dash := func(s string) string {
 		if s == "" {
 			return "-"
@@ -113,9 +172,40 @@ func printTable(w io.Writer, sts []shim.Status) error {
 		if plugin == "" {
 			plugin = s.File
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", plugin, pod, dash(s.PodUID), dash(s.ContainerName), live)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", plugin, pod, dash(s.PodUID), dash(s.ContainerName), mountsColumn(s), live)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range sts {
+		if s.MountsError != "" {
+			if _, err := fmt.Fprintf(w, "%s: mounts unknown: %s\n", s.Plugin, s.MountsError); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// mountsColumn says how many live mounts are in the plugin's scopes, and
+// how many of them do not answer.
+func mountsColumn(s shim.Status) string {
+	switch {
+	case !s.Live:
+		return "-"
+	case s.MountsError != "":
+		return "?"
+	}
+	sick := 0
+	for _, m := range s.Mounts {
+		if !m.Healthy {
+			sick++
+		}
+	}
+	if sick > 0 {
+		return fmt.Sprintf("%d (%d not answering)", len(s.Mounts), sick)
+	}
+	return fmt.Sprint(len(s.Mounts))
 }
 
 func shortID(id string) string {
