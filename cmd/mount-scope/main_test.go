@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -176,7 +177,9 @@ func TestHelperFailures(t *testing.T) {
 // the real helper (a shell script that exits) directly, and through the
 // scope helper as mount(8) would, the same target each time (a remount
 // joins its scope). Reported: both medians, the median difference (added-ms:
-// the figure to keep under 5 ms) and the ratio. Needs root.
+// the figure to keep under 5 ms) and the ratio; and the median with scopes
+// off (scopes-off-ms: one more program's start without the placement).
+// Needs root.
 //
 //	go test ./cmd/mount-scope -run '^$' -bench Helper -benchtime 200x
 func BenchmarkHelper(b *testing.B) {
@@ -184,8 +187,9 @@ func BenchmarkHelper(b *testing.B) {
 	bin := scopetest.Build(b, ".", "mount-scope")
 	dir := helperDir(b, bin, "exit 0\n")
 	env = append(env, "MOUNTPOD_PLUGINS="+plugin)
+	off := append(slices.Clone(env), scope.EnvScopes+"=false")
 	target := filepath.Join(b.TempDir(), "mnt")
-	run := func(name string) time.Duration {
+	run := func(name string, env []string) time.Duration {
 		cmd := exec.Command(name, "srv:/vol", target)
 		cmd.Env = env
 		start := time.Now()
@@ -195,13 +199,14 @@ func BenchmarkHelper(b *testing.B) {
 		return time.Since(start)
 	}
 	helper := filepath.Join(dir, "mount.fuse.test")
-	run(helper) // the parents exist from here on, as on a node
-	var raw, scoped, added []time.Duration
+	run(helper, env) // the parents exist from here on, as on a node
+	var raw, scoped, unscoped, added []time.Duration
 	b.ResetTimer()
 	for range b.N {
-		r := run(helper + scope.DivertedSuffix)
-		s := run(helper)
-		raw, scoped, added = append(raw, r), append(scoped, s), append(added, s-r)
+		r := run(helper+scope.DivertedSuffix, env)
+		s := run(helper, env)
+		u := run(helper, off)
+		raw, scoped, unscoped, added = append(raw, r), append(scoped, s), append(unscoped, u), append(added, s-r)
 	}
 	b.StopTimer()
 	med := func(d []time.Duration) float64 {
@@ -210,6 +215,28 @@ func BenchmarkHelper(b *testing.B) {
 	}
 	b.ReportMetric(med(raw), "raw-ms")
 	b.ReportMetric(med(scoped), "scope-ms")
+	b.ReportMetric(med(unscoped), "scopes-off-ms")
 	b.ReportMetric(med(added), "added-ms")
 	b.ReportMetric(med(scoped)/med(raw), "scope/raw")
+}
+
+// TestHelperLinksLittle keeps the helper's start-up small: it runs for
+// every FUSE mount, and Kubernetes' packages (validation, quantities),
+// package regexp and the registration package's watcher cost more to
+// initialise than the Go runtime takes to start (BENCHMARKS.md).
+func TestHelperLinksLittle(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/mountcontainers/mountcontainers/internal/scope") {
+		t.Fatal("the helper does not link internal/scope: the check below proves nothing")
+	}
+	for _, d := range deps {
+		if strings.HasPrefix(d, "k8s.io/") || d == "regexp" || strings.HasPrefix(d, "github.com/fsnotify/") ||
+			d == "github.com/mountcontainers/mountcontainers/pkg/registration" {
+			t.Errorf("the mount helper links %s", d)
+		}
+	}
 }

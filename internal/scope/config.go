@@ -2,9 +2,10 @@ package scope
 
 import (
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
-
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Defaults of [Config].
@@ -128,19 +129,48 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, validateParent(cfg.Parent)
 }
 
-// ParseMemoryLimit parses a memory limit as Kubernetes writes quantities
-// ("512Mi", "1G", "1073741824"); empty means none (0).
+// ParseMemoryLimit parses a memory limit written as a whole number of
+// bytes, with or without one of the suffixes Kubernetes quantities use for
+// them (Ki, Mi, Gi, Ti, Pi, Ei; k, M, G, T, P, E): "512Mi", "1G",
+// "1073741824"; empty means none (0). Fractions and exponents ("0.5Gi",
+// "1e9"), which Kubernetes also accepts, are refused with an error that says
+// how to write the value. This subset of resource.ParseQuantity (a test holds
+// the two to each other) keeps Kubernetes' packages out of the mount helper,
+// which runs for every FUSE mount.
 func ParseMemoryLimit(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid memory limit %q: %w", s, err)
+	digits := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	mult, ok := memorySuffix(s[len(digits):])
+	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, fmt.Errorf("invalid memory limit %q: want a whole number of bytes, optionally with a suffix such as Mi or G (512Mi, 1G, 536870912)", s)
 	}
-	v, ok := q.AsInt64()
-	if !ok || v < 0 {
-		return 0, fmt.Errorf("invalid memory limit %q: not a whole, non-negative number of bytes", s)
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("invalid memory limit %q: too large", s)
 	}
-	return v, nil
+	return n * mult, nil
+}
+
+// memorySuffix returns the multiplier of one of [ParseMemoryLimit]'s
+// suffixes: 1000 to the power of its place in "kMGTPE", or 1024 in
+// "Ki Mi Gi Ti Pi Ei"; 1 for none.
+func memorySuffix(suffix string) (int64, bool) {
+	base, i := int64(1000), strings.Index("kMGTPE", suffix)
+	if len(suffix) == 2 && suffix[1] == 'i' && suffix[0] != 'k' {
+		base, i = 1024, strings.Index("KMGTPE", suffix[:1])
+	} else if len(suffix) > 1 {
+		return 0, false
+	}
+	if i < 0 {
+		return 0, false
+	}
+	mult := int64(1)
+	if suffix != "" {
+		for range i + 1 {
+			mult *= base
+		}
+	}
+	return mult, true
 }

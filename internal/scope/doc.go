@@ -24,7 +24,7 @@
 // SHA-256 of the cleaned target. The same target always maps to the same
 // scope, so a later mount pod finds the scopes of live mounts with
 // [Manager.List]. Plugin names are validated as registration file names
-// (registration.ValidatePluginName) and Parent as plain relative cgroup
+// ([ValidatePluginName], the same rule as registration.ValidatePluginName) and Parent as plain relative cgroup
 // names, so nothing can reach outside the parent; [Manager.Remove] takes
 // only names [ValidName] accepts.
 //

@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
 func ExampleName() {
@@ -71,14 +75,82 @@ func TestSliceNameRefuses(t *testing.T) {
 }
 
 func TestParseMemoryLimit(t *testing.T) {
-	for s, want := range map[string]int64{"": 0, "512Mi": 512 << 20, "1G": 1e9, "1073741824": 1 << 30} {
+	for s, want := range map[string]int64{
+		"": 0, "0": 0, "512Mi": 512 << 20, "1G": 1e9, "1073741824": 1 << 30, "64Ki": 64 << 10,
+		"3k": 3000, "2Ti": 2 << 40, "1Ei": 1 << 60, "7E": 7e18,
+	} {
 		if got, err := ParseMemoryLimit(s); err != nil || got != want {
 			t.Errorf("ParseMemoryLimit(%q) = %d, %v; want %d", s, got, err, want)
 		}
 	}
-	for _, s := range []string{"lots", "-1Mi", "0.5"} {
+	for _, s := range []string{"lots", "-1Mi", "0.5", "1e9", "0.5Gi", "1K", "1ki", "1GT", "Mi", "1 Mi", "8Ei", "9223372036854775808", "1m"} {
 		if got, err := ParseMemoryLimit(s); err == nil {
 			t.Errorf("ParseMemoryLimit(%q) = %d; want an error", s, got)
+		}
+	}
+}
+
+// FuzzParseMemoryLimit holds ParseMemoryLimit to Kubernetes' own parser:
+// whatever it accepts, resource.ParseQuantity reads as the same number of
+// bytes.
+func FuzzParseMemoryLimit(f *testing.F) {
+	for _, s := range []string{"512Mi", "1G", "1073741824", "0", "7E", "1Ei", "0.5Gi", "1e9", "+1Mi", "01Mi"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseMemoryLimit(s)
+		if err != nil || s == "" {
+			return
+		}
+		q, qerr := resource.ParseQuantity(s)
+		if qerr != nil {
+			t.Fatalf("ParseMemoryLimit(%q) = %d, but Kubernetes refuses it: %v", s, got, qerr)
+		}
+		if q.CmpInt64(got) != 0 {
+			t.Fatalf("ParseMemoryLimit(%q) = %d, Kubernetes reads %s", s, got, q.String())
+		}
+	})
+}
+
+// pluginNames are names to hold ValidatePluginName to
+// registration.ValidatePluginName with.
+var pluginNames = []string{
+	"kubernetes.io/glusterfs", "kubernetes.io/rbd", "example.com/my-driver_v2.1", "glusterfs", "a", "A1",
+	"", "/", "a/", "/a", "a/b/c", "..", "a..b", "x/a..b", ".a", "a.", "-a", "a-", "_a", "a_",
+	"Kubernetes.io/x", "kube_rnetes.io/x", "k8s..io/x", ".k8s.io/x", "k8s.io./x", "-k.io/x", "k-.io/x",
+	"a~b", "a b", "a\x00b", "ü", strings.Repeat("a", 63), strings.Repeat("a", 64),
+	strings.Repeat("a", 63) + "/" + strings.Repeat("b", 63), strings.Repeat("a.", 126) + "a/x", strings.Repeat("a.", 127) + "a/x",
+}
+
+func TestValidatePluginNameAgreesWithRegistration(t *testing.T) {
+	for _, name := range pluginNames {
+		checkPluginName(t, name)
+	}
+}
+
+// FuzzValidatePluginName holds the hand-written check (the mount helper's)
+// to registration.ValidatePluginName (Kubernetes' validation package).
+func FuzzValidatePluginName(f *testing.F) {
+	for _, name := range pluginNames {
+		f.Add(name)
+	}
+	f.Fuzz(checkPluginName)
+}
+
+func checkPluginName(t *testing.T, name string) {
+	err := ValidatePluginName(name)
+	want := registration.ValidatePluginName(name)
+	if (err == nil) != (want == nil) {
+		t.Fatalf("ValidatePluginName(%q) = %v; registration.ValidatePluginName says %v", name, err, want)
+	}
+	if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("%q", name)) {
+		t.Errorf("the error %q does not quote the name", err)
+	}
+	if err == nil {
+		dir, derr := PluginDir(name)
+		file, ferr := registration.FileName(name)
+		if derr != nil || ferr != nil || dir+registration.FileSuffix != file {
+			t.Fatalf("PluginDir(%q) = %q, %v; registration.FileName = %q, %v", name, dir, derr, file, ferr)
 		}
 	}
 }
