@@ -39,9 +39,15 @@ test: verify unit fuzz e2e ## Run all tests: verify, unit tests (with -race), a 
 unit: ## Run the unit tests with the race detector (no root needed, seconds).
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
 
+# Fuzz targets as package:Target; each runs for FUZZTIME.
+FUZZ_TARGETS := ./pkg/registration:FuzzDecode ./internal/scope:FuzzValidatePluginName ./internal/scope:FuzzParseMemoryLimit
+
 .PHONY: fuzz
-fuzz: ## Fuzz the registration decoder for FUZZTIME (default 200000x, about 10 s).
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./pkg/registration
+fuzz: ## Fuzz every target of FUZZ_TARGETS for FUZZTIME each (default 200000x, about 10 s each).
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}" || exit 1; \
+	done
 
 .PHONY: e2e
 e2e: ## Run the end-to-end suite on a real single-node Kubernetes (root; installs, builds and caches the bed; test/README.md).
