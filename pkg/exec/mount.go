@@ -2,11 +2,14 @@ package exec
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 )
 
 // Mounter is a mount.Interface whose Mount and Unmount run mount(8) and
@@ -17,11 +20,22 @@ import (
 //
 // A bind mount is a bind followed by a remount with the requested options
 // and the source's restrictive flags (ro, nodev, noexec, nosuid, noatime,
-// relatime, nodiratime), as mount-utils does. systemd-run is never used: a
-// mount container's FUSE daemons live in the container, not in a scope.
+// relatime, nodiratime), as mount-utils does. systemd-run is never used:
+// the mount pod puts a FUSE daemon in a scope of its own (docs/scopes.md).
+//
+// When the executor is a plugin's [Exec] and a FUSE mount (glusterfs,
+// fuse.*, ...) ran in the plugin's container, the Mounter records it in the
+// registration directory (internal/mountrecord), so that the mount pod can
+// make it again if its daemon dies; Unmount removes the record. A mount
+// with sensitive options is recorded without them, as not recoverable. A
+// record that cannot be written is logged by the caller's error only when
+// the mount itself failed: a mount that worked is never undone for it.
 type Mounter struct {
 	exec utilexec.Interface
 	base mount.Interface
+	// RecordError, when set, is called with the error of a mount record
+	// that could not be written or removed.
+	RecordError func(error)
 }
 
 var _ mount.Interface = (*Mounter)(nil)
@@ -87,20 +101,52 @@ func restrictiveFlags(flags int64) []string {
 
 func (m *Mounter) doMount(source, target, fstype string, options, sensitiveOptions, mountFlags []string) error {
 	args, logStr := mount.MakeMountArgsSensitiveWithMountFlags(source, target, fstype, options, sensitiveOptions, mountFlags)
-	out, err := m.exec.Command("mount", args...).CombinedOutput()
+	cmd := m.exec.Command("mount", args...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		// The format of mount-utils, whose callers parse it.
 		return fmt.Errorf("mount failed: %w\nMounting command: mount\nMounting arguments: %s\nOutput: %s",
 			err, strings.TrimSpace(logStr), out)
 	}
+	if dir, plugin, ok := m.recordsFor(cmd); ok && mountrecord.Recoverable(fstype) {
+		r := mountrecord.Record{Plugin: plugin, Source: source, Target: filepath.Clean(target), FSType: fstype, Options: options}
+		if len(sensitiveOptions) > 0 {
+			r.Options, r.NotRecoverable = nil, "its options hold a secret, which is never recorded"
+		}
+		m.recordErr(mountrecord.Write(dir, r))
+	}
 	return nil
 }
 
-// Unmount runs umount(8) on target.
+// recordsFor returns the records directory and plugin of a command that
+// ran in a plugin's container.
+func (m *Mounter) recordsFor(cmd utilexec.Cmd) (dir, plugin string, ok bool) {
+	e, isExec := m.exec.(*Exec)
+	c, isCmd := cmd.(*Cmd)
+	if !isExec || !isCmd {
+		return "", "", false
+	}
+	d, decided := c.Decision()
+	if !decided || d.OnHost() {
+		return "", "", false
+	}
+	return filepath.Join(e.r.dir, mountrecord.Dir), e.plugin, true
+}
+
+func (m *Mounter) recordErr(err error) {
+	if err != nil && m.RecordError != nil {
+		m.RecordError(err)
+	}
+}
+
+// Unmount runs umount(8) on target, and removes its mount record.
 func (m *Mounter) Unmount(target string) error {
 	out, err := m.exec.Command("umount", target).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("unmount failed: %w\nUnmounting arguments: %s\nOutput: %s", err, target, out)
+	}
+	if e, ok := m.exec.(*Exec); ok {
+		m.recordErr(mountrecord.Remove(filepath.Join(e.r.dir, mountrecord.Dir), target))
 	}
 	return nil
 }

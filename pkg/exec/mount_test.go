@@ -2,6 +2,8 @@ package exec
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +11,9 @@ import (
 	"k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 	testingexec "k8s.io/utils/exec/testing"
+
+	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
+	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 )
 
 // recorder scripts a FakeExec whose commands succeed (or fail with err) and
@@ -107,5 +112,86 @@ func TestRestrictiveFlags(t *testing.T) {
 	}
 	if got := restrictiveFlags(1 | 2 | 4); !slices.Equal(got, []string{"ro", "nodev", "nosuid"}) {
 		t.Errorf("ro,nosuid,nodev: %q", got)
+	}
+}
+
+// TestMounterRecordsFUSEMountsMadeInTheContainer checks the mount records:
+// a FUSE mount that ran in the plugin's container is recorded (without its
+// options when they hold a secret), a kernel file system or a mount on the
+// host is not, and Unmount removes the record.
+func TestMounterRecordsFUSEMountsMadeInTheContainer(t *testing.T) {
+	bin := t.TempDir()
+	for _, tool := range []string{"mount", "umount"} {
+		if err := os.WriteFile(filepath.Join(bin, tool), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	e := newEnv(t)
+	e.rt.SetExec(crifake.RunLocally)
+	records := filepath.Join(e.dir, mountrecord.Dir)
+	list := func() map[string]mountrecord.Record {
+		t.Helper()
+		es, err := mountrecord.List(records)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]mountrecord.Record{}
+		for _, en := range es {
+			if en.Err != nil {
+				t.Fatal(en.Err)
+			}
+			out[en.Record.Target] = en.Record
+		}
+		return out
+	}
+	var recordErrs []error
+	newMounter := func() *Mounter {
+		m := NewMounter(e.exec(t, Options{ExecMode: ModeCRI}), nil)
+		m.RecordError = func(err error) { recordErrs = append(recordErrs, err) }
+		return m
+	}
+
+	// Not registered: on the host, nothing recorded.
+	if err := newMounter().Mount("srv:/vol", "/k/host", "glusterfs", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); len(got) != 0 {
+		t.Fatalf("a mount on the host was recorded: %+v", got)
+	}
+
+	e.running(t, "c1")
+	m := newMounter()
+	if err := m.Mount("srv:/vol", "/k/a/", "glusterfs", []string{"log-level=WARNING"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.MountSensitive("srv:/vol", "/k/b", "fuse.sshfs", []string{"ro"}, []string{"password=hunter2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Mount("/dev/loop0", "/k/c", "ext4", nil); err != nil {
+		t.Fatal(err)
+	}
+	got := list()
+	if r := got["/k/a"]; r.Plugin != testPlugin || r.Source != "srv:/vol" || r.FSType != "glusterfs" || !slices.Equal(r.Options, []string{"log-level=WARNING"}) || r.NotRecoverable != "" {
+		t.Errorf("record of /k/a = %+v", r)
+	}
+	if r := got["/k/b"]; r.NotRecoverable == "" || r.Options != nil {
+		t.Errorf("record of /k/b = %+v; want not recoverable, without options", r)
+	}
+	if _, ok := got["/k/c"]; ok || len(got) != 2 {
+		t.Errorf("records = %+v; want /k/a and /k/b only", got)
+	}
+	data, _ := os.ReadFile(filepath.Join(records, mountrecord.FileName("/k/b")))
+	if strings.Contains(string(data), "hunter2") {
+		t.Fatalf("a secret was written: %s", data)
+	}
+	if err := m.Unmount("/k/a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); len(got) != 1 {
+		t.Errorf("after Unmount: %+v; want only /k/b", got)
+	}
+	if len(recordErrs) != 0 {
+		t.Errorf("record errors: %v", recordErrs)
 	}
 }

@@ -1,0 +1,170 @@
+package mountrecord
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+func glusterRecord(target string) Record {
+	return Record{
+		Plugin: "kubernetes.io/glusterfs", Source: "srv:/vol", Target: target, FSType: "glusterfs",
+		Options: []string{"backup-volfile-servers=srv2", "log-level=WARNING"},
+	}
+}
+
+func TestWriteListRemove(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), Dir)
+	a, b := glusterRecord("/var/lib/kubelet/pods/a/volumes/x"), glusterRecord("/var/lib/kubelet/pods/b/volumes/x")
+	b.Options, b.NotRecoverable = nil, "its options hold a secret"
+	for _, r := range []Record{a, b} {
+		if err := Write(dir, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("records directory: %v, %v; want 0700", st.Mode(), err)
+	}
+	es, err := List(dir)
+	if err != nil || len(es) != 2 {
+		t.Fatalf("List = %+v, %v; want two records", es, err)
+	}
+	got := map[string]Record{}
+	for _, e := range es {
+		if e.Err != nil {
+			t.Fatal(e.Err)
+		}
+		if st, err := os.Stat(e.Path); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", e.Path, st.Mode(), err)
+		}
+		got[e.Record.Target] = e.Record
+	}
+	if r := got[a.Target]; r.Version != Version || r.Source != a.Source || strings.Join(r.Options, ",") != strings.Join(a.Options, ",") {
+		t.Errorf("read back %+v, wrote %+v", r, a)
+	}
+	if r := got[b.Target]; r.NotRecoverable == "" || r.Options != nil {
+		t.Errorf("read back %+v; want not recoverable, without options", r)
+	}
+	if err := Remove(dir, a.Target+"/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(dir, a.Target); err != nil {
+		t.Fatalf("removing a missing record: %v", err)
+	}
+	if es, _ := List(dir); len(es) != 1 || es[0].Record.Target != b.Target {
+		t.Fatalf("after Remove: %+v", es)
+	}
+	if es, err := List(filepath.Join(t.TempDir(), "none")); es != nil || err != nil {
+		t.Fatalf("missing directory: %+v, %v", es, err)
+	}
+}
+
+func TestWriteRefusesBadRecords(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), Dir)
+	for name, mutate := range map[string]func(*Record){
+		"relative target": func(r *Record) { r.Target = "pods/x" },
+		"unclean target":  func(r *Record) { r.Target = "/a/../b" },
+		"bad plugin":      func(r *Record) { r.Plugin = "../x" },
+		"kernel type":     func(r *Record) { r.FSType = "ext4" },
+		"comma option":    func(r *Record) { r.Options = []string{"a,b"} },
+		"secret kept":     func(r *Record) { r.NotRecoverable = "secret" },
+		"no source":       func(r *Record) { r.Source = "" },
+	} {
+		r := glusterRecord("/k/pods/a/volumes/x")
+		mutate(&r)
+		if err := Write(dir, r); err == nil {
+			t.Errorf("%s: Write accepted %+v", name, r)
+		}
+	}
+	if es, _ := List(dir); len(es) != 0 {
+		t.Errorf("refused records were written: %+v", es)
+	}
+}
+
+func TestListTrustsOnlyRootOnlyRegularFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), Dir)
+	good := glusterRecord("/k/pods/a/volumes/x")
+	if err := Write(dir, good); err != nil {
+		t.Fatal(err)
+	}
+	other := glusterRecord("/k/pods/b/volumes/x")
+	data := []byte(`{"version":1,"plugin":"kubernetes.io/glusterfs","source":"evil:/v","target":"/k/pods/b/volumes/x","fstype":"glusterfs"}`)
+	// Group-writable, a symlink, a FIFO (must not block), a misnamed file,
+	// an unknown field.
+	writable := filepath.Join(dir, FileName(other.Target))
+	if err := os.WriteFile(writable, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(writable, 0o620); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, FileName(good.Target)), filepath.Join(dir, FileName("/k/pods/c/volumes/x"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, FileName("/k/pods/d/volumes/x")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, FileName("/k/pods/e/volumes/x")), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unknown := strings.Replace(string(data), `"fstype"`, `"extra":1,"fstype"`, 1)
+	unknown = strings.Replace(unknown, "/k/pods/b/", "/k/pods/f/", 1)
+	if err := os.WriteFile(filepath.Join(dir, FileName("/k/pods/f/volumes/x")), []byte(unknown), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	es, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trusted []string
+	refused := 0
+	for _, e := range es {
+		if e.Err == nil {
+			trusted = append(trusted, e.Record.Target)
+			continue
+		}
+		refused++
+		if !strings.Contains(e.Err.Error(), e.Path) {
+			t.Errorf("the error %q does not name %s", e.Err, e.Path)
+		}
+	}
+	if len(trusted) != 1 || trusted[0] != good.Target || refused != 5 {
+		t.Fatalf("trusted %v, refused %d; want only %s trusted, 5 refused: %+v", trusted, refused, good.Target, es)
+	}
+	for _, e := range es {
+		if strings.HasSuffix(e.Path, FileName(other.Target)) && !errors.Is(e.Err, registration.ErrUntrusted) {
+			t.Errorf("group-writable record: %v; want ErrUntrusted", e.Err)
+		}
+	}
+}
+
+// FuzzDecode: whatever Decode accepts is a valid record that encodes and
+// decodes to itself.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"version":1,"plugin":"kubernetes.io/glusterfs","source":"srv:/vol","target":"/k/x","fstype":"glusterfs","options":["ro"]}`))
+	f.Add([]byte(`{"version":1,"plugin":"a","source":"s","target":"/","fstype":"fuse.sshfs","notRecoverable":"secret"}`))
+	f.Add([]byte(`{"version":2}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := Decode(data)
+		if err != nil {
+			return
+		}
+		if err := r.Validate(); err != nil {
+			t.Fatalf("Decode accepted an invalid record %+v: %v", r, err)
+		}
+		dir := t.TempDir()
+		if err := Write(dir, r); err != nil {
+			t.Fatalf("Write(%+v): %v", r, err)
+		}
+		es, err := List(dir)
+		if err != nil || len(es) != 1 || es[0].Err != nil {
+			t.Fatalf("List after Write(%+v): %+v, %v", r, es, err)
+		}
+	})
+}
