@@ -17,6 +17,7 @@ import (
 	"k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 )
 
@@ -219,18 +220,46 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 	case st == corrupted:
 		return failure("mount: %s is a broken mount (transport endpoint is not connected): unmount it first", dir)
 	}
-	where, err := d.run(ctx, "mount", opts.MountArgs(dir)...)
+	where, inPod, err := d.run(ctx, "mount", opts.MountArgs(dir)...)
 	if err != nil {
 		return failure("mount %s at %s: %v", opts.Source(), dir, err)
 	}
 	if st, err := d.state(dir); err != nil || st != mounted {
 		// The mount was made where the node cannot see it: typically a
 		// mount pod whose kubelet directory is not Bidirectional.
-		_, uerr := d.run(ctx, "umount", dir)
+		_, _, uerr := d.run(ctx, "umount", dir)
 		return failure("mount %s at %s: mount(8) succeeded %s but the node does not see a mount there (is the mount pod's kubelet directory mounted with mountPropagation: Bidirectional?)%s",
 			opts.Source(), dir, where, suffix("; undoing it failed", uerr))
 	}
-	return Status{Status: StatusSuccess, Message: fmt.Sprintf("mounted %s at %s %s", opts.Source(), dir, where)}
+	msg := fmt.Sprintf("mounted %s at %s %s", opts.Source(), dir, where)
+	if inPod {
+		msg += d.record(mountrecord.Record{Plugin: d.Plugin, Source: opts.Source(), Target: dir, FSType: FSType, Options: opts.RecordedOptions()})
+	}
+	return Status{Status: StatusSuccess, Message: msg}
+}
+
+// record writes the mount record of a mount made through the mount pod,
+// so that the mount pod can make it again if its FUSE daemon dies; it
+// returns what to add to the reply when that fails (the mount stays).
+func (d *Driver) record(r mountrecord.Record) string {
+	e, ok := d.Exec.(*mcexec.Exec)
+	if !ok {
+		return ""
+	}
+	if err := mountrecord.Write(e.RecordsDir(), r); err != nil {
+		return fmt.Sprintf(" (it will not come back by itself if its daemon dies: %v)", err)
+	}
+	return ""
+}
+
+// forget removes dir's mount record, if any.
+func (d *Driver) forget(dir string) string {
+	if e, ok := d.Exec.(*mcexec.Exec); ok {
+		if err := mountrecord.Remove(e.RecordsDir(), dir); err != nil {
+			return fmt.Sprintf(" (%v)", err)
+		}
+	}
+	return ""
 }
 
 func (d *Driver) unmount(ctx context.Context, dir string) Status {
@@ -242,16 +271,16 @@ func (d *Driver) unmount(ctx context.Context, dir string) Status {
 	case err != nil:
 		return failure("unmount: %v", err)
 	case st == missing:
-		return Status{Status: StatusSuccess, Message: dir + " does not exist"}
+		return Status{Status: StatusSuccess, Message: dir + " does not exist" + d.forget(dir)}
 	case st == notMounted:
-		return Status{Status: StatusSuccess, Message: dir + " is not mounted"}
+		return Status{Status: StatusSuccess, Message: dir + " is not mounted" + d.forget(dir)}
 	}
-	where, err := d.run(ctx, "umount", dir)
+	where, _, err := d.run(ctx, "umount", dir)
 	if err != nil {
 		if st2, _ := d.state(dir); st2 == mounted || st2 == corrupted {
 			// A dead FUSE mount may refuse a plain unmount; detach it.
 			var lerr error
-			where, lerr = d.run(ctx, "umount", "-l", dir)
+			where, _, lerr = d.run(ctx, "umount", "-l", dir)
 			if lerr != nil {
 				return failure("unmount %s: %v; lazy unmount: %v", dir, err, lerr)
 			}
@@ -264,37 +293,38 @@ func (d *Driver) unmount(ctx context.Context, dir string) Status {
 	if st == corrupted {
 		msg += " (it was a dead mount: transport endpoint not connected)"
 	}
-	return Status{Status: StatusSuccess, Message: msg}
+	return Status{Status: StatusSuccess, Message: msg + d.forget(dir)}
 }
 
 // run runs a utility through the plugin's executor, bounded by the
 // driver's timeout, and returns where it ran ("in P's mount pod NS/NAME via
-// cri-exec-sync" or "on the node (P: not registered)") for messages.
-func (d *Driver) run(ctx context.Context, name string, args ...string) (string, error) {
+// cri-exec-sync" or "on the node (P: not registered)") for messages, and
+// whether that was in the mount pod.
+func (d *Driver) run(ctx context.Context, name string, args ...string) (where string, inPod bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout())
 	defer cancel()
 	cmd := d.Exec.CommandContext(ctx, name, args...)
 	out, err := cmd.CombinedOutput()
-	where := "on the node"
+	where = "on the node"
 	if c, ok := cmd.(*mcexec.Cmd); ok {
 		if dec, ok := c.Decision(); ok {
 			if dec.OnHost() {
 				where = fmt.Sprintf("on the node (%s: %s)", d.Plugin, dec.Reason)
 			} else {
-				where = fmt.Sprintf("in %s's mount pod %s via %s", d.Plugin, dec.Registration, dec.Via)
+				where, inPod = fmt.Sprintf("in %s's mount pod %s via %s", d.Plugin, dec.Registration, dec.Via), true
 			}
 		}
 	}
 	if err == nil {
-		return where, nil
+		return where, inPod, nil
 	}
 	if ctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
-		return where, fmt.Errorf("%s timed out after %s %s", name, d.timeout(), where)
+		return where, inPod, fmt.Errorf("%s timed out after %s %s", name, d.timeout(), where)
 	}
 	if errors.Is(err, utilexec.ErrExecutableNotFound) {
-		return where, fmt.Errorf("%s not found %s", name, where)
+		return where, inPod, fmt.Errorf("%s not found %s", name, where)
 	}
-	return where, fmt.Errorf("%s failed %s: %v: %s", name, where, err, strings.TrimSpace(string(out)))
+	return where, inPod, fmt.Errorf("%s failed %s: %v: %s", name, where, err, strings.TrimSpace(string(out)))
 }
 
 func suffix(prefix string, err error) string {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -165,6 +167,10 @@ func TestMountUnmountOnHost(t *testing.T) {
 	}
 	if !strings.Contains(s.Message, "on the node") {
 		t.Errorf("message %q does not say where it ran", s.Message)
+	}
+	// A mount on the host has no mount pod to make it again: no record.
+	if es, err := mountrecord.List(d.Exec.(*mcexec.Exec).RecordsDir()); err != nil || len(es) != 0 {
+		t.Errorf("a mount on the host was recorded: %+v, %v", es, err)
 	}
 
 	// Mounting what is mounted runs nothing.
@@ -383,16 +389,29 @@ func TestMountInMountPod(t *testing.T) {
 	if s.Status != flexvolume.StatusSuccess || !strings.Contains(s.Message, "glusterfs-mountpod-abcde") || !strings.Contains(s.Message, "via cri-exec-sync") {
 		t.Fatalf("mount: %+v, want a message naming the mount pod and the path", s)
 	}
+	// The mount is recorded, so the mount pod can make it again.
+	records := filepath.Join(regDir, mountrecord.Dir)
+	es, err := mountrecord.List(records)
+	if err != nil || len(es) != 1 || es[0].Err != nil {
+		t.Fatalf("mount records: %+v, %v; want one", es, err)
+	}
+	want := mountrecord.Record{Version: mountrecord.Version, Plugin: plugin, Source: "gluster-1.example.com:/gv0", Target: dir, FSType: "glusterfs", Options: []string{"log-level=WARNING"}}
+	if r := es[0].Record; !reflect.DeepEqual(r, want) {
+		t.Fatalf("mount record %+v, want %+v", r, want)
+	}
 	if s, _, _ := call(t, d, "unmount", dir); s.Status != flexvolume.StatusSuccess {
 		t.Fatalf("unmount: %+v", s)
+	}
+	if es, err := mountrecord.List(records); err != nil || len(es) != 0 {
+		t.Fatalf("mount records after unmount: %+v, %v; want none", es, err)
 	}
 	reqs := rt.ExecRequests()
 	if len(reqs) != 2 {
 		t.Fatalf("%d ExecSync calls, want 2", len(reqs))
 	}
-	want := []string{"mount", "-t", "glusterfs", "-o", "log-level=WARNING", "gluster-1.example.com:/gv0", dir}
-	if reqs[0].ContainerId != "ctr1" || !slices.Equal(reqs[0].Cmd, want) {
-		t.Fatalf("ExecSync %s %q, want ctr1 %q", reqs[0].ContainerId, reqs[0].Cmd, want)
+	wantCmd := []string{"mount", "-t", "glusterfs", "-o", "log-level=WARNING", "gluster-1.example.com:/gv0", dir}
+	if reqs[0].ContainerId != "ctr1" || !slices.Equal(reqs[0].Cmd, wantCmd) {
+		t.Fatalf("ExecSync %s %q, want ctr1 %q", reqs[0].ContainerId, reqs[0].Cmd, wantCmd)
 	}
 	if reqs[0].Timeout <= 0 || reqs[0].Timeout > 42 {
 		t.Fatalf("ExecSync timeout %d s, want the driver's bound (42 s)", reqs[0].Timeout)

@@ -343,6 +343,16 @@ func (o Options) Source() string { return o.Servers[0] + ":/" + o.Volume }
 // MountArgs are the arguments of mount(8) that mount the volume at dir.
 // Every value was checked by [ParseOptions]; none goes through a shell.
 func (o Options) MountArgs(dir string) []string {
+	args := []string{"-t", FSType}
+	if opts := o.RecordedOptions(); len(opts) > 0 {
+		args = append(args, "-o", strings.Join(opts, ","))
+	}
+	return append(args, o.Source(), dir)
+}
+
+// RecordedOptions returns the mount options of [Options.MountArgs], one
+// per element, as the mount record keeps them.
+func (o Options) RecordedOptions() []string {
 	opts := slices.Clone(o.MountOptions)
 	if o.ReadOnly && !slices.Contains(opts, "ro") {
 		opts = slices.DeleteFunc(opts, func(s string) bool { return s == "rw" })
@@ -351,9 +361,5 @@ func (o Options) MountArgs(dir string) []string {
 	if len(o.Servers) > 1 {
 		opts = append(opts, "backup-volfile-servers="+strings.Join(o.Servers[1:], ":"))
 	}
-	args := []string{"-t", FSType}
-	if len(opts) > 0 {
-		args = append(args, "-o", strings.Join(opts, ","))
-	}
-	return append(args, o.Source(), dir)
+	return opts
 }

@@ -130,8 +130,13 @@ func (m *Mounter) recordsFor(cmd utilexec.Cmd) (dir, plugin string, ok bool) {
 	if !decided || d.OnHost() {
 		return "", "", false
 	}
-	return filepath.Join(e.r.dir, mountrecord.Dir), e.plugin, true
+	return e.RecordsDir(), e.plugin, true
 }
+
+// RecordsDir returns the directory of the mount records of mounts made
+// through the plugin's mount pod: ".mounts" in the registration directory
+// (see [Mounter]).
+func (e *Exec) RecordsDir() string { return filepath.Join(e.r.dir, mountrecord.Dir) }
 
 func (m *Mounter) recordErr(err error) {
 	if err != nil && m.RecordError != nil {
@@ -146,7 +151,7 @@ func (m *Mounter) Unmount(target string) error {
 		return fmt.Errorf("unmount failed: %w\nUnmounting arguments: %s\nOutput: %s", err, target, out)
 	}
 	if e, ok := m.exec.(*Exec); ok {
-		m.recordErr(mountrecord.Remove(filepath.Join(e.r.dir, mountrecord.Dir), target))
+		m.recordErr(mountrecord.Remove(e.RecordsDir(), target))
 	}
 	return nil
 }
