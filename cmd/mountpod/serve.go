@@ -14,7 +14,7 @@ import (
 func serveCommand(logTo io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
-		Usage: "Check the required tools, register this container for every plugin, install the host-side driver and shim if asked, and keep the registrations until SIGTERM or SIGINT, then remove those that still name this pod. Meanwhile log the live FUSE mounts (adopting those of earlier pods: nothing is ever unmounted or killed) and remove the scopes whose mount and processes are gone.",
+		Usage: "Check the required tools, register this container for every plugin, install the host-side driver and shim if asked, and keep the registrations until SIGTERM or SIGINT, then remove those that still name this pod. Meanwhile log the live FUSE mounts (adopting those of earlier pods: nothing is ever unmounted or killed) and remove the scopes whose mount and processes are gone; bring back in place, on the node and in every container using it, a recorded FUSE mount whose daemon died (MOUNTPOD_RECOVERY=false turns that off).",
 		Flags: slices.Concat(settingsFlags(), installFlags(), mountFlags()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -42,6 +42,11 @@ func serveCommand(logTo io.Writer) *cli.Command {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			defer stopKeeper()
+			stopRecovery, err := startRecovery(c.Context, cfg)
+			if err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
+			defer stopRecovery()
 			inst := installConfigFrom(c)
 			ctx, cancel := context.WithCancelCause(c.Context)
 			defer cancel(nil)

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mountcontainers/mountcontainers/internal/mountpod"
+	"github.com/mountcontainers/mountcontainers/internal/recovery"
+)
+
+// envRecovery turns the recovery of dead FUSE mounts on ("true", the
+// default) or off ("false").
+const envRecovery = "MOUNTPOD_RECOVERY"
+
+// startRecovery starts bringing back the dead FUSE mounts of cfg's plugins
+// (package recovery), unless MOUNTPOD_RECOVERY is false; it returns the
+// stop function.
+func startRecovery(ctx context.Context, cfg mountpod.Config) (func(), error) {
+	switch v := strings.TrimSpace(os.Getenv(envRecovery)); v {
+	case "", "true", "1", "on":
+	case "false", "0", "off":
+		cfg.Logger.Info("recovery of dead FUSE mounts is off", "env", envRecovery)
+		return func() {}, nil
+	default:
+		return nil, fmt.Errorf("%s=%q: want true or false", envRecovery, v)
+	}
+	r := &recovery.Recoverer{Dir: cfg.Dir, Plugins: cfg.Plugins, PodUID: cfg.Pod.PodUID, Logger: cfg.Logger.With("component", "recovery")}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx)
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// reattachCommand is run by the recovery itself, in a workload container's
+// mount namespace (see package recovery); it is not for people.
+func reattachCommand() *cli.Command {
+	return &cli.Command{
+		Name:   recovery.ReattachCommand,
+		Hidden: true,
+		Usage:  "Replace the dead mount at --path with the mount tree of descriptor --fd (run by the recovery in a container's mount namespace).",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "fd", Required: true},
+			&cli.StringFlag{Name: "path", Required: true},
+		},
+		Action: func(c *cli.Context) error {
+			if err := recovery.ReattachMain(c.Int("fd"), c.String("path")); err != nil {
+				return cli.Exit(err.Error(), exitFailure)
+			}
+			return nil
+		},
+	}
+}

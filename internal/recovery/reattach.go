@@ -1,0 +1,185 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/mount-utils"
+)
+
+// ReattachCommand is the hidden subcommand of mountpod that runs
+// [ReattachMain] in a container's mount namespace.
+const ReattachCommand = "reattach-mount"
+
+// DeadMount is a FUSE mount whose daemon died: its device number (the same
+// in every mount namespace that holds a bind of it) and the node's target.
+type DeadMount struct {
+	Major, Minor int
+	Target       string
+}
+
+// Attached is one container mount that was replaced.
+type Attached struct {
+	// PID is a process of the mount namespace MountNS.
+	PID     int    `json:"pid"`
+	MountNS string `json:"mountNS"`
+	// MountPoint is where the mount is in that namespace, Root the
+	// directory of the file system it shows (a subPath), ReadOnly its flag.
+	MountPoint string `json:"mountPoint"`
+	Root       string `json:"root"`
+	ReadOnly   bool   `json:"readOnly"`
+}
+
+func (a Attached) String() string {
+	s := fmt.Sprintf("pid %d: %s", a.PID, a.MountPoint)
+	if a.Root != "/" {
+		s += " (root " + a.Root + ")"
+	}
+	if a.ReadOnly {
+		s += " (ro)"
+	}
+	return s
+}
+
+// holder is a mount namespace that holds binds of a dead mount.
+type holder struct {
+	pid    int
+	ns     string
+	mounts []mount.MountInfo
+}
+
+// Holders returns the mount namespaces other than this process's that hold
+// a mount of device major:minor, one process each, with those mounts.
+func Holders(procRoot string, major, minor int) ([]holder, error) {
+	own, err := os.Readlink(filepath.Join(procRoot, "self/ns/mnt"))
+	if err != nil {
+		return nil, fmt.Errorf("this process's mount namespace: %w", err)
+	}
+	des, err := os.ReadDir(procRoot)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{own: true}
+	var out []holder
+	for _, de := range des {
+		pid, err := strconv.Atoi(de.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		ns, err := os.Readlink(filepath.Join(procRoot, de.Name(), "ns/mnt"))
+		if err != nil || seen[ns] {
+			continue // gone, a kernel thread, or a namespace seen already
+		}
+		seen[ns] = true
+		infos, err := mount.ParseMountInfo(filepath.Join(procRoot, de.Name(), "mountinfo"))
+		if err != nil {
+			continue
+		}
+		h := holder{pid: pid, ns: ns}
+		for _, mi := range infos {
+			if mi.Major == major && mi.Minor == minor {
+				h.mounts = append(h.mounts, mi)
+			}
+		}
+		if len(h.mounts) > 0 {
+			out = append(out, h)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
+	return out, nil
+}
+
+// Reattach gives every other mount namespace that holds a bind of dead the
+// same bind of the new mount at newTarget: same place, same root (subPath),
+// same read-only flag, private propagation. It returns the mounts it
+// replaced; an error names each one that failed (the others are done).
+func Reattach(ctx context.Context, procRoot string, dead DeadMount, newTarget string) ([]Attached, error) {
+	holders, err := Holders(procRoot, dead.Major, dead.Minor)
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return nil, fmt.Errorf("open this program to run it in a container: %w", err)
+	}
+	defer self.Close()
+	var done []Attached
+	var errs []error
+	for _, h := range holders {
+		for _, mi := range h.mounts {
+			a := Attached{PID: h.pid, MountNS: h.ns, MountPoint: mi.MountPoint, Root: mi.Root, ReadOnly: readOnly(mi.MountOptions)}
+			if err := attach(ctx, self, a, newTarget); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", a, err))
+				continue
+			}
+			done = append(done, a)
+		}
+	}
+	return done, errors.Join(errs...)
+}
+
+func readOnly(opts []string) bool {
+	for _, o := range opts {
+		if o == "ro" {
+			return true
+		}
+	}
+	return false
+}
+
+// attach clones the new mount at a's root, sets its flags, and has a child
+// in a's namespaces swap it in (see the package doc).
+func attach(ctx context.Context, self *os.File, a Attached, newTarget string) error {
+	src := filepath.Join(newTarget, a.Root)
+	if !strings.HasPrefix(src, filepath.Clean(newTarget)) {
+		return fmt.Errorf("root %q leaves the mount", a.Root)
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open_tree %s: %w", src, err)
+	}
+	tree := os.NewFile(uintptr(fd), src)
+	defer tree.Close()
+	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE}
+	if a.ReadOnly {
+		attr.Attr_set = unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("mount_setattr %s: %w", src, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, CommandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "nsenter",
+		fmt.Sprintf("--mount=/proc/%d/ns/mnt", a.PID), fmt.Sprintf("--pid=/proc/%d/ns/pid", a.PID), "--",
+		"/proc/self/fd/3", ReattachCommand, "--fd", "4", "--path", a.MountPoint)
+	cmd.ExtraFiles = []*os.File{self, tree} // fd 3 and 4
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("attach in the container: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// ReattachMain runs in a container's mount namespace (started by nsenter,
+// see the package doc): it detaches the dead mount at path and attaches the
+// mount tree of fd there.
+func ReattachMain(fd int, path string) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("path %q is not absolute", path)
+	}
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("detach the dead mount at %s: %w", path, err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach the new mount at %s: %w", path, err)
+	}
+	return nil
+}

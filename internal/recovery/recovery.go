@@ -1,0 +1,406 @@
+// Package recovery brings back, in place, a FUSE mount whose daemon died:
+// on the node and inside every workload container that uses it, without a
+// restart of the workload.
+//
+// It runs in the mount pod (`mountpod serve`), which holds the tools, runs
+// with hostPID and sees the kubelet's directory with Bidirectional
+// propagation. Each pass (at start, for mounts that died while no mount pod
+// ran, then every [DefaultInterval]) reads the mount records
+// (internal/mountrecord) of the plugins this pod is registered for, and for
+// each one:
+//
+//   - target not mounted (or gone): the mount was removed by other means;
+//     the record is dropped.
+//   - target answers stat: healthy, nothing to do.
+//   - stat answers ENOTCONN, ECONNABORTED, EIO or ESTALE: the daemon is
+//     dead. The dead mount is detached lazily (umount -l; the detach
+//     propagates to the node), mounted again with the recorded source,
+//     type and options (mount(8) in this pod, so the helper puts the new
+//     daemon in a new scope), and then every other mount namespace that
+//     still holds the dead mount (found through /proc/PID/mountinfo by the
+//     dead mount's device number) gets the new one at the same place: see
+//     [Reattach]. A failure is retried with exponential back-off (from
+//     [DefaultBackoff] to [MaxBackoff]) and logged at each attempt, never in
+//     a hot loop.
+//
+// Detection is a bounded poll: a stat per recorded mount per interval
+// (1 s), so a dead mount is found within about a second. Files a workload
+// had open on the dead connection stay broken (the kernel cannot move an
+// open file to a new connection); the next open works.
+//
+// # Entering a container's mount namespace
+//
+// setns(2) into a mount namespace needs a single-threaded process, and a
+// Go process never is one. So the attach runs in a child: util-linux
+// nsenter (in the image) enters the workload's mount and PID namespaces and
+// executes this program again, through a descriptor inherited as fd 3
+// (/proc/self/fd/3: nsenter forks into the PID namespace, so /proc/self is
+// the child in the container's own procfs, and the program need not exist in
+// the container's file system), with the new mount, already cloned by
+// open_tree(OPEN_TREE_CLONE) at the bind's root and made private (and
+// read-only for a read-only bind), as fd 4. The child ([ReattachMain])
+// detaches the dead mount at the path and attaches fd 4 there with
+// move_mount(2). A container whose mount is a slave of the node's
+// (mountPropagation: HostToContainer) received the detach and the new mount
+// by propagation already: it no longer holds the dead mount, so it is not
+// touched again.
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/mount-utils"
+
+	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+// Defaults of [Recoverer].
+const (
+	DefaultInterval = time.Second
+	DefaultBackoff  = time.Second
+	MaxBackoff      = time.Minute
+	// StatTimeout bounds the health check of one mount.
+	StatTimeout = 2 * time.Second
+	// CommandTimeout bounds each mount, umount and attach.
+	CommandTimeout = 30 * time.Second
+)
+
+// Recoverer finds dead FUSE mounts of its plugins and brings them back.
+type Recoverer struct {
+	// Dir is the registration directory; records are in its
+	// mountrecord.Dir.
+	Dir string
+	// Plugins are the plugins this mount pod serves; PodUID is its UID:
+	// only the records of plugins whose registration names PodUID are
+	// processed, so that of two mount pods of a plugin on a node (during a
+	// surge rollout) only the registered one acts.
+	Plugins []string
+	PodUID  string
+	// Interval between passes; default DefaultInterval.
+	Interval time.Duration
+	// Backoff is the first wait after a failed attempt, doubled after each
+	// one up to MaxBackoff; default DefaultBackoff.
+	Backoff time.Duration
+	// Logger receives one line per recovery, failure and dropped record.
+	Logger *slog.Logger
+
+	// MountInfo is the mount table to read; default /proc/self/mountinfo.
+	MountInfo string
+	// ProcRoot is the proc file system; default /proc.
+	ProcRoot string
+	// Command runs mount(8) and umount(8) in this pod; default os/exec.
+	Command func(ctx context.Context, name string, args ...string) ([]byte, error)
+	// Reattach attaches the new mount in the namespaces holding the dead
+	// one; default [Reattach].
+	Reattach func(ctx context.Context, procRoot string, dead DeadMount, newTarget string) ([]Attached, error)
+
+	// stat checks a mount; default statWithin with StatTimeout.
+	stat func(ctx context.Context, path string) error
+
+	mu     sync.Mutex
+	state  map[string]*attempt // target -> back-off state
+	warned map[string]bool     // targets whose record was refused or not recoverable, logged once
+}
+
+type attempt struct {
+	failures int
+	next     time.Time
+	// pending is the dead mount still held by containers whose attach
+	// failed, once the node's mount is back.
+	pending *DeadMount
+}
+
+// Result is what one pass did for one record.
+type Result struct {
+	Target string
+	// Action: "healthy", "dropped", "recovered", "failed", "waiting"
+	// (back-off), "not-recoverable", "refused" (bad record).
+	Action string
+	// Attached are the containers' mounts replaced, when recovered.
+	Attached []Attached
+	// Took is how long the recovery took, from detection.
+	Took time.Duration
+	Err  error
+}
+
+// Run makes a pass every Interval until ctx ends.
+func (r *Recoverer) Run(ctx context.Context) {
+	interval := r.Interval
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		r.Pass(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Recoverer) log() *slog.Logger {
+	if r.Logger == nil {
+		return slog.Default()
+	}
+	return r.Logger
+}
+
+// Pass checks every record once and recovers the dead mounts whose
+// back-off has passed.
+func (r *Recoverer) Pass(ctx context.Context) []Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state == nil {
+		r.state, r.warned = map[string]*attempt{}, map[string]bool{}
+	}
+	dir := filepath.Join(r.Dir, mountrecord.Dir)
+	entries, err := mountrecord.List(dir)
+	if err != nil {
+		r.log().Warn("cannot read the mount records", "dir", dir, "err", err)
+		return nil
+	}
+	held := map[string]bool{}
+	for _, p := range r.Plugins {
+		reg, ok, err := registration.Read(r.Dir, p)
+		held[p] = err == nil && ok && reg.PodUID == r.PodUID
+	}
+	infoPath := r.MountInfo
+	if infoPath == "" {
+		infoPath = "/proc/self/mountinfo"
+	}
+	infos, err := mount.ParseMountInfo(infoPath)
+	if err != nil {
+		r.log().Warn("cannot read the mount table", "file", infoPath, "err", err)
+		return nil
+	}
+	var results []Result
+	live := map[string]bool{}
+	for _, e := range entries {
+		if e.Err != nil {
+			if !r.warned[e.Path] {
+				r.warned[e.Path] = true
+				r.log().Warn("mount record refused", "file", e.Path, "err", e.Err)
+			}
+			results = append(results, Result{Target: e.Path, Action: "refused", Err: e.Err})
+			continue
+		}
+		if !held[e.Record.Plugin] {
+			continue
+		}
+		live[e.Record.Target] = true
+		results = append(results, r.check(ctx, dir, e.Record, infos))
+	}
+	for t := range r.state {
+		if !live[t] {
+			delete(r.state, t)
+		}
+	}
+	return results
+}
+
+// check handles one record.
+func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Record, infos []mount.MountInfo) Result {
+	res := Result{Target: rec.Target}
+	mi, mounted := lastMountAt(infos, rec.Target)
+	if !mounted {
+		res.Action = "dropped"
+		if err := mountrecord.Remove(dir, rec.Target); err != nil {
+			res.Err = err
+		}
+		r.log().Info("mount record dropped: its target is no longer mounted", "path", rec.Target, "plugin", rec.Plugin, "err", res.Err)
+		return res
+	}
+	err := r.check1(ctx, rec.Target)
+	if !IsDead(err) {
+		res.Action = "healthy"
+		if a := r.state[rec.Target]; a != nil && a.pending != nil {
+			return r.retryAttach(ctx, rec, a)
+		}
+		delete(r.state, rec.Target)
+		return res
+	}
+	if rec.NotRecoverable != "" {
+		res.Action = "not-recoverable"
+		if !r.warned[rec.Target] {
+			r.warned[rec.Target] = true
+			r.log().Error("FUSE mount is dead and cannot come back by itself", "path", rec.Target, "plugin", rec.Plugin, "why", rec.NotRecoverable, "err", err)
+		}
+		return res
+	}
+	a := r.state[rec.Target]
+	if a == nil {
+		a = &attempt{}
+		r.state[rec.Target] = a
+	}
+	if time.Now().Before(a.next) {
+		res.Action = "waiting"
+		return res
+	}
+	start := time.Now()
+	dead := DeadMount{Major: mi.Major, Minor: mi.Minor, Target: rec.Target}
+	attached, onNode, rerr := r.recover(ctx, rec, dead)
+	res.Took, res.Attached = time.Since(start), attached
+	if rerr != nil {
+		if onNode {
+			a.pending = &dead // the node's mount is back: only the containers are left
+		}
+		res.Action, res.Err = "failed", rerr
+		r.failed(rec, a, rerr)
+		return res
+	}
+	delete(r.state, rec.Target)
+	res.Action = "recovered"
+	attrs := []any{"path", rec.Target, "plugin", rec.Plugin, "source", rec.Source, "was", err.Error(), "took", res.Took.Round(time.Millisecond)}
+	for _, at := range attached {
+		attrs = append(attrs, "container", at.String())
+	}
+	r.log().Warn("FUSE mount came back after its daemon died; files open at the time must be reopened", attrs...)
+	return res
+}
+
+// failed counts a failed attempt, sets the back-off and logs it.
+func (r *Recoverer) failed(rec mountrecord.Record, a *attempt, err error) {
+	a.failures++
+	base := r.Backoff
+	if base <= 0 {
+		base = DefaultBackoff
+	}
+	backoff := min(base<<min(a.failures-1, 16), MaxBackoff)
+	a.next = time.Now().Add(backoff)
+	r.log().Error("FUSE mount is dead; bringing it back failed", "path", rec.Target, "plugin", rec.Plugin, "source", rec.Source,
+		"attempt", a.failures, "retryIn", backoff, "err", err)
+}
+
+// retryAttach attaches the node's mount, which is back, in the containers
+// whose attach failed before.
+func (r *Recoverer) retryAttach(ctx context.Context, rec mountrecord.Record, a *attempt) Result {
+	res := Result{Target: rec.Target, Action: "waiting"}
+	if time.Now().Before(a.next) {
+		return res
+	}
+	start := time.Now()
+	attached, err := r.reattach(ctx, *a.pending)
+	res.Took, res.Attached = time.Since(start), attached
+	if err != nil {
+		res.Action, res.Err = "failed", err
+		r.failed(rec, a, err)
+		return res
+	}
+	delete(r.state, rec.Target)
+	res.Action = "recovered"
+	r.log().Warn("FUSE mount is back in every container that used it", "path", rec.Target, "plugin", rec.Plugin, "containers", len(attached))
+	return res
+}
+
+func (r *Recoverer) reattach(ctx context.Context, dead DeadMount) ([]Attached, error) {
+	reattach := r.Reattach
+	if reattach == nil {
+		reattach = Reattach
+	}
+	procRoot := r.ProcRoot
+	if procRoot == "" {
+		procRoot = "/proc"
+	}
+	return reattach(ctx, procRoot, dead, dead.Target)
+}
+
+// recover detaches the dead mount at rec.Target, mounts rec again and
+// attaches the new mount wherever the dead one still is. onNode reports
+// whether the node's mount is back (only attaching in containers failed).
+func (r *Recoverer) recover(ctx context.Context, rec mountrecord.Record, dead DeadMount) (attached []Attached, onNode bool, err error) {
+	run := r.Command
+	if run == nil {
+		run = runCommand
+	}
+	if out, err := run(ctx, "umount", "-l", rec.Target); err != nil {
+		return nil, false, fmt.Errorf("detach the dead mount: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	args := []string{"-t", rec.FSType}
+	if len(rec.Options) > 0 {
+		args = append(args, "-o", strings.Join(rec.Options, ","))
+	}
+	args = append(args, rec.Source, rec.Target)
+	if out, err := run(ctx, "mount", args...); err != nil {
+		return nil, false, fmt.Errorf("mount %s at %s again: %w: %s", rec.Source, rec.Target, err, strings.TrimSpace(string(out)))
+	}
+	if err := r.check1(ctx, rec.Target); err != nil {
+		return nil, false, fmt.Errorf("the new mount at %s does not answer: %w", rec.Target, err)
+	}
+	attached, err = r.reattach(ctx, dead)
+	return attached, true, err
+}
+
+// check1 checks that the mount at path answers.
+func (r *Recoverer) check1(ctx context.Context, path string) error {
+	if r.stat != nil {
+		return r.stat(ctx, path)
+	}
+	return statWithin(ctx, path, StatTimeout)
+}
+
+// lastMountAt returns the topmost mount at target in infos.
+func lastMountAt(infos []mount.MountInfo, target string) (mount.MountInfo, bool) {
+	var found mount.MountInfo
+	ok := false
+	for _, mi := range infos {
+		if mi.MountPoint == target {
+			found, ok = mi, true
+		}
+	}
+	return found, ok
+}
+
+// IsDead reports whether err, from a stat of a FUSE mount, says the mount's
+// daemon is gone: ENOTCONN ("transport endpoint is not connected"),
+// ECONNABORTED, EIO or ESTALE.
+func IsDead(err error) bool {
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.EIO) || errors.Is(err, syscall.ESTALE)
+}
+
+// statWithin stats path, giving up after d (a hung FUSE daemon can block
+// stat for as long as it likes; the goroutine is left to finish). A hung
+// mount is not a dead one: it is left alone.
+func statWithin(ctx context.Context, path string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := os.Stat(path)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("stat %s: no answer within %s", path, d)
+	}
+}
+
+func runCommand(ctx context.Context, name string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, CommandTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	// The FUSE daemon mount(8) starts may keep inherited pipes open:
+	// CombinedOutput would then wait for it. A bounded wait for the pipes.
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		err = nil
+	}
+	return out, err
+}

@@ -1,0 +1,287 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+const (
+	plugin = "kubernetes.io/glusterfs"
+	podUID = "3e1c1d2e-0000-4000-8000-000000000001"
+	target = "/var/lib/kubelet/pods/a/volumes/kubernetes.io~glusterfs/data"
+)
+
+// bed is a registration directory with this pod registered, a mount table
+// with target mounted (device 0:77), and fakes for what a real dead FUSE
+// mount would do.
+type bed struct {
+	t         *testing.T
+	r         *Recoverer
+	mountinfo string
+	mu        sync.Mutex
+	health    map[string]error // path -> what stat answers
+	calls     []string
+	failMount error
+	attachErr error
+	attached  []DeadMount
+}
+
+func newBed(t *testing.T) *bed {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "plugin-containers")
+	if err := registration.Write(dir, plugin, registration.Registration{PodNamespace: "kube-system", PodName: "glusterfs-mountpod-x", PodUID: podUID, ContainerName: "mount"}); err != nil {
+		t.Fatal(err)
+	}
+	b := &bed{t: t, health: map[string]error{}, mountinfo: filepath.Join(t.TempDir(), "mountinfo")}
+	b.setMounted(true)
+	b.r = &Recoverer{Dir: dir, Plugins: []string{plugin}, PodUID: podUID, MountInfo: b.mountinfo, Backoff: 50 * time.Millisecond}
+	b.r.stat = func(_ context.Context, p string) error {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.health[p]
+	}
+	b.r.Command = func(_ context.Context, name string, args ...string) ([]byte, error) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.calls = append(b.calls, strings.Join(append([]string{name}, args...), " "))
+		if name == "mount" {
+			if b.failMount != nil {
+				return []byte("mount error: no server"), b.failMount
+			}
+			b.health[args[len(args)-1]] = nil // the new daemon answers
+		}
+		return nil, nil
+	}
+	b.r.Reattach = func(_ context.Context, _ string, dead DeadMount, _ string) ([]Attached, error) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.attached = append(b.attached, dead)
+		if b.attachErr != nil {
+			return nil, b.attachErr
+		}
+		return []Attached{{PID: 4242, MountPoint: "/data", Root: "/"}}, nil
+	}
+	return b
+}
+
+func (b *bed) setMounted(mounted bool) {
+	b.t.Helper()
+	line := "30 25 0:40 / / rw - overlay overlay rw\n"
+	if mounted {
+		line += fmt.Sprintf("812 30 0:77 / %s rw,relatime shared:1 - fuse.glusterfs srv:/vol rw,user_id=0\n", target)
+	}
+	if err := os.WriteFile(b.mountinfo, []byte(line), 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+func (b *bed) record(r mountrecord.Record) {
+	b.t.Helper()
+	if err := mountrecord.Write(filepath.Join(b.r.Dir, mountrecord.Dir), r); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+func (b *bed) kill() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.health[target] = &os.PathError{Op: "stat", Path: target, Err: syscall.ENOTCONN}
+}
+
+func (b *bed) pass() Result {
+	b.t.Helper()
+	res := b.r.Pass(context.Background())
+	if len(res) != 1 {
+		b.t.Fatalf("pass: %+v; want one result", res)
+	}
+	return res[0]
+}
+
+func glusterRecord() mountrecord.Record {
+	return mountrecord.Record{Plugin: plugin, Source: "srv:/vol", Target: target, FSType: "glusterfs", Options: []string{"log-level=WARNING", "ro"}}
+}
+
+func TestDeadMountComesBack(t *testing.T) {
+	b := newBed(t)
+	b.record(glusterRecord())
+	if res := b.pass(); res.Action != "healthy" || len(b.calls) != 0 {
+		t.Fatalf("healthy mount: %+v, calls %q", res, b.calls)
+	}
+	b.kill()
+	res := b.pass()
+	if res.Action != "recovered" || res.Err != nil || len(res.Attached) != 1 {
+		t.Fatalf("dead mount: %+v", res)
+	}
+	want := []string{"umount -l " + target, "mount -t glusterfs -o log-level=WARNING,ro srv:/vol " + target}
+	if !slices.Equal(b.calls, want) {
+		t.Errorf("commands %q, want %q", b.calls, want)
+	}
+	if len(b.attached) != 1 || b.attached[0] != (DeadMount{Major: 0, Minor: 77, Target: target}) {
+		t.Errorf("attached %+v; want the dead mount's device 0:77", b.attached)
+	}
+	if res := b.pass(); res.Action != "healthy" {
+		t.Errorf("after recovery: %+v", res)
+	}
+}
+
+func TestFailedRecoveryBacksOff(t *testing.T) {
+	b := newBed(t)
+	b.record(glusterRecord())
+	b.kill()
+	b.failMount = errors.New("exit status 1")
+	if res := b.pass(); res.Action != "failed" || !strings.Contains(res.Err.Error(), "no server") {
+		t.Fatalf("first attempt: %+v", res)
+	}
+	// Within the back-off nothing runs, however often the loop passes.
+	for range 20 {
+		if res := b.pass(); res.Action != "waiting" {
+			t.Fatalf("during the back-off: %+v", res)
+		}
+	}
+	if n := len(b.calls); n != 2 {
+		t.Fatalf("%d commands during the back-off, want the first attempt's 2: %q", n, b.calls)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if res := b.pass(); res.Action != "failed" {
+		t.Fatalf("second attempt: %+v", res)
+	}
+	// The second wait is twice the first.
+	time.Sleep(60 * time.Millisecond)
+	if res := b.pass(); res.Action != "waiting" {
+		t.Fatalf("the back-off did not grow: %+v", res)
+	}
+	time.Sleep(60 * time.Millisecond)
+	b.failMount = nil
+	if res := b.pass(); res.Action != "recovered" {
+		t.Fatalf("third attempt: %+v", res)
+	}
+}
+
+func TestAttachRetriedOnceTheNodeIsBack(t *testing.T) {
+	b := newBed(t)
+	b.record(glusterRecord())
+	b.kill()
+	b.attachErr = errors.New("pid 4242: /data: attach failed")
+	if res := b.pass(); res.Action != "failed" {
+		t.Fatalf("attach failure: %+v", res)
+	}
+	time.Sleep(60 * time.Millisecond)
+	b.attachErr = nil
+	if res := b.pass(); res.Action != "recovered" {
+		t.Fatalf("retry: %+v", res)
+	}
+	// The node's mount was made once; the attach was tried twice, for
+	// the same dead device.
+	if mounts := slices.DeleteFunc(slices.Clone(b.calls), func(c string) bool { return !strings.HasPrefix(c, "mount ") }); len(mounts) != 1 {
+		t.Errorf("mount ran %d times, want once: %q", len(mounts), b.calls)
+	}
+	if len(b.attached) != 2 || b.attached[1] != b.attached[0] {
+		t.Errorf("attached %+v; want the same dead mount twice", b.attached)
+	}
+}
+
+func TestRecordsDroppedOrLeftAlone(t *testing.T) {
+	t.Run("unmounted", func(t *testing.T) {
+		b := newBed(t)
+		b.record(glusterRecord())
+		b.setMounted(false)
+		if res := b.pass(); res.Action != "dropped" {
+			t.Fatalf("%+v", res)
+		}
+		if es, _ := mountrecord.List(filepath.Join(b.r.Dir, mountrecord.Dir)); len(es) != 0 {
+			t.Fatalf("the record of an unmounted target was kept: %+v", es)
+		}
+	})
+	t.Run("not recoverable", func(t *testing.T) {
+		b := newBed(t)
+		r := glusterRecord()
+		r.Options, r.NotRecoverable = nil, "its options hold a secret"
+		b.record(r)
+		b.kill()
+		if res := b.pass(); res.Action != "not-recoverable" || len(b.calls) != 0 {
+			t.Fatalf("%+v, calls %q", res, b.calls)
+		}
+	})
+	t.Run("another pod is registered", func(t *testing.T) {
+		b := newBed(t)
+		b.record(glusterRecord())
+		b.kill()
+		b.r.PodUID = "another-pod"
+		if res := b.r.Pass(context.Background()); len(res) != 0 || len(b.calls) != 0 {
+			t.Fatalf("a pod that does not hold the plugin acted: %+v, %q", res, b.calls)
+		}
+	})
+	t.Run("hung, not dead", func(t *testing.T) {
+		b := newBed(t)
+		b.record(glusterRecord())
+		b.health[target] = errors.New("stat: no answer within 2s")
+		if res := b.pass(); res.Action != "healthy" || len(b.calls) != 0 {
+			t.Fatalf("a hung mount was remounted: %+v, %q", res, b.calls)
+		}
+	})
+}
+
+func TestIsDead(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.ENOTCONN, syscall.ECONNABORTED, syscall.EIO, syscall.ESTALE} {
+		if !IsDead(&os.PathError{Op: "stat", Path: "/x", Err: errno}) {
+			t.Errorf("%v is not dead", errno)
+		}
+	}
+	for _, err := range []error{nil, os.ErrNotExist, syscall.EACCES} {
+		if IsDead(err) {
+			t.Errorf("%v is dead", err)
+		}
+	}
+}
+
+// TestHolders reads a fake /proc: the namespaces that hold device 0:77,
+// each once, not this process's own, with each bind's root and flags.
+func TestHolders(t *testing.T) {
+	proc := t.TempDir()
+	ns := func(pid, id string) {
+		if err := os.MkdirAll(filepath.Join(proc, pid, "ns"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("mnt:["+id+"]", filepath.Join(proc, pid, "ns", "mnt")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info := func(pid, content string) {
+		if err := os.WriteFile(filepath.Join(proc, pid, "mountinfo"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns("self", "1")
+	ns("10", "1") // this process's namespace
+	info("10", "812 30 0:77 / "+target+" rw - fuse.glusterfs srv:/vol rw\n")
+	ns("20", "2") // a container: the volume at /data, a subPath read-only at /conf
+	info("20", "900 800 0:50 / / rw - overlay overlay rw\n901 900 0:77 / /data rw,relatime - fuse.glusterfs srv:/vol rw\n902 900 0:77 /sub /conf ro,relatime - fuse.glusterfs srv:/vol rw\n")
+	ns("21", "2") // the same container's other process
+	info("21", "901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw\n")
+	ns("30", "3") // a container without the volume
+	info("30", "900 800 0:50 / / rw - overlay overlay rw\n")
+	hs, err := Holders(proc, 0, 77)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 1 || hs[0].pid != 20 || len(hs[0].mounts) != 2 {
+		t.Fatalf("holders %+v; want pid 20 with two mounts", hs)
+	}
+	m := hs[0].mounts
+	if m[0].MountPoint != "/data" || m[0].Root != "/" || readOnly(m[0].MountOptions) ||
+		m[1].MountPoint != "/conf" || m[1].Root != "/sub" || !readOnly(m[1].MountOptions) {
+		t.Errorf("mounts %+v; want /data (root /, rw) and /conf (root /sub, ro)", m)
+	}
+}
