@@ -1,0 +1,227 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
+	"github.com/mountcontainers/mountcontainers/test/framework"
+)
+
+// TestRecovery kills the glusterfs FUSE daemon behind a running workload's
+// volume and checks that the mount pod brings the mount back in place: on
+// the node and inside the workload's containers (one writing at /data with
+// no mountPropagation, one reading a subPath read-only), with no restart,
+// the binds' roots and flags kept, exactly one mount at each path. The
+// negative control turns recovery off and the same kill leaves the
+// workload broken.
+func TestRecovery(t *testing.T) {
+	bed := framework.Current(t)
+	g := setupGlusterfs(t, bed)
+	w := g.startRecoveryWorkload(t, "recovering")
+	dir := g.volumeDir(w.pod)
+	w.waitLines(t, 20)
+	bed.MustExec(t, g.ns, w.pod.Name, "main", "sh", "-c", "mkdir -p /data/sub && echo marker > /data/sub/marker && sync")
+	if got := strings.TrimSpace(bed.MustExec(t, g.ns, w.pod.Name, "reader", "cat", "/sub/marker")); got != "marker" {
+		t.Fatalf("the reader's subPath shows %q", got)
+	}
+	if es, err := mountrecord.List(bed.Env.RegistrationDir + "/" + mountrecord.Dir); err != nil || !hasRecord(es, dir) {
+		t.Fatalf("no mount record of %s: %+v, %v", dir, es, err)
+	}
+
+	t.Run("DaemonKilled", func(t *testing.T) {
+		pids := fuseProcesses(t, dir)
+		if len(pids) != 1 {
+			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
+		}
+		oldDev := containerMount(t, bed, g.ns, w.pod.Name, "main", "/data").dev
+		before := w.lines(t)
+		killed := time.Now()
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("killed the FUSE daemon %d of %s", pids[0], dir)
+		w.waitLines(t, before+20)
+		back := w.firstLineAfter(t, killed)
+		t.Logf("first write after the kill landed %s after it; longest write gap %s", back.Sub(killed).Round(time.Millisecond), w.longestStall(t, before))
+		if d := back.Sub(killed); d > 5*time.Second {
+			t.Errorf("the workload wrote again %s after the daemon died, want within 5 s", d)
+		}
+
+		if now := fuseProcesses(t, dir); len(now) != 1 || now[0] == pids[0] {
+			t.Errorf("glusterfs processes serving %s: %v (the killed one was %d); want one new", dir, now, pids[0])
+		}
+		data := containerMount(t, bed, g.ns, w.pod.Name, "main", "/data")
+		if data.dev == oldDev || data.fstype != "fuse.glusterfs" || data.root != "/" || data.ro {
+			t.Errorf("the writer's /data is %+v (was device %s); want the new connection, root /, read-write", data, oldDev)
+		}
+		sub := containerMount(t, bed, g.ns, w.pod.Name, "reader", "/sub")
+		if sub.dev != data.dev || sub.root != "/sub" || !sub.ro {
+			t.Errorf("the reader's /sub is %+v; want device %s, root /sub, read-only", sub, data.dev)
+		}
+		if got := strings.TrimSpace(bed.MustExec(t, g.ns, w.pod.Name, "reader", "cat", "/sub/marker")); got != "marker" {
+			t.Errorf("the reader's subPath shows %q after the recovery", got)
+		}
+		if _, se, err := bed.Exec(context.Background(), 20*time.Second, g.ns, w.pod.Name, "reader", "touch", "/sub/new"); err == nil || !strings.Contains(se, "Read-only") {
+			t.Errorf("the reader could write its read-only subPath: %v %s", err, se)
+		}
+		w.assertNotRestarted(t)
+		mp := g.mountPod(t)
+		logs := bed.Kubectl(t, "-n", mp.Namespace, "logs", mp.Name)
+		if !strings.Contains(logs, "FUSE mount came back") || !strings.Contains(logs, dir) {
+			t.Errorf("the mount pod's log does not report the recovery of %s:\n%s", dir, logs)
+		}
+		n, writers := w.verify(t)
+		t.Logf("brick stream: %d lines verified, writers %v", n, writers)
+	})
+
+	// The negative control: with recovery off the same kill leaves the
+	// workload broken, so the proof above can fail.
+	t.Run("NegativeControlRecoveryOff", func(t *testing.T) {
+		mp := g.mountPod(t)
+		bed.Kubectl(t, "-n", mountpodNS, "set", "env", "ds/glusterfs-mountpod", "MOUNTPOD_RECOVERY=false")
+		bed.WaitPodGone(t, mp.Namespace, mp.Name, mp.UID, 2*time.Minute)
+		g.waitRegisteredAfter(t, mp)
+		pids := fuseProcesses(t, dir)
+		if len(pids) != 1 {
+			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
+		}
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(8 * time.Second)
+		_, se, err := bed.Exec(context.Background(), 20*time.Second, g.ns, w.pod.Name, "main", "cat", "/data/stream")
+		if err == nil || !strings.Contains(se, "Transport endpoint is not connected") {
+			t.Fatalf("with recovery off, 8 s after the kill the workload reads its volume (%v, %q): the proof cannot fail", err, se)
+		}
+		t.Logf("recovery off: the workload's mount stays broken, as expected")
+	})
+}
+
+func hasRecord(es []mountrecord.Entry, target string) bool {
+	for _, e := range es {
+		if e.Err == nil && e.Record.Target == target {
+			return true
+		}
+	}
+	return false
+}
+
+// startRecoveryWorkload starts a pod whose container "main" is a stream
+// writer at /data and whose container "reader" has the volume's "sub"
+// directory read-only at /sub.
+func (g *glusterEnv) startRecoveryWorkload(t *testing.T, name string) *streamWriter {
+	t.Helper()
+	g.bed.Apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+    - name: main
+      image: %[3]s
+      imagePullPolicy: Never
+      command: ["sh", "-c", %[4]q]
+      volumeMounts:
+        - {name: data, mountPath: /data}
+        - {name: scratch, mountPath: /scratch}
+    - name: reader
+      image: %[3]s
+      imagePullPolicy: Never
+      command: ["sleep", "infinity"]
+      volumeMounts:
+        - {name: data, mountPath: /sub, subPath: sub, readOnly: true}
+  volumes:
+    - name: data
+      flexVolume:
+        driver: %[5]s
+        options: {server: %[6]q, volume: %[7]s}
+    - name: scratch
+      emptyDir: {}
+`, name, g.ns, g.bed.Env.BaseImage, streamWriterScript, glusterDriver, g.bed.Env.NodeName, glusterVolume))
+	w := &streamWriter{g: g, pod: g.bed.WaitPod(t, g.ns, name, true, 2*time.Minute)}
+	t.Cleanup(func() { w.delete(t) })
+	return w
+}
+
+// firstLineAfter returns the writer's timestamp of its first line on the
+// brick written after at.
+func (w *streamWriter) firstLineAfter(t *testing.T, at time.Time) time.Time {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSpace(string(w.stream(t))), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[1], 10, 64)
+		if err == nil && time.Unix(0, ns).After(at) {
+			return time.Unix(0, ns)
+		}
+	}
+	t.Fatalf("no line on the brick was written after %s", at)
+	return time.Time{}
+}
+
+// assertNotRestarted fails unless the workload pod is the same and none of
+// its containers restarted.
+func (w *streamWriter) assertNotRestarted(t *testing.T) {
+	t.Helper()
+	p, err := w.g.bed.Client.CoreV1().Pods(w.g.ns).Get(context.Background(), w.pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.UID != w.pod.UID {
+		t.Fatalf("the workload pod was replaced")
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.RestartCount != 0 {
+			t.Errorf("the workload's container %s restarted %d times", cs.Name, cs.RestartCount)
+		}
+	}
+}
+
+// ctrMount is one line of a container's mountinfo.
+type ctrMount struct {
+	dev, root, fstype string
+	ro                bool
+}
+
+// containerMount returns the one mount at path in a container's mount
+// namespace (as a process exec'd in it reads its mountinfo), and
+// fails unless there is exactly one.
+func containerMount(t *testing.T, bed *framework.Bed, ns, pod, container, path string) ctrMount {
+	t.Helper()
+	out := bed.MustExec(t, ns, pod, container, "cat", "/proc/self/mountinfo")
+	var found []ctrMount
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[4] != path {
+			continue
+		}
+		m := ctrMount{dev: f[2], root: f[3]}
+		for _, o := range strings.Split(f[5], ",") {
+			m.ro = m.ro || o == "ro"
+		}
+		for i, x := range f {
+			if x == "-" && i+1 < len(f) {
+				m.fstype = f[i+1]
+			}
+		}
+		found = append(found, m)
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d mounts at %s in %s/%s's container %s, want exactly 1:\n%s", len(found), path, ns, pod, container, out)
+	}
+	return found[0]
+}
