@@ -10,6 +10,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/mountpod"
 	"github.com/mountcontainers/mountcontainers/internal/recovery"
+	"github.com/mountcontainers/mountcontainers/internal/scope"
 )
 
 // envRecovery turns the recovery of dead FUSE mounts on ("true", the
@@ -28,14 +29,44 @@ func startRecovery(ctx context.Context, cfg mountpod.Config) (func(), error) {
 	default:
 		return nil, fmt.Errorf("%s=%q: want true or false", envRecovery, v)
 	}
-	r := &recovery.Recoverer{Dir: cfg.Dir, Plugins: cfg.Plugins, PodUID: cfg.Pod.PodUID, Logger: cfg.Logger.With("component", "recovery")}
+	log := cfg.Logger.With("component", "recovery")
+	r := &recovery.Recoverer{Dir: cfg.Dir, Plugins: cfg.Plugins, PodUID: cfg.Pod.PodUID, Logger: log}
+	closeEvents := func() {}
+	if events, closeAll, err := scopeEvents(cfg.Plugins); err != nil {
+		log.Info("dead mounts are found by polling only", "why", err)
+	} else {
+		r.Events, closeEvents = events, closeAll
+		log.Info("dead mounts are found by their scope's cgroup events and by polling", "watched", events.Watched())
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		r.Run(ctx)
 	}()
-	return func() { cancel(); <-done }, nil
+	return func() { cancel(); <-done; closeEvents() }, nil
+}
+
+// scopeEvents watches the scopes of plugins, when scopes are on; closeAll
+// stops it.
+func scopeEvents(plugins []string) (events *recovery.ScopeEvents, closeAll func(), err error) {
+	enabled, cfg, err := scope.ConfigFromEnv(os.Getenv)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case !enabled:
+		return nil, nil, fmt.Errorf("scopes are off (%s=false)", scope.EnvScopes)
+	}
+	m, err := scope.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	events, err = recovery.NewScopeEvents(m, plugins)
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	return events, func() { events.Close(); m.Close() }, nil
 }
 
 // reattachCommand is run by the recovery itself, in a workload container's

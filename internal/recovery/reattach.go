@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/mount-utils"
@@ -111,15 +112,26 @@ func Reattach(ctx context.Context, procRoot string, dead DeadMount, newTarget st
 		return nil, fmt.Errorf("open this program to run it in a container: %w", err)
 	}
 	defer self.Close()
-	var done []Attached
-	var errs []error
+	// Each attach is a child process of its own: they run side by side.
+	var todo []Attached
 	for _, h := range holders {
 		for _, mi := range h.mounts {
-			a := Attached{PID: h.pid, MountNS: h.ns, MountPoint: mi.MountPoint, Root: mi.Root, ReadOnly: readOnly(mi.MountOptions)}
+			todo = append(todo, Attached{PID: h.pid, MountNS: h.ns, MountPoint: mi.MountPoint, Root: mi.Root, ReadOnly: readOnly(mi.MountOptions)})
+		}
+	}
+	errs := make([]error, len(todo))
+	var wg sync.WaitGroup
+	for i, a := range todo {
+		wg.Go(func() {
 			if err := attach(ctx, self, a, newTarget); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", a, err))
-				continue
+				errs[i] = fmt.Errorf("%s: %w", a, err)
 			}
+		})
+	}
+	wg.Wait()
+	var done []Attached
+	for i, a := range todo {
+		if errs[i] == nil {
 			done = append(done, a)
 		}
 	}

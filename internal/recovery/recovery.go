@@ -23,8 +23,12 @@
 //     [DefaultBackoff] to [MaxBackoff]) and logged at each attempt, never in
 //     a hot loop.
 //
-// Detection is a bounded poll: a stat per recorded mount per interval
-// (1 s), so a dead mount is found within about a second. Files a workload
+// Detection is event-driven where the kernel offers it: with a cgroup v2
+// hierarchy, the "cgroup.events" file of the mount's scope changes when its
+// last process, the daemon, exits ([ScopeEvents]), and a pass runs at once.
+// Everywhere, a bounded poll also runs: a stat per recorded mount per
+// interval (1 s), so a dead mount is found within about a second even
+// without events. Files a workload
 // had open on the dead connection stay broken (the kernel cannot move an
 // open file to a new connection); the next open works.
 //
@@ -94,6 +98,9 @@ type Recoverer struct {
 	Backoff time.Duration
 	// Logger receives one line per recovery, failure and dropped record.
 	Logger *slog.Logger
+	// Events, when set, makes Run pass at once when something may have
+	// died (see [ScopeEvents]), besides every Interval.
+	Events Events
 
 	// MountInfo is the mount table to read; default /proc/self/mountinfo.
 	MountInfo string
@@ -129,8 +136,9 @@ type Result struct {
 	Action string
 	// Attached are the containers' mounts replaced, when recovered.
 	Attached []Attached
-	// Took is how long the recovery took, from detection.
-	Took time.Duration
+	// Took is how long the recovery took, from detection; Remount and
+	// Attach how long the node's mount and the containers' attach took.
+	Took, Remount, Attach time.Duration
 	Err  error
 }
 
@@ -142,12 +150,20 @@ func (r *Recoverer) Run(ctx context.Context) {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var wake <-chan struct{}
+	if r.Events != nil {
+		wake = r.Events.C()
+	}
 	for {
 		r.Pass(ctx)
+		if r.Events != nil {
+			r.Events.Refresh()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-wake:
 		}
 	}
 }
@@ -252,7 +268,7 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 	}
 	start := time.Now()
 	dead := DeadMount{Major: mi.Major, Minor: mi.Minor, Target: rec.Target}
-	attached, onNode, rerr := r.recover(ctx, rec, dead)
+	attached, onNode, rerr := r.recover(ctx, rec, dead, &res)
 	res.Took, res.Attached = time.Since(start), attached
 	if rerr != nil {
 		if onNode {
@@ -264,7 +280,8 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 	}
 	delete(r.state, rec.Target)
 	res.Action = "recovered"
-	attrs := []any{"path", rec.Target, "plugin", rec.Plugin, "source", rec.Source, "was", err.Error(), "took", res.Took.Round(time.Millisecond)}
+	attrs := []any{"path", rec.Target, "plugin", rec.Plugin, "source", rec.Source, "was", err.Error(), "took", res.Took.Round(time.Millisecond),
+		"remount", res.Remount.Round(time.Millisecond), "attach", res.Attach.Round(time.Millisecond)}
 	for _, at := range attached {
 		attrs = append(attrs, "container", at.String())
 	}
@@ -321,7 +338,8 @@ func (r *Recoverer) reattach(ctx context.Context, dead DeadMount) ([]Attached, e
 // recover detaches the dead mount at rec.Target, mounts rec again and
 // attaches the new mount wherever the dead one still is. onNode reports
 // whether the node's mount is back (only attaching in containers failed).
-func (r *Recoverer) recover(ctx context.Context, rec mountrecord.Record, dead DeadMount) (attached []Attached, onNode bool, err error) {
+func (r *Recoverer) recover(ctx context.Context, rec mountrecord.Record, dead DeadMount, res *Result) (attached []Attached, onNode bool, err error) {
+	start := time.Now()
 	run := r.Command
 	if run == nil {
 		run = runCommand
@@ -340,7 +358,10 @@ func (r *Recoverer) recover(ctx context.Context, rec mountrecord.Record, dead De
 	if err := r.check1(ctx, rec.Target); err != nil {
 		return nil, false, fmt.Errorf("the new mount at %s does not answer: %w", rec.Target, err)
 	}
+	res.Remount = time.Since(start)
+	start = time.Now()
 	attached, err = r.reattach(ctx, dead)
+	res.Attach = time.Since(start)
 	return attached, true, err
 }
 

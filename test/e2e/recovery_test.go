@@ -20,7 +20,8 @@ import (
 // TestRecovery kills the glusterfs FUSE daemon behind a running workload's
 // volume and checks that the mount pod brings the mount back in place: on
 // the node and inside the workload's containers (one writing at /data with
-// no mountPropagation, one reading a subPath read-only), with no restart,
+// no mountPropagation, one reading a subPath read-only, one following the
+// node's mounts with HostToContainer), with no restart,
 // the binds' roots and flags kept, exactly one mount at each path. The
 // negative control turns recovery off and the same kill leaves the
 // workload broken.
@@ -75,6 +76,13 @@ func TestRecovery(t *testing.T) {
 		if _, se, err := bed.Exec(context.Background(), 20*time.Second, g.ns, w.pod.Name, "reader", "touch", "/sub/new"); err == nil || !strings.Contains(se, "Read-only") {
 			t.Errorf("the reader could write its read-only subPath: %v %s", err, se)
 		}
+		// HostToContainer: the new mount came by propagation, once.
+		if h := containerMount(t, bed, g.ns, w.pod.Name, "follower", "/h"); h.dev != data.dev || h.root != "/" {
+			t.Errorf("the follower's /h is %+v; want device %s, root /", h, data.dev)
+		}
+		if got := strings.TrimSpace(bed.MustExec(t, g.ns, w.pod.Name, "follower", "cat", "/h/sub/marker")); got != "marker" {
+			t.Errorf("the follower reads %q after the recovery", got)
+		}
 		w.assertNotRestarted(t)
 		mp := g.mountPod(t)
 		logs := bed.Kubectl(t, "-n", mp.Namespace, "logs", mp.Name)
@@ -126,8 +134,9 @@ func hasRecord(es []mountrecord.Entry, target string) bool {
 }
 
 // startRecoveryWorkload starts a pod whose container "main" is a stream
-// writer at /data and whose container "reader" has the volume's "sub"
-// directory read-only at /sub.
+// writer at /data, whose container "reader" has the volume's "sub"
+// directory read-only at /sub, and whose container "follower" has the
+// volume at /h with mountPropagation HostToContainer.
 func (g *glusterEnv) startRecoveryWorkload(t *testing.T, name string) *streamWriter {
 	t.Helper()
 	g.bed.Apply(t, fmt.Sprintf(`apiVersion: v1
@@ -151,6 +160,12 @@ spec:
       command: ["sleep", "infinity"]
       volumeMounts:
         - {name: data, mountPath: /sub, subPath: sub, readOnly: true}
+    - name: follower
+      image: %[3]s
+      imagePullPolicy: Never
+      command: ["sleep", "infinity"]
+      volumeMounts:
+        - {name: data, mountPath: /h, mountPropagation: HostToContainer}
   volumes:
     - name: data
       flexVolume:

@@ -1,0 +1,126 @@
+package recovery
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/mountcontainers/mountcontainers/internal/scope"
+)
+
+// Events wakes a [Recoverer] as soon as something may have died, rather
+// than at its next poll.
+type Events interface {
+	// C receives a value when a pass should run now.
+	C() <-chan struct{}
+	// Refresh is called after every pass: the set of things to watch may
+	// have changed.
+	Refresh()
+}
+
+// ScopeEvents watches the cgroup v2 "cgroup.events" file of every scope of
+// its plugins: the kernel rewrites it ("populated 0") when the scope's
+// last process, the FUSE daemon, exits. Where there is no cgroup v2
+// hierarchy (cgroup v1 only, or the systemd backend, whose scopes are units)
+// nothing is watched and the Recoverer's poll finds dead mounts alone.
+type ScopeEvents struct {
+	scopes  scope.Manager
+	plugins []string
+	w       *fsnotify.Watcher
+	c       chan struct{}
+	done    chan struct{}
+
+	mu      sync.Mutex
+	watched map[string]bool
+}
+
+// NewScopeEvents starts watching the scopes of plugins; Close stops it.
+func NewScopeEvents(m scope.Manager, plugins []string) (*ScopeEvents, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	e := &ScopeEvents{scopes: m, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]bool{}}
+	go e.loop()
+	e.Refresh()
+	return e, nil
+}
+
+func (e *ScopeEvents) loop() {
+	defer close(e.done)
+	for {
+		select {
+		case ev, ok := <-e.w.Events:
+			if !ok {
+				return
+			}
+			if ev.Has(fsnotify.Write) || ev.Has(fsnotify.Remove) {
+				select {
+				case e.c <- struct{}{}:
+				default: // a pass is due already
+				}
+			}
+		case _, ok := <-e.w.Errors:
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+// C implements [Events].
+func (e *ScopeEvents) C() <-chan struct{} { return e.c }
+
+// Refresh watches the cgroup.events of every scope there is now, and
+// forgets those of scopes that are gone.
+func (e *ScopeEvents) Refresh() {
+	now := map[string]bool{}
+	for _, p := range e.plugins {
+		list, err := e.scopes.List(p)
+		if err != nil {
+			continue
+		}
+		for _, s := range list {
+			for _, dir := range s.Paths {
+				f := filepath.Join(dir, "cgroup.events")
+				if _, err := os.Stat(f); err == nil {
+					now[f] = true
+				}
+			}
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for f := range now {
+		if !e.watched[f] {
+			if err := e.w.Add(f); err == nil {
+				e.watched[f] = true
+			}
+		}
+	}
+	for f := range e.watched {
+		if !now[f] {
+			if err := e.w.Remove(f); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) {
+				continue
+			}
+			delete(e.watched, f)
+		}
+	}
+}
+
+// Watched returns how many files are watched.
+func (e *ScopeEvents) Watched() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.watched)
+}
+
+// Close stops watching.
+func (e *ScopeEvents) Close() error {
+	err := e.w.Close()
+	<-e.done
+	return err
+}

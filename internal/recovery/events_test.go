@@ -1,0 +1,64 @@
+package recovery
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mountcontainers/mountcontainers/internal/scope"
+	"github.com/mountcontainers/mountcontainers/internal/scope/scopetest"
+)
+
+// TestScopeEventsOnARealCgroup places a process in a real scope (root; the
+// machine's cgroup v2 hierarchy, unified or hybrid) and checks that its
+// exit wakes the recoverer at once.
+func TestScopeEventsOnARealCgroup(t *testing.T) {
+	parent, _ := scopetest.Parent(t)
+	m, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	target := filepath.Join(t.TempDir(), "mnt")
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+	if _, err := m.Place(plugin, target, sleep.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { scopetest.RemoveOnceEmpty(t, parent, plugin, target) })
+	e, err := NewScopeEvents(m, []string{plugin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.Watched() == 0 {
+		if _, err := os.Stat(filepath.Join(scope.DefaultCgroupRoot, "unified")); err == nil {
+			t.Fatal("the machine has a cgroup v2 hierarchy, but no cgroup.events is watched")
+		}
+		if _, err := os.Stat(filepath.Join(scope.DefaultCgroupRoot, "cgroup.controllers")); err == nil {
+			t.Fatal("the machine has a cgroup v2 hierarchy, but no cgroup.events is watched")
+		}
+		t.Skip("no cgroup v2 hierarchy here: the recoverer polls")
+	}
+	select {
+	case <-e.C():
+		t.Fatal("woken while the scope's process runs")
+	case <-time.After(200 * time.Millisecond):
+	}
+	start := time.Now()
+	if err := sleep.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	sleep.Wait()
+	select {
+	case <-e.C():
+		t.Logf("woken %s after the scope's last process exited", time.Since(start).Round(time.Microsecond))
+	case <-time.After(2 * time.Second):
+		t.Fatal("not woken within 2 s of the scope's last process exiting")
+	}
+}
