@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,27 +41,39 @@ func TestRecovery(t *testing.T) {
 	}
 
 	t.Run("DaemonKilled", func(t *testing.T) {
-		pids := fuseProcesses(t, dir)
-		if len(pids) != 1 {
-			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
-		}
 		oldDev := containerMount(t, bed, g.ns, w.pod.Name, "main", "/data").dev
-		before := w.lines(t)
-		killed := time.Now()
-		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
-			t.Fatal(err)
+		// Five kills, one after the other once the writer writes again:
+		// the time from each kill to the writer's next line, for the median.
+		var backs []time.Duration
+		var killedPID int
+		for i := range recoveryKills {
+			pids := fuseProcesses(t, dir)
+			if len(pids) != 1 || pids[0] == killedPID {
+				t.Fatalf("kill %d: glusterfs processes serving %s: %v (the one killed before was %d); want one new", i+1, dir, pids, killedPID)
+			}
+			killedPID = pids[0]
+			before := w.lines(t)
+			killed := time.Now()
+			if err := syscall.Kill(killedPID, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			w.waitLines(t, before+10)
+			back := w.firstLineAfter(t, killed).Sub(killed)
+			backs = append(backs, back)
+			// The gap from the last line before the kill on.
+			t.Logf("kill %d of the FUSE daemon %d: the writer wrote again %s later; longest write gap %s",
+				i+1, killedPID, back.Round(time.Millisecond), w.longestStall(t, max(before-1, 0)))
+			if back > 5*time.Second {
+				t.Errorf("kill %d: the workload wrote again %s after the daemon died, want within 5 s", i+1, back)
+			}
 		}
-		t.Logf("killed the FUSE daemon %d of %s", pids[0], dir)
-		w.waitLines(t, before+20)
-		back := w.firstLineAfter(t, killed)
-		// The gap from the last line before the kill on.
-		t.Logf("first write after the kill landed %s after it; longest write gap %s", back.Sub(killed).Round(time.Millisecond), w.longestStall(t, max(before-1, 0)))
-		if d := back.Sub(killed); d > 5*time.Second {
-			t.Errorf("the workload wrote again %s after the daemon died, want within 5 s", d)
-		}
+		sorted := slices.Clone(backs)
+		slices.Sort(sorted)
+		t.Logf("daemon death to the workload's next write, %d kills: median %s, max %s", len(backs),
+			sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond))
 
-		if now := fuseProcesses(t, dir); len(now) != 1 || now[0] == pids[0] {
-			t.Errorf("glusterfs processes serving %s: %v (the killed one was %d); want one new", dir, now, pids[0])
+		if now := fuseProcesses(t, dir); len(now) != 1 || now[0] == killedPID {
+			t.Errorf("glusterfs processes serving %s: %v (the killed one was %d); want one new", dir, now, killedPID)
 		}
 		data := containerMount(t, bed, g.ns, w.pod.Name, "main", "/data")
 		if data.dev == oldDev || data.fstype != "fuse.glusterfs" || data.root != "/" || data.ro {
@@ -123,6 +136,9 @@ func TestRecovery(t *testing.T) {
 		t.Logf("recovery off: the workload's mount stays broken, as expected")
 	})
 }
+
+// recoveryKills is how many times TestRecovery kills the daemon.
+const recoveryKills = 5
 
 func hasRecord(es []mountrecord.Entry, target string) bool {
 	for _, e := range es {
