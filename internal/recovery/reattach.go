@@ -55,10 +55,24 @@ type holder struct {
 	pid    int
 	ns     string
 	mounts []mount.MountInfo
+	// mntNS and pidNS are the namespaces of pid, opened as soon as it was
+	// found: they stay valid if that process exits (a container's short-
+	// lived child may be the one found). Close closes them.
+	mntNS, pidNS *os.File
+}
+
+func (h holder) Close() {
+	if h.mntNS != nil {
+		h.mntNS.Close()
+	}
+	if h.pidNS != nil {
+		h.pidNS.Close()
+	}
 }
 
 // Holders returns the mount namespaces other than this process's that hold
-// a mount of device major:minor, one process each, with those mounts.
+// a mount of device major:minor, one process each, with those mounts and
+// the namespaces opened; the caller closes each holder.
 func Holders(procRoot string, major, minor int) ([]holder, error) {
 	own, err := os.Readlink(filepath.Join(procRoot, "self/ns/mnt"))
 	if err != nil {
@@ -79,23 +93,45 @@ func Holders(procRoot string, major, minor int) ([]holder, error) {
 		if err != nil || seen[ns] {
 			continue // gone, a kernel thread, or a namespace seen already
 		}
+		h, ok := holderOf(procRoot, de.Name(), pid, ns, major, minor)
+		if !ok {
+			continue // gone meanwhile: another process of ns may do
+		}
 		seen[ns] = true
-		infos, err := mount.ParseMountInfo(filepath.Join(procRoot, de.Name(), "mountinfo"))
-		if err != nil {
-			continue
-		}
-		h := holder{pid: pid, ns: ns}
-		for _, mi := range infos {
-			if mi.Major == major && mi.Minor == minor {
-				h.mounts = append(h.mounts, mi)
-			}
-		}
 		if len(h.mounts) > 0 {
 			out = append(out, h)
+		} else {
+			h.Close()
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].pid < out[j].pid })
 	return out, nil
+}
+
+// holderOf opens the namespaces of pid (whose mount namespace is ns) and
+// reads its mounts of major:minor; ok is false when pid is gone or its
+// namespaces changed meanwhile.
+func holderOf(procRoot, dir string, pid int, ns string, major, minor int) (holder, bool) {
+	h := holder{pid: pid, ns: ns}
+	var err error
+	if h.mntNS, err = os.Open(filepath.Join(procRoot, dir, "ns/mnt")); err != nil {
+		return h, false
+	}
+	if h.pidNS, err = os.Open(filepath.Join(procRoot, dir, "ns/pid")); err != nil {
+		h.Close()
+		return h, false
+	}
+	infos, err := mount.ParseMountInfo(filepath.Join(procRoot, dir, "mountinfo"))
+	if now, lerr := os.Readlink(filepath.Join(procRoot, dir, "ns/mnt")); err != nil || lerr != nil || now != ns {
+		h.Close()
+		return h, false
+	}
+	for _, mi := range infos {
+		if mi.Major == major && mi.Minor == minor {
+			h.mounts = append(h.mounts, mi)
+		}
+	}
+	return h, true
 }
 
 // Reattach gives every other mount namespace that holds a bind of dead the
@@ -107,32 +143,41 @@ func Reattach(ctx context.Context, procRoot string, dead DeadMount, newTarget st
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		for _, h := range holders {
+			h.Close()
+		}
+	}()
 	self, err := os.Open("/proc/self/exe")
 	if err != nil {
 		return nil, fmt.Errorf("open this program to run it in a container: %w", err)
 	}
 	defer self.Close()
 	// Each attach is a child process of its own: they run side by side.
-	var todo []Attached
+	type job struct {
+		a Attached
+		h holder
+	}
+	var todo []job
 	for _, h := range holders {
 		for _, mi := range h.mounts {
-			todo = append(todo, Attached{PID: h.pid, MountNS: h.ns, MountPoint: mi.MountPoint, Root: mi.Root, ReadOnly: readOnly(mi.MountOptions)})
+			todo = append(todo, job{Attached{PID: h.pid, MountNS: h.ns, MountPoint: mi.MountPoint, Root: mi.Root, ReadOnly: readOnly(mi.MountOptions)}, h})
 		}
 	}
 	errs := make([]error, len(todo))
 	var wg sync.WaitGroup
-	for i, a := range todo {
+	for i, j := range todo {
 		wg.Go(func() {
-			if err := attach(ctx, self, a, newTarget); err != nil {
-				errs[i] = fmt.Errorf("%s: %w", a, err)
+			if err := attach(ctx, self, j.h, j.a, newTarget); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", j.a, err)
 			}
 		})
 	}
 	wg.Wait()
 	var done []Attached
-	for i, a := range todo {
+	for i, j := range todo {
 		if errs[i] == nil {
-			done = append(done, a)
+			done = append(done, j.a)
 		}
 	}
 	return done, errors.Join(errs...)
@@ -149,7 +194,7 @@ func readOnly(opts []string) bool {
 
 // attach clones the new mount at a's root, sets its flags, and has a child
 // in a's namespaces swap it in (see the package doc).
-func attach(ctx context.Context, self *os.File, a Attached, newTarget string) error {
+func attach(ctx context.Context, self *os.File, h holder, a Attached, newTarget string) error {
 	src := filepath.Join(newTarget, a.Root)
 	if !strings.HasPrefix(src, filepath.Clean(newTarget)) {
 		return fmt.Errorf("root %q leaves the mount", a.Root)
@@ -169,10 +214,11 @@ func attach(ctx context.Context, self *os.File, a Attached, newTarget string) er
 	}
 	ctx, cancel := context.WithTimeout(ctx, CommandTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "nsenter",
-		fmt.Sprintf("--mount=/proc/%d/ns/mnt", a.PID), fmt.Sprintf("--pid=/proc/%d/ns/pid", a.PID), "--",
+	// The namespaces by the descriptors opened when they were found
+	// (nsenter opens every namespace file before it enters any).
+	cmd := exec.CommandContext(ctx, "nsenter", "--mount=/proc/self/fd/5", "--pid=/proc/self/fd/6", "--",
 		"/proc/self/fd/3", ReattachCommand, "--fd", "4", "--path", a.MountPoint)
-	cmd.ExtraFiles = []*os.File{self, tree} // fd 3 and 4
+	cmd.ExtraFiles = []*os.File{self, tree, h.mntNS, h.pidNS} // fd 3, 4, 5 and 6
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("attach in the container: %w: %s", err, strings.TrimSpace(string(out)))

@@ -116,6 +116,7 @@ type Recoverer struct {
 	stat func(ctx context.Context, path string) error
 
 	mu     sync.Mutex
+	woken  string              // what started the pass: "start", "event" or "poll"
 	state  map[string]*attempt // target -> back-off state
 	warned map[string]bool     // targets whose record was refused or not recoverable, logged once
 }
@@ -154,7 +155,11 @@ func (r *Recoverer) Run(ctx context.Context) {
 	if r.Events != nil {
 		wake = r.Events.C()
 	}
+	woken := "start"
 	for {
+		r.mu.Lock()
+		r.woken = woken
+		r.mu.Unlock()
 		r.Pass(ctx)
 		if r.Events != nil {
 			r.Events.Refresh()
@@ -163,7 +168,9 @@ func (r *Recoverer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			woken = "poll"
 		case <-wake:
+			woken = "event"
 		}
 	}
 }
@@ -280,7 +287,7 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 	}
 	delete(r.state, rec.Target)
 	res.Action = "recovered"
-	attrs := []any{"path", rec.Target, "plugin", rec.Plugin, "source", rec.Source, "was", err.Error(), "took", res.Took.Round(time.Millisecond),
+	attrs := []any{"path", rec.Target, "plugin", rec.Plugin, "source", rec.Source, "was", err.Error(), "foundBy", r.woken, "took", res.Took.Round(time.Millisecond),
 		"remount", res.Remount.Round(time.Millisecond), "attach", res.Attach.Round(time.Millisecond)}
 	for _, at := range attached {
 		attrs = append(attrs, "container", at.String())

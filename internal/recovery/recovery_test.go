@@ -250,12 +250,21 @@ func TestIsDead(t *testing.T) {
 // each once, not this process's own, with each bind's root and flags.
 func TestHolders(t *testing.T) {
 	proc := t.TempDir()
+	// ns/mnt and ns/pid are links, as in /proc, to files that stand in
+	// for the namespaces (the real links open the namespace).
 	ns := func(pid, id string) {
-		if err := os.MkdirAll(filepath.Join(proc, pid, "ns"), 0o755); err != nil {
+		dir := filepath.Join(proc, pid, "ns")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Symlink("mnt:["+id+"]", filepath.Join(proc, pid, "ns", "mnt")); err != nil {
-			t.Fatal(err)
+		for _, kind := range []string{"mnt", "pid"} {
+			name := kind + ":[" + id + "]"
+			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(name, filepath.Join(dir, kind)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	info := func(pid, content string) {
@@ -276,8 +285,13 @@ func TestHolders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hs) != 1 || hs[0].pid != 20 || len(hs[0].mounts) != 2 {
-		t.Fatalf("holders %+v; want pid 20 with two mounts", hs)
+	defer func() {
+		for _, h := range hs {
+			h.Close()
+		}
+	}()
+	if len(hs) != 1 || hs[0].pid != 20 || len(hs[0].mounts) != 2 || hs[0].mntNS == nil || hs[0].pidNS == nil {
+		t.Fatalf("holders %+v; want pid 20 with two mounts and its namespaces open", hs)
 	}
 	m := hs[0].mounts
 	if m[0].MountPoint != "/data" || m[0].Root != "/" || readOnly(m[0].MountOptions) ||

@@ -61,8 +61,8 @@ func TestRecovery(t *testing.T) {
 			back := w.firstLineAfter(t, killed).Sub(killed)
 			backs = append(backs, back)
 			// The gap from the last line before the kill on.
-			t.Logf("kill %d of the FUSE daemon %d: the writer wrote again %s later; longest write gap %s",
-				i+1, killedPID, back.Round(time.Millisecond), w.longestStall(t, max(before-1, 0)))
+			t.Logf("kill %d of the FUSE daemon %d at %s: the writer wrote again %s later; longest write gap %s",
+				i+1, killedPID, killed.UTC().Format("15:04:05.000"), back.Round(time.Millisecond), w.longestStall(t, max(before-1, 0)))
 			if back > 5*time.Second {
 				t.Errorf("kill %d: the workload wrote again %s after the daemon died, want within 5 s", i+1, back)
 			}
