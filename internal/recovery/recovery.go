@@ -275,8 +275,14 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 	}
 	start := time.Now()
 	dead := DeadMount{Major: mi.Major, Minor: mi.Minor, Target: rec.Target}
-	attached, onNode, rerr := r.recover(ctx, rec, dead, &res)
+	attached, onNode, rerr := r.recover(ctx, filepath.Join(dir, mountrecord.FileName(rec.Target)), rec, dead, &res)
 	res.Took, res.Attached = time.Since(start), attached
+	if errors.Is(rerr, errUnmounted) {
+		delete(r.state, rec.Target)
+		res.Action = "dropped"
+		r.log().Info("a dead mount was unmounted by its volume host during its recovery: left unmounted", "path", rec.Target, "plugin", rec.Plugin)
+		return res
+	}
 	if rerr != nil {
 		if onNode {
 			a.pending = &dead // the node's mount is back: only the containers are left
@@ -345,14 +351,24 @@ func (r *Recoverer) reattach(ctx context.Context, dead DeadMount) ([]Attached, e
 // recover detaches the dead mount at rec.Target, mounts rec again and
 // attaches the new mount wherever the dead one still is. onNode reports
 // whether the node's mount is back (only attaching in containers failed).
-func (r *Recoverer) recover(ctx context.Context, rec mountrecord.Record, dead DeadMount, res *Result) (attached []Attached, onNode bool, err error) {
+func (r *Recoverer) recover(ctx context.Context, recordPath string, rec mountrecord.Record, dead DeadMount, res *Result) (attached []Attached, onNode bool, err error) {
 	start := time.Now()
 	run := r.Command
 	if run == nil {
 		run = runCommand
 	}
+	// The volume host removes the record when it unmounts (the kubelet
+	// tearing the volume down): a record gone meanwhile means the mount is
+	// not wanted any more, and one made anyway is undone.
+	gone := func() bool {
+		_, err := os.Lstat(recordPath)
+		return errors.Is(err, os.ErrNotExist)
+	}
 	if out, err := run(ctx, "umount", "-l", rec.Target); err != nil {
 		return nil, false, fmt.Errorf("detach the dead mount: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	if gone() {
+		return nil, false, errUnmounted
 	}
 	args := []string{"-t", rec.FSType}
 	if len(rec.Options) > 0 {
@@ -361,6 +377,12 @@ func (r *Recoverer) recover(ctx context.Context, rec mountrecord.Record, dead De
 	args = append(args, rec.Source, rec.Target)
 	if out, err := run(ctx, "mount", args...); err != nil {
 		return nil, false, fmt.Errorf("mount %s at %s again: %w: %s", rec.Source, rec.Target, err, strings.TrimSpace(string(out)))
+	}
+	if gone() {
+		if out, err := run(ctx, "umount", rec.Target); err != nil {
+			return nil, false, fmt.Errorf("undo the mount at %s, whose volume host unmounted it meanwhile: %w: %s", rec.Target, err, strings.TrimSpace(string(out)))
+		}
+		return nil, false, errUnmounted
 	}
 	if err := r.check1(ctx, rec.Target); err != nil {
 		return nil, false, fmt.Errorf("the new mount at %s does not answer: %w", rec.Target, err)
@@ -379,6 +401,9 @@ func (r *Recoverer) check1(ctx context.Context, path string) error {
 	}
 	return statWithin(ctx, path, StatTimeout)
 }
+
+// errUnmounted: the record went away during a recovery.
+var errUnmounted = errors.New("unmounted by its volume host meanwhile")
 
 // lastMountAt returns the topmost mount at target in infos.
 func lastMountAt(infos []mount.MountInfo, target string) (mount.MountInfo, bool) {

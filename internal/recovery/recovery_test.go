@@ -299,3 +299,32 @@ func TestHolders(t *testing.T) {
 		t.Errorf("mounts %+v; want /data (root /, rw) and /conf (root /sub, ro)", m)
 	}
 }
+
+// TestUnmountedDuringRecoveryStaysUnmounted: the volume host unmounts (and
+// removes the record) while the mount is being made again: what was
+// mounted is undone and the record stays gone.
+func TestUnmountedDuringRecoveryStaysUnmounted(t *testing.T) {
+	b := newBed(t)
+	b.record(glusterRecord())
+	b.kill()
+	mount := b.r.Command
+	b.r.Command = func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		out, err := mount(ctx, name, args...)
+		if name == "mount" {
+			// The kubelet's unmount through the driver lands now.
+			if err := mountrecord.Remove(filepath.Join(b.r.Dir, mountrecord.Dir), target); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out, err
+	}
+	if res := b.pass(); res.Action != "dropped" || res.Err != nil {
+		t.Fatalf("%+v; want dropped", res)
+	}
+	if want := []string{"umount -l " + target, "mount -t glusterfs -o log-level=WARNING,ro srv:/vol " + target, "umount " + target}; !slices.Equal(b.calls, want) {
+		t.Errorf("commands %q, want %q", b.calls, want)
+	}
+	if len(b.attached) != 0 {
+		t.Errorf("attached in containers: %+v", b.attached)
+	}
+}
