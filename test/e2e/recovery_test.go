@@ -111,6 +111,40 @@ func TestRecovery(t *testing.T) {
 		t.Logf("brick stream: %d lines verified, writers %v", n, writers)
 	})
 
+	// A daemon that dies while no mount pod runs comes back when the next
+	// one starts: its first pass reads the records.
+	t.Run("DiedWhileNoMountPod", func(t *testing.T) {
+		mp := g.mountPod(t)
+		park := `{"spec":{"template":{"spec":{"nodeSelector":{"mountcontainers.io/no-such-node":"true"}}}}}`
+		bed.Kubectl(t, "-n", mountpodNS, "patch", "ds", "glusterfs-mountpod", "--type=strategic", "-p", park)
+		if err := bed.Client.CoreV1().Pods(mp.Namespace).Delete(context.Background(), mp.Name, metav1.DeleteOptions{}); err != nil && !strings.Contains(err.Error(), "not found") {
+			t.Fatal(err)
+		}
+		bed.WaitPodGone(t, mp.Namespace, mp.Name, mp.UID, 2*time.Minute)
+		pids := fuseProcesses(t, dir)
+		if len(pids) != 1 {
+			t.Fatalf("%d glusterfs processes serve %s with no mount pod, want 1 (scoped)", len(pids), dir)
+		}
+		before := w.lines(t)
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		if n := w.lines(t); n > before+1 {
+			t.Fatalf("the writer wrote %d lines with its daemon dead and no mount pod: the kill did not take", n-before)
+		}
+		started := time.Now()
+		bed.Kubectl(t, "-n", mountpodNS, "patch", "ds", "glusterfs-mountpod", "--type=json", "-p",
+			`[{"op":"remove","path":"/spec/template/spec/nodeSelector/mountcontainers.io~1no-such-node"}]`)
+		w.waitLines(t, before+10)
+		t.Logf("the mount died with no mount pod; the writer wrote again %s after the DaemonSet was allowed back on the node",
+			time.Since(started).Round(time.Millisecond))
+		w.assertNotRestarted(t)
+		if m := containerMount(t, bed, g.ns, w.pod.Name, "main", "/data"); m.fstype != "fuse.glusterfs" {
+			t.Errorf("the writer's /data is %+v", m)
+		}
+	})
+
 	// The negative control: with recovery off the same kill leaves the
 	// workload broken, so the proof above can fail.
 	t.Run("NegativeControlRecoveryOff", func(t *testing.T) {
