@@ -40,7 +40,7 @@ unit: ## Run the unit tests with the race detector (no root needed, seconds).
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
 
 # Fuzz targets as package:Target; each runs for FUZZTIME.
-FUZZ_TARGETS := ./pkg/registration:FuzzDecode ./internal/scope:FuzzValidatePluginName ./internal/scope:FuzzParseMemoryLimit
+FUZZ_TARGETS := ./pkg/registration:FuzzDecode ./internal/mountrecord:FuzzDecode ./internal/scope:FuzzValidatePluginName ./internal/scope:FuzzParseMemoryLimit
 
 .PHONY: fuzz
 fuzz: ## Fuzz every target of FUZZ_TARGETS for FUZZTIME each (default 200000x, about 10 s each).

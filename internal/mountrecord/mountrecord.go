@@ -155,6 +155,9 @@ func Decode(data []byte) (Record, error) {
 	if err := r.Validate(); err != nil {
 		return Record{}, err
 	}
+	if len(r.Options) == 0 {
+		r.Options = nil // "options": [] is no options
+	}
 	return r, nil
 }
 
