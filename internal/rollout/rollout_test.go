@@ -15,6 +15,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/mountcontainers/mountcontainers/internal/rollout"
@@ -31,8 +32,11 @@ const (
 // DaemonSet, n3 the newest revision "new". n1 runs a workload using the
 // plugin's driver and one that does not.
 type env struct {
-	t      *testing.T
-	c      *rt.Cluster
+	t *testing.T
+	c *rt.Cluster
+	// rc is the rollouts' client: its actions are their API calls, each
+	// checked against deploy/rbac when the test ends.
+	rc     *fake.Clientset
 	mounts *rt.Mounts
 	ds     *appsv1.DaemonSet
 	out    bytes.Buffer
@@ -55,7 +59,9 @@ func newEnv(t *testing.T, mutate func(ds *appsv1.DaemonSet), extra ...runtime.Ob
 		rt.Workload("app", "bystander", "n1", "", map[string]string{"app": "bystander"}),
 	}
 	e := &env{t: t, c: rt.NewCluster(append(objs, extra...)...), ds: ds}
+	e.rc = e.c.NewClient()
 	e.mounts = rt.NewMounts(e.c, 2)
+	t.Cleanup(func() { checkRBAC(t, e.rc.Actions()) })
 	return e
 }
 
@@ -75,7 +81,7 @@ func (e *env) rollout(mod func(o *rollout.Options)) *rollout.Rollout {
 		e.t.Fatal(err)
 	}
 	clock := &rt.Clock{}
-	return &rollout.Rollout{Client: e.c.Client, Mounts: e.mounts, Status: e.mounts, Progress: rep, Options: o, Clock: clock.Now}
+	return &rollout.Rollout{Client: e.rc, Mounts: e.mounts, Status: e.mounts, Progress: rep, Options: o, Clock: clock.Now}
 }
 
 func (e *env) run(mod func(o *rollout.Options)) (*rollout.Plan, error) {
@@ -289,7 +295,8 @@ func TestPreflightRefuses(t *testing.T) {
 		{"nothing to drain for", func(ds *appsv1.DaemonSet) {
 			ds.Spec.Template.Spec.Containers[0].Env = nil
 		}, func(o *rollout.Options) { o.Drivers = nil }, "no volume plugin or driver"},
-		{"missing", nil, func(o *rollout.Options) { o.Name = "nope" }, "not found"},
+		// A name deploy/rbac grants, but no such DaemonSet.
+		{"missing", nil, func(o *rollout.Options) { o.Name = "rbd-mountpod" }, "not found"},
 		{"bad selector", nil, func(o *rollout.Options) { o.PodSelector = "a in (" }, "pod selector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -509,7 +516,7 @@ func TestDriverInferredFromDaemonSet(t *testing.T) {
 		t.Errorf("plan drivers %v, want %s", plan.Drivers, driver)
 	}
 	evicted, deleted := -1, -1
-	for i, a := range e.c.Client.Actions() {
+	for i, a := range e.rc.Actions() {
 		switch {
 		case a.GetVerb() == "create" && a.GetSubresource() == "eviction" && a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name == "writer":
 			evicted = i
