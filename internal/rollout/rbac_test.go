@@ -87,6 +87,7 @@ func TestRBACCoversEveryKindOfCall(t *testing.T) {
 		"list pods", "get pods -n app", "get pods -n " + ns, "delete pods -n " + ns, "create pods/eviction -n app",
 		"get apps/daemonsets -n " + ns, "patch apps/daemonsets -n " + ns, "list apps/controllerrevisions -n " + ns,
 		"create events -n " + ns,
+		"get coordination.k8s.io/leases -n " + ns, "create coordination.k8s.io/leases -n " + ns, "update coordination.k8s.io/leases -n " + ns,
 	} {
 		if !got[want] {
 			t.Errorf("the rollout never made %q", want)

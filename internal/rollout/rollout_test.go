@@ -529,18 +529,22 @@ func TestDriverInferredFromDaemonSet(t *testing.T) {
 	}
 }
 
-func TestLockHeldByLiveRollout(t *testing.T) {
+// A record written by a release before the Lease, whose holder's lease
+// has not run out, is still respected.
+func TestLegacyRecordLockRespected(t *testing.T) {
 	e := newEnv(t, nil)
 	now := time.Now()
 	setRecord(t, e, rollout.Record{Holder: "other/1", Phase: rollout.PhaseRunning, Started: now, Renewed: now, LeaseSeconds: 3600})
 	for _, resume := range []bool{false, true} {
-		_, err := e.rollout(func(o *rollout.Options) { o.Resume = resume }).Run(context.Background())
-		if !rollout.IsRefused(err) || !strings.Contains(err.Error(), "another rollout") {
+		r := e.rollout(func(o *rollout.Options) { o.Resume = resume })
+		r.Clock = time.Now
+		_, err := r.Run(context.Background())
+		if !rollout.IsRefused(err) || !strings.Contains(err.Error(), "older mountpod-rollout is running") {
 			t.Fatalf("resume %v: %v, want a refusal naming the other rollout", resume, err)
 		}
 	}
 	if e.tainted("n1") || e.record().Holder != "other/1" {
-		t.Error("the lock was taken from a live rollout")
+		t.Error("the record was taken from a live rollout")
 	}
 }
 
