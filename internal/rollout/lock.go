@@ -321,7 +321,9 @@ func (h warnings) Enabled(ctx context.Context, level slog.Level) bool {
 }
 
 // WithAttrs keeps the filter.
-func (h warnings) WithAttrs(attrs []slog.Attr) slog.Handler { return warnings{h.Handler.WithAttrs(attrs)} }
+func (h warnings) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return warnings{h.Handler.WithAttrs(attrs)}
+}
 
 // WithGroup keeps the filter.
 func (h warnings) WithGroup(name string) slog.Handler { return warnings{h.Handler.WithGroup(name)} }
