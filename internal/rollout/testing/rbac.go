@@ -47,21 +47,13 @@ func RequestOf(a k8stesting.Action) (Request, bool) {
 		return Request{}, false
 	}
 	r := Request{Verb: a.GetVerb(), APIGroup: gvr.Group, Resource: gvr.Resource, Subresource: a.GetSubresource(), Namespace: a.GetNamespace()}
-	switch a := a.(type) {
-	case k8stesting.GetAction:
-		r.Name = a.GetName()
-	case k8stesting.DeleteAction:
-		r.Name = a.GetName()
-	case k8stesting.PatchAction:
-		r.Name = a.GetName()
-	case k8stesting.UpdateAction:
-		r.Name = nameOf(a.GetObject())
-	case k8stesting.CreateAction:
-		// A create names its object only when it creates a subresource
-		// of it (pods/NAME/eviction); otherwise RBAC sees no name.
-		if r.Subresource != "" {
-			r.Name = nameOf(a.GetObject())
-		}
+	// Get, delete and patch actions name their object; update and create
+	// actions carry it. A create names it for RBAC only when it creates a
+	// subresource of it (pods/NAME/eviction).
+	if named, ok := a.(interface{ GetName() string }); ok {
+		r.Name = named.GetName()
+	} else if o, ok := a.(k8stesting.CreateAction); ok && (r.Verb == "update" || r.Subresource != "") {
+		r.Name = nameOf(o.GetObject())
 	}
 	return r, true
 }
