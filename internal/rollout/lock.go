@@ -97,8 +97,14 @@ func (l *leaseLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord
 		l.liveOnce.Do(func() { close(l.live) })
 	}
 	l.other, l.otherRaw, l.otherLease = rec.HolderIdentity, string(raw), time.Duration(rec.LeaseDurationSeconds)*time.Second
-	if first && l.heldBy != nil {
-		l.heldBy(l.other, l.otherLease)
+	select {
+	case <-l.acquired:
+		// Held by another after this rollout held it: the election
+		// reports the loss.
+	default:
+		if first && l.heldBy != nil {
+			l.heldBy(l.other, l.otherLease)
+		}
 	}
 	return rec, raw, err
 }
