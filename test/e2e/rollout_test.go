@@ -317,11 +317,15 @@ func (r *rolloutEnv) startRollout(t *testing.T, args ...string) func() (string, 
 func rolloutServiceAccount(t *testing.T, bed *framework.Bed, namespace, suffix string) *framework.ServiceAccountKubeconfig {
 	t.Helper()
 	sa := bed.RBACKubeconfig(t, "deploy/rbac", namespace, suffix)
+	// The authorizer's cache may lag the new bindings by a moment.
+	if err := framework.Poll(context.Background(), sa.User+" may patch daemonset "+rolloutDS, 200*time.Millisecond, 30*time.Second,
+		func(context.Context) (bool, string, error) {
+			return sa.Can(t, "patch", "apps", "daemonsets", "", namespace, rolloutDS), "not yet", nil
+		}); err != nil {
+		t.Fatal(err)
+	}
 	if sa.Can(t, "delete", "", "pods", "", "default", "") || sa.Can(t, "patch", "apps", "daemonsets", "", namespace, "kube-proxy") {
 		t.Fatalf("%s may delete pods in default or patch daemonset kube-proxy: not the RBAC of deploy/rbac", sa.User)
-	}
-	if !sa.Can(t, "patch", "apps", "daemonsets", "", namespace, rolloutDS) {
-		t.Fatalf("%s may not patch daemonset %s/%s", sa.User, namespace, rolloutDS)
 	}
 	t.Logf("mountpod-rollout runs as %s, bound to deploy/rbac", sa.User)
 	return sa
@@ -476,7 +480,9 @@ func (r *rolloutEnv) testResumeFinishes(t *testing.T) {
 	oldMP, oldW := r.mountPod(t), r.anyPod(t, writerSelector)
 
 	obs := r.observe(oldMP, oldW)
-	wait := r.startRollout(t, "--resume", "-o", "json", "--lock-lease", "6s")
+	// A short lease (renewed every 0.5 s) so that a second rollout sees a
+	// renewal well within the few seconds the first takes.
+	wait := r.startRollout(t, "--resume", "-o", "json", "--lock-lease", "3s")
 	// A second rollout meanwhile sees the first renew the Lease and
 	// refuses, touching nothing.
 	if err := framework.Poll(context.Background(), "the rollout's Lease held", 100*time.Millisecond, time.Minute,
@@ -486,7 +492,7 @@ func (r *rolloutEnv) testResumeFinishes(t *testing.T) {
 		}); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr2, code2 := r.runRollout(t, "--resume", "--lock-lease", "6s")
+	_, stderr2, code2 := r.runRollout(t, "--resume", "--lock-lease", "3s")
 	if code2 != 3 || !strings.Contains(stderr2, "another rollout") {
 		t.Errorf("a second rollout at once: exit %d, want 3 (refused: another rollout is running)", code2)
 	}
