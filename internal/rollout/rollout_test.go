@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -309,6 +310,19 @@ func TestPreflightRefuses(t *testing.T) {
 				t.Error("a refused rollout touched the cluster")
 			}
 		})
+	}
+}
+
+// A DaemonSet that deploy/rbac does not name: the API server forbids
+// reading it, and the refusal says what to add.
+func TestForbiddenDaemonSetNamesTheRBAC(t *testing.T) {
+	e := newEnv(t, nil)
+	e.rc.PrependReactor("get", "daemonsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), dsName, errors.New("RBAC: access denied"))
+	})
+	_, err := e.run(nil)
+	if !rollout.IsRefused(err) || !strings.Contains(err.Error(), "resourceNames") || !strings.Contains(err.Error(), "forbidden") {
+		t.Fatalf("%v, want a refusal naming resourceNames", err)
 	}
 }
 
