@@ -35,7 +35,7 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: "ready-timeout", Value: 5 * time.Minute, Usage: "Bound of the old mount pod's deletion and of its replacement's readiness."},
 		&cli.DurationFlag{Name: "evict-retry-delay", Value: 5 * time.Second, Usage: "Pause before asking again for an eviction a PodDisruptionBudget refused."},
 		&cli.DurationFlag{Name: "poll-interval", Value: 2 * time.Second, Usage: "How often waits look again."},
-		&cli.DurationFlag{Name: "lock-lease", Value: time.Minute, Usage: "Lifetime of the rollout lock without renewal."},
+		&cli.DurationFlag{Name: "lock-lease", Value: time.Minute, Usage: "Duration of the rollout lock, a Lease named after the DaemonSet in its namespace (whole seconds): another rollout takes it over once it has seen it unrenewed that long. It is renewed every sixth of it; after two thirds of it without a successful renewal this rollout stops acting."},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "Progress format: text, or json (one object per line)."},
 	}
 }

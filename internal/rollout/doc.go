@@ -62,15 +62,33 @@
 //
 // # Lock and progress record
 //
-// The [Record] in the DaemonSet's [RecordAnnotation] is both the lock and
-// the progress: a holder, a lease renewed every third of Options.LockLease,
-// the phase (running, failed, done) and each node's step. It is written with
-// the DaemonSet's resourceVersion as precondition, so two rollouts cannot
-// both take it. A rollout refuses to start while another holds a live lease,
-// and after a failed or interrupted one unless Options.Resume is set; a
-// resumed rollout first finishes the nodes the record left unfinished (and
-// any node still carrying its taint), then the outdated ones. Every step is
-// idempotent, so a node is always processed from the start.
+// The lock is a coordination.k8s.io/v1 Lease named after the DaemonSet, in
+// its namespace, held through client-go's leader election
+// ([k8s.io/client-go/tools/leaderelection]) and renewed every sixth of
+// Options.LockLease while the rollout runs. Whether another holder's lease
+// has run out is judged by time observed here: the Lease must be seen
+// unchanged for its whole duration before it is taken over, so clocks that
+// disagree between machines do not matter. A rollout refuses to start as
+// soon as it sees another holder renew the Lease, and waits while one that
+// stopped renewing has not been seen so for its duration (a rollout that
+// ends releases the Lease, so the next one takes it at once).
+//
+// The holder acts only until two thirds of the lease after the send of its
+// last renewal that succeeded: every step, node update, eviction, pod
+// deletion, record write and Event checks first, and the steps' context is
+// cancelled at that moment. When the API server stops answering, the
+// rollout therefore stops acting before another can take the lock over;
+// it never untaints, evicts or deletes after losing it, and says so.
+//
+// The [Record] in the DaemonSet's [RecordAnnotation] is the progress: the
+// phase (running, failed, done) and each node's step, for Options.Resume.
+// It is written under the lock, with the DaemonSet's resourceVersion as
+// precondition, and only while it names this rollout as Holder. A rollout
+// refuses to start after a failed or interrupted one unless Options.Resume
+// is set; a resumed rollout first finishes the nodes the record left
+// unfinished (and any node still carrying its taint), then the outdated
+// ones. Every step is idempotent, so a node is always processed from the
+// start.
 //
 // # Caveats
 //

@@ -27,7 +27,7 @@ func inPlace(mod func(o *rollout.Options)) func(o *rollout.Options) {
 // nodeWrites counts the writes to node objects (taints).
 func (e *env) nodeWrites() int {
 	n := 0
-	for _, a := range e.c.Client.Actions() {
+	for _, a := range e.rc.Actions() {
 		if a.GetResource().Resource == "nodes" && (a.GetVerb() == "update" || a.GetVerb() == "patch") {
 			n++
 		}

@@ -261,6 +261,9 @@ func (n *nodeRun) updateNode(ctx context.Context, change func(*corev1.Node) (boo
 		if err != nil || !write {
 			return err
 		}
+		if err := n.r.mayAct(); err != nil {
+			return err
+		}
 		_, err = nodes.Update(ctx, node, metav1.UpdateOptions{FieldManager: EventSource})
 		if err != nil && !apierrors.IsConflict(err) {
 			return fmt.Errorf("update node: %w", err)
@@ -284,6 +287,9 @@ func (n *nodeRun) drain(ctx context.Context) (string, error) {
 	var names []string
 	for _, p := range sel.evict {
 		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	if err := n.r.mayAct(); err != nil {
+		return "", err
 	}
 	n.report(StepDrain, StatusInfo, time.Time{}, "evicting "+strings.Join(names, ", "))
 	refusals := &lastLine{}
@@ -462,6 +468,9 @@ func (n *nodeRun) deleteOld(ctx context.Context, old *corev1.Pod) (string, error
 	}
 	pods := n.r.Client.CoreV1().Pods(old.Namespace)
 	uid := old.UID
+	if err := n.r.mayAct(); err != nil {
+		return "", err
+	}
 	err := pods.Delete(ctx, old.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return "", fmt.Errorf("delete %s: %w", old.Name, err)

@@ -159,6 +159,10 @@ func (r *Rollout) getDaemonSet(ctx context.Context) (*appsv1.DaemonSet, error) {
 	if apierrors.IsNotFound(err) {
 		return nil, refuse("Name the mount pod's DaemonSet: mountpod-rollout -n NAMESPACE NAME.", "daemonset %s/%s not found", o.Namespace, o.Name)
 	}
+	if apierrors.IsForbidden(err) {
+		return nil, refuse(fmt.Sprintf("deploy/rbac grants the rollout its DaemonSets and their Leases by name (resourceNames): add %s to both lists in an overlay of yours, and run the rollout in the DaemonSet's namespace.", o.Name),
+			"get daemonset %s/%s: %v", o.Namespace, o.Name, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get daemonset %s/%s: %w", o.Namespace, o.Name, err)
 	}

@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -25,10 +24,12 @@ const (
 	PhaseDone    Phase = "done"
 )
 
-// Record is the lock and progress record of a rollout, kept as JSON in the
-// DaemonSet's [RecordAnnotation].
+// Record is the progress record of a rollout, kept as JSON in the
+// DaemonSet's [RecordAnnotation]. The lock is a Lease (see
+// [Rollout.Run]); the record is written only under it, and only while it
+// names the writer as Holder.
 type Record struct {
-	// Holder names the rollout process holding (or last holding) the lock.
+	// Holder names the rollout process that wrote the record last.
 	Holder string `json:"holder"`
 	// Phase is running while Holder works, failed after a failure or an
 	// interruption, done after success.
@@ -37,10 +38,13 @@ type Record struct {
 	Revision string `json:"revision"`
 	// Started is when the rollout (or its last resumption) began.
 	Started time.Time `json:"started"`
-	// Renewed is the holder's last heartbeat; the lock is live until
-	// Renewed + LeaseSeconds.
-	Renewed      time.Time `json:"renewed"`
-	LeaseSeconds int       `json:"leaseSeconds"`
+	// Renewed and LeaseSeconds were the lock of releases before the
+	// Lease: the holder's last heartbeat, by its clock, and its lease.
+	// They are no longer written; a record that has them is taken as
+	// held while Renewed + LeaseSeconds is ahead, so that a rollout of an
+	// older release is not overrun.
+	Renewed      time.Time `json:"renewed,omitzero"`
+	LeaseSeconds int       `json:"leaseSeconds,omitempty"`
 	// Reason says why a failed rollout stopped.
 	Reason string `json:"reason,omitempty"`
 	// Nodes is each node's progress.
@@ -61,9 +65,10 @@ type NodeRecord struct {
 	Strategy Strategy `json:"strategy,omitempty"`
 }
 
-// live reports whether the record's lock is held at now.
-func (r *Record) live(now time.Time) bool {
-	return r.Phase == PhaseRunning && now.Before(r.Renewed.Add(time.Duration(r.LeaseSeconds)*time.Second))
+// legacyLive reports whether a rollout of a release before the Lease may
+// hold the record at now.
+func (r *Record) legacyLive(now time.Time) bool {
+	return r.LeaseSeconds > 0 && r.Phase == PhaseRunning && now.Before(r.Renewed.Add(time.Duration(r.LeaseSeconds)*time.Second))
 }
 
 // Unfinished returns the nodes the record has not seen through to done,
@@ -95,13 +100,10 @@ func ReadRecord(ds *appsv1.DaemonSet) (*Record, error) {
 	return &r, nil
 }
 
-// errLockLost is returned by a record write when another rollout holds the
-// lock now.
-var errLockLost = errors.New("lost the rollout lock")
-
 // writeRecord reads the DaemonSet, checks that this rollout still holds the
-// lock, applies change to the record and writes it back with the read
-// resourceVersion as precondition, retrying on conflict.
+// lock and that the record still names it, applies change to the record and
+// writes it back with the read resourceVersion as precondition, retrying on
+// conflict.
 func (r *Rollout) writeRecord(ctx context.Context, change func(rec *Record)) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ds, err := r.Client.AppsV1().DaemonSets(r.opts.Namespace).Get(ctx, r.opts.Name, metav1.GetOptions{})
@@ -125,8 +127,11 @@ func (r *Rollout) writeRecord(ctx context.Context, change func(rec *Record)) err
 }
 
 // patchRecord writes rec into ds's annotation, conditional on ds's
-// resourceVersion.
+// resourceVersion, if the rollout still holds its lock.
 func (r *Rollout) patchRecord(ctx context.Context, ds *appsv1.DaemonSet, rec *Record) error {
+	if err := r.mayAct(); err != nil {
+		return err
+	}
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -163,13 +168,11 @@ func (r *Rollout) acquire(ctx context.Context, plan *Plan) (*Record, error) {
 		}
 		now := r.now()
 		rec = &Record{
-			Holder:       r.opts.Holder,
-			Phase:        PhaseRunning,
-			Revision:     plan.Revision,
-			Started:      now,
-			Renewed:      now,
-			LeaseSeconds: int((r.opts.LockLease + time.Second - 1) / time.Second),
-			Nodes:        map[string]*NodeRecord{},
+			Holder:   r.opts.Holder,
+			Phase:    PhaseRunning,
+			Revision: plan.Revision,
+			Started:  now,
+			Nodes:    map[string]*NodeRecord{},
 		}
 		if old != nil && old.Phase != PhaseDone {
 			// Keep the history of the nodes still to do.
@@ -195,11 +198,11 @@ func (r *Rollout) mayTake(old *Record) error {
 		return nil
 	}
 	cmd := r.resumeCommand()
-	if old.live(r.now()) && old.Holder != r.opts.Holder {
+	if old.legacyLive(r.now()) && old.Holder != r.opts.Holder {
 		until := old.Renewed.Add(time.Duration(old.LeaseSeconds) * time.Second)
-		return refuse(fmt.Sprintf("Wait for it to finish. If that process is dead, its lock expires at %s; then run: %s",
+		return refuse(fmt.Sprintf("Wait for it to finish. If that process is dead, its lock expires at %s by its clock; then run: %s",
 			until.UTC().Format(time.RFC3339), cmd),
-			"another rollout of daemonset %s/%s is running (holder %s, started %s, last heartbeat %s)",
+			"a rollout of daemonset %s/%s by an older mountpod-rollout is running (holder %s, started %s, last heartbeat %s)",
 			r.opts.Namespace, r.opts.Name, old.Holder, old.Started.UTC().Format(time.RFC3339), old.Renewed.UTC().Format(time.RFC3339))
 	}
 	if r.opts.Resume {
@@ -230,28 +233,6 @@ func (r *Rollout) resumeCommand() string {
 	return fmt.Sprintf("mountpod-rollout -n %s%s --resume %s", r.opts.Namespace, flags, r.opts.Name)
 }
 
-// heartbeat renews the lease until ctx ends. If the lock is lost it calls
-// lost with the reason.
-func (r *Rollout) heartbeat(ctx context.Context, lost func(error)) {
-	t := time.NewTicker(r.opts.LockLease / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		err := r.writeRecord(ctx, func(rec *Record) { rec.Renewed = r.now() })
-		switch {
-		case errors.Is(err, errLockLost):
-			lost(err)
-			return
-		case err != nil && ctx.Err() == nil:
-			r.log.Warn("renew the rollout lock", "err", err)
-		}
-	}
-}
-
 // setNode records node's step, error and strategy (nr's Since is set to
 // now).
 func (r *Rollout) setNode(ctx context.Context, node string, nr NodeRecord) error {
@@ -263,7 +244,6 @@ func (r *Rollout) setNode(ctx context.Context, node string, nr NodeRecord) error
 		}
 		nr.Since = r.now()
 		rec.Nodes[node] = &nr
-		rec.Renewed = r.now()
 	})
 }
 
@@ -272,7 +252,6 @@ func (r *Rollout) finish(ctx context.Context, reason string) error {
 	r.recMu.Lock()
 	defer r.recMu.Unlock()
 	return r.writeRecord(ctx, func(rec *Record) {
-		rec.Renewed = r.now()
 		if reason == "" {
 			rec.Phase = PhaseDone
 			rec.Reason = ""

@@ -39,6 +39,8 @@ type Rollout struct {
 	log   *slog.Logger
 	recMu sync.Mutex
 	start time.Time
+	// lock is the rollout lock while held (nil in a dry run).
+	lock *leaseLock
 	// prior is each node's record as an earlier rollout left it (resumed
 	// nodes only).
 	prior map[string]NodeRecord
@@ -111,6 +113,21 @@ func (r *Rollout) Run(ctx context.Context) (*Plan, error) {
 		r.report(Event{Status: StatusDone, Message: "every mount pod runs revision " + plan.Revision})
 		return plan, nil
 	}
+	// Refuse what the record of a rollout that ended refuses before
+	// waiting for the lock (a running one's holder may be alive: the lock
+	// tells); acquire decides again under it.
+	if old != nil && old.Phase != PhaseRunning {
+		if err := r.mayTake(old); err != nil {
+			return plan, err
+		}
+	}
+	lk, err := r.takeLock(ctx)
+	if err != nil {
+		return plan, err
+	}
+	// Let the lock go only after the last write.
+	defer lk.release()
+	r.lock = lk
 	rec, err := r.acquire(ctx, plan)
 	if err != nil {
 		return plan, err
@@ -122,15 +139,11 @@ func (r *Rollout) Run(ctx context.Context) (*Plan, error) {
 	r.event(ctx, t.ds, corev1.EventTypeNormal, "RolloutStarted",
 		fmt.Sprintf("%s upgrades %d node(s) to revision %s", r.opts.Holder, len(plan.Nodes), plan.Revision))
 
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var hb sync.WaitGroup
-	hb.Go(func() { r.heartbeat(runCtx, cancel) })
-	failure := r.runNodes(runCtx, t, plan)
-	cancel(nil)
-	hb.Wait()
+	// lk.ctx ends with ctx, and when the lock is lost.
+	failure := r.runNodes(lk.ctx, t, plan)
 
-	// The record must be written even when ctx was cancelled by a signal.
+	// The record must be written even when ctx was cancelled by a signal
+	// (but never once the lock is lost: another rollout may own it).
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer fcancel()
 	if failure == nil {
@@ -141,6 +154,11 @@ func (r *Rollout) Run(ctx context.Context) (*Plan, error) {
 		r.event(fctx, t.ds, corev1.EventTypeNormal, "RolloutSucceeded", msg)
 		r.report(Event{Status: StatusDone, Message: msg})
 		return plan, nil
+	}
+	if cause := context.Cause(lk.ctx); errors.Is(cause, errLockLost) {
+		failure.Hint = fmt.Sprintf("This rollout lost its lock (%s: %v) and stopped acting: another rollout may have taken over. "+
+			"Check kubectl -n %s get lease %s; when nobody holds it, continue with: %s",
+			lk.describe(), cause, r.opts.Namespace, r.opts.Name, r.resumeCommand())
 	}
 	reason := failure.Error()
 	if i := strings.IndexByte(reason, '\n'); i >= 0 {
@@ -230,6 +248,10 @@ func (r *Rollout) event(ctx context.Context, ds *appsv1.DaemonSet, typ, reason, 
 		FirstTimestamp: now,
 		LastTimestamp:  now,
 		Count:          1,
+	}
+	if err := r.mayAct(); err != nil {
+		r.log.Warn("event not recorded", "reason", reason, "err", err)
+		return
 	}
 	if _, err := r.Client.CoreV1().Events(ds.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		r.log.Warn("record event", "reason", reason, "err", err)

@@ -13,8 +13,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/mountcontainers/mountcontainers/internal/rollout"
@@ -31,8 +33,11 @@ const (
 // DaemonSet, n3 the newest revision "new". n1 runs a workload using the
 // plugin's driver and one that does not.
 type env struct {
-	t      *testing.T
-	c      *rt.Cluster
+	t *testing.T
+	c *rt.Cluster
+	// rc is the rollouts' client: its actions are their API calls, each
+	// checked against deploy/rbac when the test ends.
+	rc     *fake.Clientset
 	mounts *rt.Mounts
 	ds     *appsv1.DaemonSet
 	out    bytes.Buffer
@@ -55,7 +60,9 @@ func newEnv(t *testing.T, mutate func(ds *appsv1.DaemonSet), extra ...runtime.Ob
 		rt.Workload("app", "bystander", "n1", "", map[string]string{"app": "bystander"}),
 	}
 	e := &env{t: t, c: rt.NewCluster(append(objs, extra...)...), ds: ds}
+	e.rc = e.c.NewClient()
 	e.mounts = rt.NewMounts(e.c, 2)
+	t.Cleanup(func() { checkRBAC(t, e.rc.Actions()) })
 	return e
 }
 
@@ -75,7 +82,7 @@ func (e *env) rollout(mod func(o *rollout.Options)) *rollout.Rollout {
 		e.t.Fatal(err)
 	}
 	clock := &rt.Clock{}
-	return &rollout.Rollout{Client: e.c.Client, Mounts: e.mounts, Status: e.mounts, Progress: rep, Options: o, Clock: clock.Now}
+	return &rollout.Rollout{Client: e.rc, Mounts: e.mounts, Status: e.mounts, Progress: rep, Options: o, Clock: clock.Now}
 }
 
 func (e *env) run(mod func(o *rollout.Options)) (*rollout.Plan, error) {
@@ -289,7 +296,8 @@ func TestPreflightRefuses(t *testing.T) {
 		{"nothing to drain for", func(ds *appsv1.DaemonSet) {
 			ds.Spec.Template.Spec.Containers[0].Env = nil
 		}, func(o *rollout.Options) { o.Drivers = nil }, "no volume plugin or driver"},
-		{"missing", nil, func(o *rollout.Options) { o.Name = "nope" }, "not found"},
+		// A name deploy/rbac grants, but no such DaemonSet.
+		{"missing", nil, func(o *rollout.Options) { o.Name = "rbd-mountpod" }, "not found"},
 		{"bad selector", nil, func(o *rollout.Options) { o.PodSelector = "a in (" }, "pod selector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -302,6 +310,19 @@ func TestPreflightRefuses(t *testing.T) {
 				t.Error("a refused rollout touched the cluster")
 			}
 		})
+	}
+}
+
+// A DaemonSet that deploy/rbac does not name: the API server forbids
+// reading it, and the refusal says what to add.
+func TestForbiddenDaemonSetNamesTheRBAC(t *testing.T) {
+	e := newEnv(t, nil)
+	e.rc.PrependReactor("get", "daemonsets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(appsv1.Resource("daemonsets"), dsName, errors.New("RBAC: access denied"))
+	})
+	_, err := e.run(nil)
+	if !rollout.IsRefused(err) || !strings.Contains(err.Error(), "resourceNames") || !strings.Contains(err.Error(), "forbidden") {
+		t.Fatalf("%v, want a refusal naming resourceNames", err)
 	}
 }
 
@@ -509,7 +530,7 @@ func TestDriverInferredFromDaemonSet(t *testing.T) {
 		t.Errorf("plan drivers %v, want %s", plan.Drivers, driver)
 	}
 	evicted, deleted := -1, -1
-	for i, a := range e.c.Client.Actions() {
+	for i, a := range e.rc.Actions() {
 		switch {
 		case a.GetVerb() == "create" && a.GetSubresource() == "eviction" && a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name == "writer":
 			evicted = i
@@ -522,18 +543,22 @@ func TestDriverInferredFromDaemonSet(t *testing.T) {
 	}
 }
 
-func TestLockHeldByLiveRollout(t *testing.T) {
+// A record written by a release before the Lease, whose holder's lease
+// has not run out, is still respected.
+func TestLegacyRecordLockRespected(t *testing.T) {
 	e := newEnv(t, nil)
 	now := time.Now()
 	setRecord(t, e, rollout.Record{Holder: "other/1", Phase: rollout.PhaseRunning, Started: now, Renewed: now, LeaseSeconds: 3600})
 	for _, resume := range []bool{false, true} {
-		_, err := e.rollout(func(o *rollout.Options) { o.Resume = resume }).Run(context.Background())
-		if !rollout.IsRefused(err) || !strings.Contains(err.Error(), "another rollout") {
+		r := e.rollout(func(o *rollout.Options) { o.Resume = resume })
+		r.Clock = time.Now
+		_, err := r.Run(context.Background())
+		if !rollout.IsRefused(err) || !strings.Contains(err.Error(), "older mountpod-rollout is running") {
 			t.Fatalf("resume %v: %v, want a refusal naming the other rollout", resume, err)
 		}
 	}
 	if e.tainted("n1") || e.record().Holder != "other/1" {
-		t.Error("the lock was taken from a live rollout")
+		t.Error("the record was taken from a live rollout")
 	}
 }
 

@@ -16,7 +16,8 @@ const (
 	// its mount pod is replaced. Its value is "<namespace>.<DaemonSet name>",
 	// so two DaemonSets' rollouts never remove each other's taint.
 	TaintKey = "mountcontainers.io/upgrading"
-	// RecordAnnotation is the DaemonSet annotation holding the [Record].
+	// RecordAnnotation is the DaemonSet annotation holding the [Record],
+	// the rollout's progress (the lock is a Lease, see [Rollout.Run]).
 	RecordAnnotation = "mountcontainers.io/rollout"
 	// RevisionLabel is the pod label naming its DaemonSet revision.
 	RevisionLabel = appsv1.DefaultDaemonSetUniqueLabelKey
@@ -188,10 +189,14 @@ type Options struct {
 	// EvictRetryDelay is the pause after an eviction refused by a
 	// PodDisruptionBudget (default 5s).
 	EvictRetryDelay time.Duration
-	// LockLease is how long the lock stays valid without renewal (default
-	// 1m); it is renewed every third of it.
+	// LockLease is the duration of the rollout lock's Lease (default 1m;
+	// whole seconds, at least one): another rollout takes the lock over
+	// once it has seen the Lease unrenewed that long. It is renewed every
+	// sixth of it, and the rollout stops acting when two thirds of it have
+	// passed since the send of its last renewal that succeeded.
 	LockLease time.Duration
-	// Holder names this rollout in the lock (default host name and PID).
+	// Holder names this rollout in the lock and the record (default host
+	// name and PID).
 	Holder string
 }
 

@@ -29,6 +29,7 @@ func TestRolloutGlusterfs(t *testing.T) {
 	bed := framework.Current(t)
 	g := setupGlusterfs(t, bed)
 	bin := buildRollout(t)
+	sa := rolloutServiceAccount(t, bed, mountpodNS, "-"+g.ns)
 	const ds = "glusterfs-mountpod"
 	t.Cleanup(func() { bed.RemoveTaints(t, rollout.TaintKey, "") })
 	newTag := tagMountpodImage(t, bed, "rollout-"+g.ns)
@@ -87,7 +88,7 @@ func TestRolloutGlusterfs(t *testing.T) {
 	// installs, and must drain its workload before the mount pod goes.
 	cmd := exec.CommandContext(ctx, bin, "-n", mountpodNS, "--poll-interval", "500ms",
 		"--drain-timeout", "2m", "--unmount-timeout", "2m", "--ready-timeout", "2m", ds)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+bed.Env.Kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+sa.Path)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

@@ -73,14 +73,19 @@ func TestRollout(t *testing.T) {
 }
 
 const (
-	rolloutDS       = "mountpod"
+	// rolloutDS is named as deploy/glusterfs names its DaemonSet: the
+	// rollout runs with exactly deploy/rbac, which grants DaemonSets and
+	// their Leases by name.
+	rolloutDS       = "glusterfs-mountpod"
 	rolloutSelector = "app=rollout-mountpod"
 	writerSelector  = "app=writer"
 	scratchPattern  = `/volumes/kubernetes\.io~empty-dir/scratch$`
 )
 
 type rolloutEnv struct {
-	bed     *framework.Bed
+	bed *framework.Bed
+	// sa is the ServiceAccount of deploy/rbac the rollout runs as.
+	sa      *framework.ServiceAccountKubeconfig
 	ns      string
 	plugin  string
 	binary  string
@@ -96,6 +101,7 @@ func setUpRollout(t *testing.T, bed *framework.Bed) *rolloutEnv {
 	r := &rolloutEnv{bed: bed, ns: bed.CreateNamespace(t, "rollout"), dataDir: t.TempDir()}
 	r.plugin = "e2e.mountcontainers.io/" + r.ns
 	r.binary = buildRollout(t)
+	r.sa = rolloutServiceAccount(t, bed, r.ns, "-"+r.ns)
 	t.Cleanup(func() {
 		// Never leave the only node fenced for the tests that follow.
 		bed.RemoveTaints(t, rollout.TaintKey, r.taintValue())
@@ -264,30 +270,74 @@ func (r *rolloutEnv) waitLines(t *testing.T, n int, timeout time.Duration) {
 // runRollout runs the binary and returns its stdout, stderr and exit code.
 func (r *rolloutEnv) runRollout(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
+	return r.startRollout(t, args...)()
+}
+
+// startRollout starts the binary, as deploy/rbac's ServiceAccount, and
+// returns a function that waits for it and returns its stdout, stderr and
+// exit code.
+func (r *rolloutEnv) startRollout(t *testing.T, args ...string) func() (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	args = append(append([]string{"-n", r.ns,
 		// The selector applies to the whole node: name this test's writer only.
 		"--pod-selector", writerSelector + ",e2e-namespace=" + r.ns, "--mount-pattern", scratchPattern,
 		"--poll-interval", "500ms", "--drain-timeout", "20s", "--unmount-timeout", "1m", "--ready-timeout", "45s",
 		"--evict-retry-delay", "1s"}, args...), rolloutDS)
 	cmd := exec.CommandContext(ctx, r.binary, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.bed.Env.Kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.sa.Path)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
+	if err := cmd.Start(); err != nil {
+		cancel()
 		t.Fatalf("run %s: %v", r.binary, err)
 	}
-	t.Logf("mountpod-rollout %s: exit %d in %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code,
-		time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
-	return stdout.String(), stderr.String(), code
+	return func() (string, string, int) {
+		t.Helper()
+		defer cancel()
+		err := cmd.Wait()
+		code := 0
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			code = ee.ExitCode()
+		case err != nil:
+			t.Fatalf("run %s: %v", r.binary, err)
+		}
+		t.Logf("mountpod-rollout %s (as %s): exit %d in %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.sa.User, code,
+			time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
+		return stdout.String(), stderr.String(), code
+	}
+}
+
+// rolloutServiceAccount binds a ServiceAccount in namespace to exactly the
+// rules of deploy/rbac and returns its kubeconfig (a TokenRequest token),
+// after checking that it is no administrator.
+func rolloutServiceAccount(t *testing.T, bed *framework.Bed, namespace, suffix string) *framework.ServiceAccountKubeconfig {
+	t.Helper()
+	sa := bed.RBACKubeconfig(t, "deploy/rbac", namespace, suffix)
+	// The authorizer's cache may lag the new bindings by a moment.
+	if err := framework.Poll(context.Background(), sa.User+" may patch daemonset "+rolloutDS, 200*time.Millisecond, 30*time.Second,
+		func(context.Context) (bool, string, error) {
+			return sa.Can(t, "patch", "apps", "daemonsets", "", namespace, rolloutDS), "not yet", nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if sa.Can(t, "delete", "", "pods", "", "default", "") || sa.Can(t, "patch", "apps", "daemonsets", "", namespace, "kube-proxy") {
+		t.Fatalf("%s may delete pods in default or patch daemonset kube-proxy: not the RBAC of deploy/rbac", sa.User)
+	}
+	t.Logf("mountpod-rollout runs as %s, bound to deploy/rbac", sa.User)
+	return sa
+}
+
+// leaseHolder returns the holder of the rollout's Lease ("" if none).
+func (r *rolloutEnv) leaseHolder(ctx context.Context) string {
+	l, err := r.bed.Client.CoordinationV1().Leases(r.ns).Get(ctx, rolloutDS, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
 }
 
 func (r *rolloutEnv) mountPod(t *testing.T) corev1.Pod {
@@ -430,10 +480,29 @@ func (r *rolloutEnv) testResumeFinishes(t *testing.T) {
 	oldMP, oldW := r.mountPod(t), r.anyPod(t, writerSelector)
 
 	obs := r.observe(oldMP, oldW)
-	stdout, _, code := r.runRollout(t, "--resume", "-o", "json")
+	// A short lease (renewed every 0.5 s) so that a second rollout sees a
+	// renewal well within the few seconds the first takes.
+	wait := r.startRollout(t, "--resume", "-o", "json", "--lock-lease", "3s")
+	// A second rollout meanwhile sees the first renew the Lease and
+	// refuses, touching nothing.
+	if err := framework.Poll(context.Background(), "the rollout's Lease held", 100*time.Millisecond, time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			h := r.leaseHolder(ctx)
+			return h != "", "holder " + h, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr2, code2 := r.runRollout(t, "--resume", "--lock-lease", "3s")
+	if code2 != 3 || !strings.Contains(stderr2, "another rollout") {
+		t.Errorf("a second rollout at once: exit %d, want 3 (refused: another rollout is running)", code2)
+	}
+	stdout, _, code := wait()
 	seen := obs.stop()
 	if code != 0 {
 		t.Fatalf("exit %d", code)
+	}
+	if h := r.leaseHolder(context.Background()); h != "" {
+		t.Errorf("the Lease is still held by %s after the rollout", h)
 	}
 	r.checkProgress(t, stdout)
 	checkObservedOrder(t, seen)

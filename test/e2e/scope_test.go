@@ -137,6 +137,7 @@ func TestScopes(t *testing.T) {
 	})
 
 	rolloutBin := buildRollout(t)
+	rolloutSA := rolloutServiceAccount(t, bed, mountpodNS, "-"+g.ns)
 	newTag := tagMountpodImage(t, bed, "inplace-"+g.ns)
 	t.Cleanup(func() { bed.RemoveTaints(t, rollout.TaintKey, "") })
 	disrupt("InPlaceUpgrade", func(t *testing.T, mp corev1.Pod) {
@@ -164,7 +165,7 @@ func TestScopes(t *testing.T) {
 		defer rcancel()
 		cmd := exec.CommandContext(rctx, rolloutBin, "-n", mountpodNS, "--strategy", "in-place", "--unscoped", "refuse",
 			"--poll-interval", "500ms", "--ready-timeout", "2m", "glusterfs-mountpod")
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+bed.Env.Kubeconfig)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+rolloutSA.Path)
 		out, err := cmd.CombinedOutput()
 		cancel()
 		t.Logf("mountpod-rollout --strategy in-place: %v\n%s", err, out)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -70,6 +71,27 @@ func NewCluster(objs ...runtime.Object) *Cluster {
 	c.Client.PrependReactor("create", "pods", c.evict)
 	c.Client.PrependReactor("delete", "pods", c.deletePod)
 	return c
+}
+
+// NewClient returns another clientset on the objects of c, with the same
+// reactors (the Eviction API, the DaemonSet controller) and discovery, that
+// records its own actions: give it to the code under test, so that its
+// Actions are that code's API calls alone, and add reactors to it to fake
+// what one client sees (an API server that stops answering).
+func (c *Cluster) NewClient() *fake.Clientset {
+	cs := fake.NewClientset()
+	tr := c.Client.Tracker()
+	cs.ReactionChain = nil
+	cs.WatchReactionChain = nil
+	cs.AddReactor("*", "*", k8stesting.ObjectReaction(tr))
+	cs.AddWatchReactor("*", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := tr.Watch(action.GetResource(), action.GetNamespace())
+		return true, w, err
+	})
+	cs.Resources = c.Client.Resources
+	cs.PrependReactor("create", "pods", c.evict)
+	cs.PrependReactor("delete", "pods", c.deletePod)
+	return cs
 }
 
 // SetReplacementReady decides whether the mount pods the fake DaemonSet
