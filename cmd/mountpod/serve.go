@@ -25,6 +25,10 @@ func serveCommand(logTo io.Writer) *cli.Command {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			cfg.Logger = newLogger(logTo)
+			inst := installConfigFrom(c)
+			if err := inst.Validate(); err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
 			d, err := mountpod.New(cfg)
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
@@ -47,7 +51,6 @@ func serveCommand(logTo io.Writer) *cli.Command {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			defer stopRecovery()
-			inst := installConfigFrom(c)
 			ctx, cancel := context.WithCancelCause(c.Context)
 			defer cancel(nil)
 			done := make(chan error, 1)

@@ -1,0 +1,60 @@
+package deploy_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestFlexvolumePolicy: deploy/policy renders a ValidatingAdmissionPolicy
+// on pod creation and a binding that denies. Its effect is proven on the
+// bed (test/e2e TestFlexvolumePVOnlyPolicy).
+func TestFlexvolumePolicy(t *testing.T) {
+	var policy *admissionv1.ValidatingAdmissionPolicy
+	var binding *admissionv1.ValidatingAdmissionPolicyBinding
+	for _, o := range render(t, "policy") {
+		switch o := o.(type) {
+		case *admissionv1.ValidatingAdmissionPolicy:
+			policy = o
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			binding = o
+		default:
+			t.Errorf("unexpected %T", o)
+		}
+	}
+	if policy == nil || binding == nil {
+		t.Fatal("want a ValidatingAdmissionPolicy and its binding")
+	}
+	if binding.Spec.PolicyName != policy.Name || !slices.Equal(binding.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+		t.Errorf("binding %+v does not deny with policy %s", binding.Spec, policy.Name)
+	}
+	if fp := policy.Spec.FailurePolicy; fp == nil || *fp != admissionv1.Fail {
+		t.Errorf("failurePolicy %v, want Fail", fp)
+	}
+	rules := policy.Spec.MatchConstraints.ResourceRules
+	if len(rules) != 1 || !slices.Contains(rules[0].Resources, "pods") || !slices.Contains(rules[0].Operations, admissionv1.Create) {
+		t.Errorf("policy does not match pod creation: %+v", rules)
+	}
+	if len(policy.Spec.Variables) != 1 || !strings.Contains(policy.Spec.Variables[0].Expression, "'mountcontainers.io/glusterfs'") {
+		t.Errorf("policy does not name the driver: %+v", policy.Spec.Variables)
+	}
+}
+
+// TestGlusterfsAllowedServers: the glusterfs overlay passes the
+// administrator's allow-list to the driver, empty by default (the driver
+// then refuses loopback, link-local and unspecified servers).
+func TestGlusterfsAllowedServers(t *testing.T) {
+	ds := render(t, "glusterfs")[0].(*appsv1.DaemonSet)
+	env := ds.Spec.Template.Spec.Containers[0].Env
+	i := slices.IndexFunc(env, func(e corev1.EnvVar) bool { return e.Name == "MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS" })
+	if i < 0 {
+		t.Fatal("no MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS in the glusterfs overlay")
+	}
+	if i != 12 || env[i].Value != "" {
+		t.Errorf("MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS is env/%d = %q; test/demo/manifests.sh patches env/12, and the default is empty", i, env[i].Value)
+	}
+}
