@@ -105,7 +105,15 @@
 // ExecSync path's: a non-zero exit is a utilexec.CodeExitError (128+N for a
 // signal, as containerd reports), a missing or non-executable file is
 // utilexec.ErrExecutableNotFound, a directory that cannot be entered exits
-// 126, a timeout wraps [ErrTimeout] and context.DeadlineExceeded.
+// 126, a timeout wraps [ErrTimeout] and context.DeadlineExceeded. Output is
+// capped at 16 MiB per stream, as ExecSync caps its response: past it the
+// caller gets the first 16 MiB and an error wrapping [ErrOutputLimit] (or,
+// for a command that failed anyway, its utilexec.CodeExitError naming the
+// truncation). A busy exec service (all its command slots taken for 5 s)
+// refuses the call before anything runs, and the command is placed
+// afresh. The resolver keeps one client per socket in use, closing those
+// of sockets that are gone (replaced mount pods) and all but the 8 most
+// recently used idle ones.
 //
 // # Host
 //

@@ -12,7 +12,6 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -112,7 +111,7 @@ type Resolver struct {
 
 	mode          ExecMode
 	socketTimeout time.Duration
-	sockets       map[string]*execserver.Client // socket path -> client
+	sockets       map[string]*socketEntry // socket path -> client
 }
 
 // cached is the running container found for a registration.
@@ -141,7 +140,7 @@ func NewResolver(opts Options) *Resolver {
 		cache:          map[string]cached{},
 		mode:           opts.ExecMode,
 		socketTimeout:  opts.SocketTimeout,
-		sockets:        map[string]*execserver.Client{},
+		sockets:        map[string]*socketEntry{},
 	}
 	if r.mode == "" {
 		r.mode = ModeAuto
@@ -186,8 +185,8 @@ func (r *Resolver) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	for path, c := range r.sockets {
-		c.Close()
+	for path, e := range r.sockets {
+		e.c.Close()
 		delete(r.sockets, path)
 	}
 	if r.conn != nil && r.ownConn {

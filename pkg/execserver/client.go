@@ -26,6 +26,12 @@ const DialTimeout = 2 * time.Second
 // the service.
 const ChunkSize = 32 << 10
 
+// MaxOutput is the most of each output stream, standard output and standard
+// error, that a call carries: 16 MiB, as CRI ExecSync. The service sends no
+// more and says so in the Result; the client keeps no more whatever the
+// service sends.
+const MaxOutput = 16 << 20
+
 // ErrNotStarted is wrapped by the error of [Client.Start] when the command
 // certainly did not start because the service could not be used: the
 // socket is gone or refuses us, or the service runs in another pod than
@@ -97,7 +103,8 @@ type Command struct {
 	// Dir is the working directory; empty for the service's.
 	Dir string
 	// Timeout kills the command's process group after this long; 0 means
-	// none.
+	// the service's default (2 minutes in the mount pod). A timeout over
+	// the service's maximum (an hour) is refused before anything runs.
 	Timeout time.Duration
 	// ExpectPodUID and ExpectContainer, when set, must be the service's or
 	// nothing runs (and Start's error wraps [ErrNotStarted]).
@@ -134,6 +141,10 @@ type Result struct {
 	// OutputAbandoned is true when something the command left behind kept
 	// its output open after it exited.
 	OutputAbandoned bool
+	// StdoutTruncated and StderrTruncated are true when the command wrote
+	// more than [MaxOutput] to that stream: the writer got the first
+	// MaxOutput bytes.
+	StdoutTruncated, StderrTruncated bool
 }
 
 // Process is a command started by [Client.Start].
@@ -196,10 +207,10 @@ func (c *Client) Start(ctx context.Context, cmd Command) (*Process, error) {
 }
 
 // callError names the socket; before anything started, an unreachable
-// service or one of another pod is [ErrNotStarted].
+// or busy service, or one of another pod, is [ErrNotStarted].
 func (c *Client) callError(err error, beforeStart bool) error {
 	code := status.Code(err)
-	if beforeStart && (code == codes.Unavailable || code == codes.FailedPrecondition) {
+	if beforeStart && (code == codes.Unavailable || code == codes.FailedPrecondition || code == codes.ResourceExhausted) {
 		return fmt.Errorf("exec socket %s: %w: %w", c.path, ErrNotStarted, err)
 	}
 	if code == codes.Canceled {
@@ -265,6 +276,8 @@ func (p *Process) receive(c *Client, stdout, stderr io.Writer) {
 	}
 	var res Result
 	var err error
+	outLeft, errLeft := MaxOutput, MaxOutput
+	var outCut, errCut bool
 	for {
 		m, rerr := p.stream.Recv()
 		if rerr != nil {
@@ -275,16 +288,17 @@ func (p *Process) receive(c *Client, stdout, stderr io.Writer) {
 			break
 		}
 		if b := m.GetStdout(); len(b) > 0 {
-			outQ.put(b)
+			outQ.put(capped(b, &outLeft, &outCut))
 			continue
 		}
 		if b := m.GetStderr(); len(b) > 0 {
-			errQ.put(b)
+			errQ.put(capped(b, &errLeft, &errCut))
 			continue
 		}
 		if e := m.GetExit(); e != nil {
 			res = Result{Code: int(e.GetCode()), Signal: syscall.Signal(e.GetSignal()),
-				TimedOut: e.GetReason() == api.Exit_TIMED_OUT, OutputAbandoned: e.GetOutputAbandoned()}
+				TimedOut: e.GetReason() == api.Exit_TIMED_OUT, OutputAbandoned: e.GetOutputAbandoned(),
+				StdoutTruncated: e.GetStdoutTruncated() || outCut, StderrTruncated: e.GetStderrTruncated() || errCut}
 			break
 		}
 	}
@@ -300,6 +314,16 @@ func (p *Process) receive(c *Client, stdout, stderr io.Writer) {
 	close(p.done)
 	p.sendMu.Unlock()
 	p.cancel()
+}
+
+// capped returns what of b fits in *left bytes, counting it off, and sets
+// *cut when something did not fit.
+func capped(b []byte, left *int, cut *bool) []byte {
+	if len(b) > *left {
+		b, *cut = b[:*left], true
+	}
+	*left -= len(b)
+	return b
 }
 
 // sameWriter reports whether a and b are the same writer.
@@ -333,7 +357,11 @@ func newWriterQueue(w io.Writer) *writerQueue {
 	return q
 }
 
-func (q *writerQueue) put(b []byte) { q.ch <- b }
+func (q *writerQueue) put(b []byte) {
+	if len(b) > 0 {
+		q.ch <- b
+	}
+}
 
 // close waits for the queued chunks to be written.
 func (q *writerQueue) close() error {
