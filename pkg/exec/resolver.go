@@ -87,6 +87,10 @@ type Options struct {
 	// SocketTimeout bounds the Identity call that checks an exec socket;
 	// default [DefaultSocketTimeout].
 	SocketTimeout time.Duration
+	// ProcRoot is the procfs of the caller's own PID namespace, where the
+	// cgroups of the process serving an exec socket are read (see "Exec
+	// fast path" in the package documentation); default /proc.
+	ProcRoot string
 }
 
 // Resolver decides, each time a command runs, whether a volume plugin's
@@ -111,6 +115,7 @@ type Resolver struct {
 
 	mode          ExecMode
 	socketTimeout time.Duration
+	procRoot      string
 	sockets       map[string]*socketEntry // socket path -> client
 }
 
@@ -140,6 +145,7 @@ func NewResolver(opts Options) *Resolver {
 		cache:          map[string]cached{},
 		mode:           opts.ExecMode,
 		socketTimeout:  opts.SocketTimeout,
+		procRoot:       opts.ProcRoot,
 		sockets:        map[string]*socketEntry{},
 	}
 	if r.mode == "" {
@@ -147,6 +153,9 @@ func NewResolver(opts Options) *Resolver {
 	}
 	if r.socketTimeout <= 0 {
 		r.socketTimeout = DefaultSocketTimeout
+	}
+	if r.procRoot == "" {
+		r.procRoot = "/proc"
 	}
 	if r.dir == "" {
 		r.dir = registration.DefaultDir

@@ -131,6 +131,9 @@ func (r *Resolver) checkSocket(ctx context.Context, d *Decision, reg registratio
 		id.GetPodName() != reg.PodName || id.GetPodNamespace() != reg.PodNamespace {
 		return viaSocketPrefix + fmt.Sprintf(viaSocketMismatch, id.GetPodNamespace(), id.GetPodName(), id.GetPodUid(), id.GetContainerName())
 	}
+	if why := r.checkPeer(c.PeerPID(), d.ContainerID); why != "" {
+		return viaSocketPrefix + why
+	}
 	return ""
 }
 

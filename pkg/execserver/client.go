@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,9 +42,10 @@ var ErrNotStarted = errors.New("exec service unusable, command not started")
 // Client is a connection to an exec service. It is safe for concurrent use
 // and meant to be kept; Close it when done.
 type Client struct {
-	path string
-	cc   *grpc.ClientConn
-	api  api.ExecClient
+	path    string
+	cc      *grpc.ClientConn
+	api     api.ExecClient
+	peerPID atomic.Int32
 }
 
 // Dial returns a client of the service at path (see [CheckSocket] for the
@@ -51,6 +53,7 @@ type Client struct {
 // and refused unless the serving process runs as root or the caller's
 // effective user.
 func Dial(path string) (*Client, error) {
+	client := &Client{path: path}
 	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
 		d := net.Dialer{Timeout: DialTimeout}
 		c, err := d.DialContext(ctx, "unix", path)
@@ -65,6 +68,7 @@ func Dial(path string) (*Client, error) {
 			c.Close()
 			return nil, fmt.Errorf("exec socket %s: %w", path, err)
 		}
+		client.peerPID.Store(pid)
 		return c, nil
 	}
 	cc, err := grpc.NewClient("passthrough:///"+path,
@@ -75,8 +79,14 @@ func Dial(path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec socket %s: %w", path, err)
 	}
-	return &Client{path: path, cc: cc, api: api.NewExecClient(cc)}, nil
+	client.cc, client.api = cc, api.NewExecClient(cc)
+	return client, nil
 }
+
+// PeerPID returns the process ID of the process serving the connection
+// made last, as SO_PEERCRED gave it: in the caller's PID namespace, 0 when
+// that process is not visible there or no connection was made yet.
+func (c *Client) PeerPID() int { return int(c.peerPID.Load()) }
 
 // Path returns the socket's path.
 func (c *Client) Path() string { return c.path }
