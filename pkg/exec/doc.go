@@ -128,8 +128,9 @@
 // caller gets the first 16 MiB and an error wrapping [ErrOutputLimit] (or,
 // for a command that failed anyway, its utilexec.CodeExitError naming the
 // truncation). A busy exec service (all its command slots taken for 5 s)
-// refuses the call before anything runs, and the command is placed
-// afresh. The resolver keeps one client per socket in use, closing those
+// refuses the call before anything runs; the decision is taken afresh once,
+// and if the service is still busy the command fails with an error saying
+// so (nothing ran). The resolver keeps one client per socket in use, closing those
 // of sockets that are gone (replaced mount pods) and all but the 8 most
 // recently used idle ones.
 //
