@@ -139,7 +139,7 @@ type Result struct {
 	// Took is how long the recovery took, from detection; Remount and
 	// Attach how long the node's mount and the containers' attach took.
 	Took, Remount, Attach time.Duration
-	Err  error
+	Err                   error
 }
 
 // Run makes a pass every Interval until ctx ends.
