@@ -69,6 +69,57 @@ func TestServeExecService(t *testing.T) {
 	}
 }
 
+// TestServeExecSocketCannotListen: when the exec socket cannot listen
+// (here a regular file sits at its path, which Listen never removes),
+// serve logs it, registers without execSocket and serves on; check finds
+// it ready.
+func TestServeExecSocketCannotListen(t *testing.T) {
+	dir := setPodEnv(t)
+	sockDir := filepath.Join(dir, filepath.Dir(execserver.SocketName(pod.PodUID)))
+	if err := os.MkdirAll(sockDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	occupant := filepath.Join(dir, execserver.SocketName(pod.PodUID))
+	if err := os.WriteFile(occupant, []byte("not a socket"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var stderr string
+	go func() {
+		var code int
+		code, _, stderr = runApp(ctx, "serve")
+		done <- code
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r, ok, err := registration.Read(dir, "kubernetes.io/rbd")
+		if err == nil && ok && r == pod {
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d instead of registering without the exec socket; stderr:\n%s", code, stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not registered without execSocket 5s after serve started (last: %+v, %v)", r, err)
+		}
+	}
+	if code, out, _ := runApp(context.Background(), "check"); code != 0 {
+		t.Errorf("check = %d: %s", code, out)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d after cancel; stderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "registering without execSocket") || !strings.Contains(stderr, occupant) {
+		t.Errorf("log does not say why the socket is not advertised:\n%s", stderr)
+	}
+	if data, err := os.ReadFile(occupant); err != nil || string(data) != "not a socket" {
+		t.Errorf("the file at the socket's path was touched: %q, %v", data, err)
+	}
+}
+
 func TestExecSocketNone(t *testing.T) {
 	dir := setPodEnv(t)
 	t.Setenv("MOUNTPOD_EXEC_SOCKET", "none")

@@ -18,6 +18,7 @@ func installFlags() []cli.Flag {
 		&cli.StringFlag{Name: "flexvolume-timeout", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_TIMEOUT"}, Usage: "Longest a mount or unmount of the driver may take, such as 1m (default 1m)."},
 		&cli.StringFlag{Name: "flexvolume-exec-mode", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_EXEC_MODE"}, Usage: "How the driver's mount and umount reach this pod: auto (its exec socket when that answers, else CRI ExecSync), cri or socket (default auto)."},
 		&cli.StringFlag{Name: "flexvolume-log-file", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_LOG_FILE"}, Usage: "Node path the driver appends a JSON record to per call and per placement decision (default none)."},
+		&cli.StringSliceFlag{Name: "flexvolume-allowed-servers", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS"}, Usage: "GlusterFS servers volumes may name, recorded for the driver: host names, addresses and CIDRs; repeat the flag or separate entries with commas. Empty allows any server whose addresses are not loopback, link-local, unspecified, multicast or broadcast; those are allowed only when listed explicitly (a listed name is trusted whatever it resolves to)."},
 		&cli.StringFlag{Name: "install-shim", EnvVars: []string{"MOUNTPOD_INSTALL_SHIM_DIR"}, Usage: "Install kubelet-exec-shim, its helper kubelet-exec-shim-cri and links named after the registered plugins' tools into this host directory (mounted at the same path as on the node) once registered."},
 		&cli.StringFlag{Name: "shim-source", EnvVars: []string{"MOUNTPOD_SHIM_SOURCE"}, Value: hostinstall.DefaultShimSource, Usage: "The kubelet-exec-shim binary to install; kubelet-exec-shim-cri is taken from the same directory."},
 		&cli.StringFlag{Name: "host-runtime-endpoint", EnvVars: []string{"MOUNTPOD_HOST_RUNTIME_ENDPOINT"}, Usage: "CRI endpoint as the node sees it, recorded for the installed driver and shim (default: they probe the usual sockets)."},
@@ -27,15 +28,16 @@ func installFlags() []cli.Flag {
 // installConfigFrom builds the install configuration from the flags of c.
 func installConfigFrom(c *cli.Context) hostinstall.Config {
 	return hostinstall.Config{
-		FlexvolumeDir:       c.String("install-flexvolume"),
-		FlexvolumeDriver:    c.String("flexvolume-driver"),
-		FlexvolumePlugin:    c.String("flexvolume-plugin"),
-		FlexvolumeSource:    c.String("flexvolume-source"),
-		FlexvolumeTimeout:   c.String("flexvolume-timeout"),
-		FlexvolumeExecMode:  c.String("flexvolume-exec-mode"),
-		FlexvolumeLogFile:   c.String("flexvolume-log-file"),
-		ShimDir:             c.String("install-shim"),
-		ShimSource:          c.String("shim-source"),
-		HostRuntimeEndpoint: c.String("host-runtime-endpoint"),
+		FlexvolumeDir:            c.String("install-flexvolume"),
+		FlexvolumeDriver:         c.String("flexvolume-driver"),
+		FlexvolumePlugin:         c.String("flexvolume-plugin"),
+		FlexvolumeSource:         c.String("flexvolume-source"),
+		FlexvolumeTimeout:        c.String("flexvolume-timeout"),
+		FlexvolumeExecMode:       c.String("flexvolume-exec-mode"),
+		FlexvolumeLogFile:        c.String("flexvolume-log-file"),
+		FlexvolumeAllowedServers: c.StringSlice("flexvolume-allowed-servers"),
+		ShimDir:                  c.String("install-shim"),
+		ShimSource:               c.String("shim-source"),
+		HostRuntimeEndpoint:      c.String("host-runtime-endpoint"),
 	}
 }

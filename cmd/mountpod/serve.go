@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"path/filepath"
 	"slices"
 
 	"github.com/urfave/cli/v2"
@@ -25,18 +26,28 @@ func serveCommand(logTo io.Writer) *cli.Command {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			cfg.Logger = newLogger(logTo)
+			inst := installConfigFrom(c)
+			if err := inst.Validate(); err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
+			// The exec service is a fast path: a socket that cannot listen
+			// (something else at its path, a directory of the wrong owner)
+			// must not keep the pod from serving through CRI ExecSync, so
+			// the registrations then advertise no socket.
+			stopExec, err := startExecService(cfg)
+			if err != nil {
+				cfg.Logger.Error("exec service cannot listen: registering without execSocket, volume hosts use CRI ExecSync",
+					"socket", filepath.Join(cfg.Dir, cfg.Pod.ExecSocket), "err", err)
+				cfg.Pod.ExecSocket = ""
+				stopExec = func() {}
+			}
+			// The exec service stops after d.Run has removed the
+			// registrations that advertise it.
+			defer stopExec()
 			d, err := mountpod.New(cfg)
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
-			// The exec service stops after d.Run has removed the
-			// registrations that advertise it.
-			stopExec, err := startExecService(cfg)
-			if err != nil {
-				cfg.Logger.Error("mountpod failed", "err", err)
-				return cli.Exit("", exitFailure)
-			}
-			defer stopExec()
 			stopKeeper, err := startMountKeeper(c.Context, c, cfg.Logger)
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
@@ -47,7 +58,6 @@ func serveCommand(logTo io.Writer) *cli.Command {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			defer stopRecovery()
-			inst := installConfigFrom(c)
 			ctx, cancel := context.WithCancelCause(c.Context)
 			defer cancel(nil)
 			done := make(chan error, 1)

@@ -39,6 +39,24 @@
 // process group with SIGKILL; a daemon that started its own session (as
 // daemonizing utilities do) survives, as it must.
 //
+// # Bounds
+//
+// A volume host's command must not be able to exhaust the mount pod, nor
+// the service its caller:
+//
+//   - Every command has a timeout: the call's, else [DefaultCommandTimeout]
+//     (2 minutes); a call asking for more than [DefaultMaxTimeout] (an hour)
+//     is refused (INVALID_ARGUMENT) before anything runs.
+//   - At most [DefaultMaxConcurrent] (32) commands run at once; a further
+//     call waits up to [DefaultQueueWait] (5 s) for one to end, then is
+//     refused (RESOURCE_EXHAUSTED, "exec service busy"), nothing run.
+//   - Each output stream carries at most execserver.MaxOutput (16 MiB, as
+//     CRI ExecSync); the rest is read and dropped, so the command never
+//     blocks on a full pipe, and the Exit says which stream was truncated.
+//   - Standard input is fed only while the main process runs: a daemon it
+//     left holding the pipe without reading cannot hold the feeding
+//     goroutine or its descriptor once the command has exited.
+//
 // Each Exec carries the pod UID and container the client expects; the server
 // refuses (FAILED_PRECONDITION) before running anything if they are not its
 // own ([Config].Identity), so a cached placement can never run a command in

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,10 +23,13 @@ import (
 
 // run is one Exec call.
 type run struct {
-	s      *Server
-	stream api.Exec_ExecServer
-	start  *api.Start
-	log    *slog.Logger // set once the command has started
+	s       *Server
+	stream  api.Exec_ExecServer
+	start   *api.Start
+	timeout time.Duration // the command's: the call's or the default
+	log     *slog.Logger  // set once the command has started
+
+	stdoutTruncated, stderrTruncated atomic.Bool
 
 	sendMu sync.Mutex
 	closed bool // no more sends: the Exit went out
@@ -82,6 +86,11 @@ func (r *run) do() error {
 	werr := cmd.Wait()
 	k.markReaped()
 	close(exited)
+	// Input for a command that has exited is dropped; a daemon it left
+	// behind may hold its standard input without ever reading it, and a
+	// write blocked on that pipe would hold its goroutine and descriptor
+	// for as long as the daemon lives.
+	p.abandonStdin()
 	abandoned := r.awaitOutput(p, pumped)
 	return r.report(ctx, exitOf(cmd.ProcessState, werr), abandoned, k.didTimeOut())
 }
@@ -176,8 +185,8 @@ func closeAll(files ...*os.File) {
 func (r *run) pumpOutput(p *pipes) <-chan struct{} {
 	var pumps sync.WaitGroup
 	pumps.Add(2)
-	go r.pump(&pumps, p.outR, func(b []byte) *api.ExecResponse { return &api.ExecResponse{Msg: &api.ExecResponse_Stdout{Stdout: b}} })
-	go r.pump(&pumps, p.errR, func(b []byte) *api.ExecResponse { return &api.ExecResponse{Msg: &api.ExecResponse_Stderr{Stderr: b}} })
+	go r.pump(&pumps, p.outR, &r.stdoutTruncated, func(b []byte) *api.ExecResponse { return &api.ExecResponse{Msg: &api.ExecResponse_Stdout{Stdout: b}} })
+	go r.pump(&pumps, p.errR, &r.stderrTruncated, func(b []byte) *api.ExecResponse { return &api.ExecResponse{Msg: &api.ExecResponse_Stderr{Stderr: b}} })
 	pumped := make(chan struct{})
 	go func() {
 		pumps.Wait()
@@ -186,18 +195,23 @@ func (r *run) pumpOutput(p *pipes) <-chan struct{} {
 	return pumped
 }
 
-// pump sends what f yields, wrapped, until f ends.
-func (r *run) pump(wg *sync.WaitGroup, f *os.File, wrap func([]byte) *api.ExecResponse) {
+// pump sends what f yields, wrapped, until f ends: at most MaxOutput
+// bytes; the rest is read and dropped, and truncated set.
+func (r *run) pump(wg *sync.WaitGroup, f *os.File, truncated *atomic.Bool, wrap func([]byte) *api.ExecResponse) {
 	defer wg.Done()
 	buf := make([]byte, execserver.ChunkSize)
+	left := r.s.cfg.MaxOutput
 	for {
 		n, err := f.Read(buf)
+		if n > left {
+			n = left
+			truncated.Store(true)
+		}
 		if n > 0 {
-			if r.send(wrap(append([]byte(nil), buf[:n]...))) != nil {
-				// Keep draining, so that the command never blocks on a
-				// full pipe while nobody listens.
-				continue
-			}
+			left -= n
+			// A failed send is not the end: keep draining, so that the
+			// command never blocks on a full pipe while nobody listens.
+			_ = r.send(wrap(append([]byte(nil), buf[:n]...)))
 		}
 		if err != nil {
 			return
@@ -254,18 +268,13 @@ func (k *killer) didTimeOut() bool {
 }
 
 // armKills makes the end of ctx (the client cancelled or went away) and
-// the Start's timeout kill the command's process group, and returns the
+// the command's timeout kill the command's process group, and returns the
 // function that disarms them.
 func (r *run) armKills(ctx context.Context, k *killer) (disarm func()) {
 	stopCtx := context.AfterFunc(ctx, func() { k.killGroup("call cancelled") })
-	var t *time.Timer
-	if ms := r.start.GetTimeoutMs(); ms > 0 {
-		t = time.AfterFunc(time.Duration(ms)*time.Millisecond, func() { k.killGroup("timeout") })
-	}
+	t := time.AfterFunc(r.timeout, func() { k.killGroup("timeout") })
 	return func() {
-		if t != nil {
-			t.Stop()
-		}
+		t.Stop()
 		stopCtx()
 	}
 }
@@ -290,6 +299,15 @@ func (p *pipes) feedStdin() chan []byte {
 		}
 	}(p.inW)
 	return in
+}
+
+// abandonStdin makes a write to the command's standard input that blocks
+// (nobody reads it) fail now, and every later one at once; the feeding
+// goroutine then drops the rest and closes the pipe.
+func (p *pipes) abandonStdin() {
+	if p.inW != nil {
+		_ = p.inW.SetWriteDeadline(time.Unix(1, 0))
+	}
 }
 
 // serveRequests handles the requests after the Start (standard input, its
@@ -348,9 +366,14 @@ func (r *run) awaitOutput(p *pipes, pumped <-chan struct{}) (abandoned bool) {
 // report sends the Exit: e, marked abandoned or timed out as it was.
 func (r *run) report(ctx context.Context, e *api.Exit, abandoned, timedOut bool) error {
 	e.OutputAbandoned = abandoned
+	e.StdoutTruncated, e.StderrTruncated = r.stdoutTruncated.Load(), r.stderrTruncated.Load()
+	if e.StdoutTruncated || e.StderrTruncated {
+		r.log.Warn("exec: output over the limit, truncated", "limit", r.s.cfg.MaxOutput,
+			"stdout", e.StdoutTruncated, "stderr", e.StderrTruncated)
+	}
 	if timedOut {
 		e.Reason = api.Exit_TIMED_OUT
-		e.Message = fmt.Sprintf("timed out after %s", time.Duration(r.start.GetTimeoutMs())*time.Millisecond)
+		e.Message = fmt.Sprintf("timed out after %s", r.timeout)
 	}
 	r.log.Debug("exec finished", "code", e.Code, "reason", e.Reason.String())
 	if err := r.finish(e); err != nil {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver/api"
 )
 
@@ -24,6 +25,23 @@ const (
 	// DefaultStopTimeout is how long [Server.Serve] lets running commands
 	// finish once its context ends before it kills them.
 	DefaultStopTimeout = 5 * time.Second
+
+	// DefaultCommandTimeout is the timeout of a command whose call gives
+	// none: a call cannot ask for no limit. It is the Exec resolver's
+	// default (exec.DefaultTimeout).
+	DefaultCommandTimeout = 2 * time.Minute
+
+	// DefaultMaxTimeout is the longest timeout a call may ask for; a call
+	// asking for more is refused before anything runs.
+	DefaultMaxTimeout = time.Hour
+
+	// DefaultMaxConcurrent is how many commands run at once; more calls
+	// wait for one to end, at most [DefaultQueueWait].
+	DefaultMaxConcurrent = 32
+
+	// DefaultQueueWait is how long a call waits for a command to end when
+	// [DefaultMaxConcurrent] run; then it is refused (RESOURCE_EXHAUSTED).
+	DefaultQueueWait = 5 * time.Second
 )
 
 // Identity is who a server answers for: the registration's pod and
@@ -44,13 +62,25 @@ type Config struct {
 	OutputGrace time.Duration
 	// StopTimeout: see [DefaultStopTimeout] (the default when zero).
 	StopTimeout time.Duration
+	// CommandTimeout: see [DefaultCommandTimeout] (the default when zero).
+	CommandTimeout time.Duration
+	// MaxTimeout: see [DefaultMaxTimeout] (the default when zero).
+	MaxTimeout time.Duration
+	// MaxConcurrent: see [DefaultMaxConcurrent] (the default when zero).
+	MaxConcurrent int
+	// QueueWait: see [DefaultQueueWait] (the default when zero).
+	QueueWait time.Duration
+	// MaxOutput is the most of each output stream a call gets:
+	// execserver.MaxOutput (16 MiB, as CRI ExecSync) when zero.
+	MaxOutput int
 }
 
 // Server is the exec service. Create it with [NewServer].
 type Server struct {
 	api.UnimplementedExecServer
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	slots chan struct{} // one per running command
 }
 
 var _ api.ExecServer = (*Server)(nil)
@@ -63,11 +93,27 @@ func NewServer(cfg Config) *Server {
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = DefaultStopTimeout
 	}
+	if cfg.CommandTimeout <= 0 {
+		cfg.CommandTimeout = DefaultCommandTimeout
+	}
+	if cfg.MaxTimeout <= 0 {
+		cfg.MaxTimeout = DefaultMaxTimeout
+	}
+	cfg.CommandTimeout = min(cfg.CommandTimeout, cfg.MaxTimeout)
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if cfg.QueueWait <= 0 {
+		cfg.QueueWait = DefaultQueueWait
+	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = execserver.MaxOutput
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: log}
+	return &Server{cfg: cfg, log: log, slots: make(chan struct{}, cfg.MaxConcurrent)}
 }
 
 // Serve serves on l, accepting only trusted peers (see "Peers" in the
@@ -127,6 +173,49 @@ func (s *Server) Exec(stream api.Exec_ExecServer) error {
 		return status.Errorf(codes.FailedPrecondition, "this exec service runs in pod UID %s container %s, not pod UID %s container %s",
 			s.cfg.Identity.PodUID, s.cfg.Identity.ContainerName, start.GetExpectPodUid(), start.GetExpectContainerName())
 	}
-	r := &run{s: s, stream: stream, start: start}
+	timeout, err := s.timeout(start.GetTimeoutMs())
+	if err != nil {
+		return err
+	}
+	release, err := s.acquire(stream.Context())
+	if err != nil {
+		return err
+	}
+	defer release()
+	r := &run{s: s, stream: stream, start: start, timeout: timeout}
 	return r.do()
+}
+
+// timeout is the timeout of a command whose call asks for ms milliseconds.
+func (s *Server) timeout(ms int64) (time.Duration, error) {
+	switch d := time.Duration(ms) * time.Millisecond; {
+	case ms == 0:
+		return s.cfg.CommandTimeout, nil
+	case ms < 0 || ms > int64(s.cfg.MaxTimeout/time.Millisecond):
+		return 0, status.Errorf(codes.InvalidArgument, "timeout %s: the exec service runs a command for at most %s", d, s.cfg.MaxTimeout)
+	default:
+		return d, nil
+	}
+}
+
+// acquire takes a command slot, waiting at most QueueWait for one, and
+// returns the function that gives it back.
+func (s *Server) acquire(ctx context.Context) (release func(), err error) {
+	release = func() { <-s.slots }
+	select {
+	case s.slots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	t := time.NewTimer(s.cfg.QueueWait)
+	defer t.Stop()
+	select {
+	case s.slots <- struct{}{}:
+		return release, nil
+	case <-t.C:
+		s.log.Warn("exec service busy: call refused", "running", s.cfg.MaxConcurrent, "waited", s.cfg.QueueWait)
+		return nil, status.Errorf(codes.ResourceExhausted, "exec service busy: %d commands running (its limit), none ended within %s", s.cfg.MaxConcurrent, s.cfg.QueueWait)
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 }

@@ -56,8 +56,40 @@
 // kubernetes.io/glusterfs), the registration directory, the CRI endpoint as
 // the node sees it, the timeout of each mount or unmount, the exec mode
 // (how mount and umount reach the mount pod: its exec socket or CRI
-// ExecSync) and an optional log file. See [Settings] and [LoadSettings] for
-// how the environment overrides them.
+// ExecSync), an optional log file and the administrator's allow-list of
+// GlusterFS servers. See [Settings] and [LoadSettings] for how the
+// environment overrides them.
+//
+// # Servers a volume may name
+//
+// The GlusterFS client runs as root, privileged, on the node's network, and
+// the server's volume file decides what it does next; a pod author must not
+// be able to point it at the node itself or at the cloud metadata service.
+// Before anything runs, every server a volume names (server, servers,
+// backup-volfile-servers) must be allowed by [Settings].AllowedServers, which
+// the mount pod records from its DaemonSet (--flexvolume-allowed-servers,
+// MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS). See [ServerPolicy] for the rule; in
+// short:
+//
+//   - unset, any server is allowed whose addresses are not loopback,
+//     unspecified, link-local, multicast or broadcast (IPv4-mapped IPv6
+//     forms count as the IPv4 address); a host name must resolve on the node;
+//   - set, only the listed names, and names and addresses within the listed
+//     addresses and CIDRs; special addresses only when an entry lies within
+//     their range (0.0.0.0/0 does not allow 127.0.0.1);
+//   - a name that is not listed is replaced by the address it was checked
+//     by, so that a changing DNS answer cannot redirect the client after the
+//     check; a listed name is used as it is.
+//
+// A server whose name resolves to the node itself (a GlusterFS server on the
+// node, as on this project's test bed) must therefore be listed by name.
+// Server names are host names or dotted-quad IPv4 addresses: no ':' (ports,
+// IPv6 and IPv4-mapped literals), no numeric last label (127.1 and
+// 2130706433 are 127.0.0.1 to the C library). log-level TRACE and DEBUG are
+// not accepted from a volume: the client's logs are on the node's disk.
+// Pods that may name any server at all should not be able to use the driver
+// inline: deploy/README.md shows a ValidatingAdmissionPolicy that limits it
+// to PersistentVolumes, which only administrators create.
 //
 // # Diagnostics
 //

@@ -80,6 +80,12 @@ type Driver struct {
 	Mounts MountChecker
 	// Timeout bounds each mount or umount; default [DefaultTimeout].
 	Timeout time.Duration
+	// Servers decides which servers a volume may name; the zero value is
+	// the policy of an empty allow-list ([Settings].AllowedServers).
+	Servers ServerPolicy
+	// Resolver looks up server names on the node; default
+	// net.DefaultResolver.
+	Resolver Resolver
 	// Log receives one record per call (the call, its target directory and
 	// its reply); nil discards it. See [Settings].LogFile.
 	Log *slog.Logger
@@ -207,6 +213,9 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 	}
 	opts, err := ParseOptions([]byte(rawOpts))
 	if err != nil {
+		return failure("mount: %v", err)
+	}
+	if opts, err = opts.CheckServers(ctx, d.Servers, d.Resolver); err != nil {
 		return failure("mount: %v", err)
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {

@@ -109,7 +109,18 @@ func hostDriver(t *testing.T) *flexvolume.Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &flexvolume.Driver{Plugin: plugin, Exec: e, Mounts: markerChecker{}, Timeout: 5 * time.Second}
+	return &flexvolume.Driver{Plugin: plugin, Exec: e, Mounts: markerChecker{}, Timeout: 5 * time.Second, Servers: testServers(t)}
+}
+
+// testServers allows the names these tests use as they are, so that no
+// test depends on the machine's resolver.
+func testServers(t *testing.T) flexvolume.ServerPolicy {
+	t.Helper()
+	p, err := flexvolume.ParseAllowedServers([]string{"gluster-1.example.com", "a", "a.example", "b.example", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func call(t *testing.T, d *flexvolume.Driver, args ...string) (flexvolume.Status, string, int) {
@@ -382,7 +393,7 @@ func TestMountInMountPod(t *testing.T) {
 	r := mcexec.NewResolver(mcexec.Options{Dir: regDir, Endpoint: endpoint, ExecMode: mcexec.ModeCRI, Logger: log})
 	t.Cleanup(func() { r.Close() })
 	e, _ := r.For(plugin)
-	d := &flexvolume.Driver{Plugin: plugin, Exec: e, Mounts: markerChecker{}, Timeout: 42 * time.Second, Log: log}
+	d := &flexvolume.Driver{Plugin: plugin, Exec: e, Mounts: markerChecker{}, Timeout: 42 * time.Second, Log: log, Servers: testServers(t)}
 
 	dir := filepath.Join(t.TempDir(), "v")
 	s, _, _ := call(t, d, "mount", dir, goodOpts)

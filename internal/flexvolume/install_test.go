@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,8 @@ func TestInstall(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "glusterfs-flexvolume")
 	writeFile(t, src, "v1", 0o755)
 	pluginDir := filepath.Join(t.TempDir(), "exec")
-	settings := flexvolume.Settings{Plugin: "kubernetes.io/glusterfs", RegistrationDir: "/k/plugin-containers", RuntimeEndpoint: "unix:///run/c.sock", Timeout: "30s"}
+	settings := flexvolume.Settings{Plugin: "kubernetes.io/glusterfs", RegistrationDir: "/k/plugin-containers", RuntimeEndpoint: "unix:///run/c.sock", Timeout: "30s",
+		AllowedServers: []string{"node-1", "127.0.1.1", "10.0.0.0/8"}}
 	exe, err := flexvolume.Install(flexvolume.InstallOptions{PluginDir: pluginDir, Source: src, Settings: settings})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +38,7 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("executable: %v %v", fi, err)
 	}
 	got, err := flexvolume.LoadSettings(exe, func(string) string { return "" })
-	if err != nil || got != settings {
+	if err != nil || !reflect.DeepEqual(got, settings) {
 		t.Fatalf("settings %+v (%v), want %+v", got, err, settings)
 	}
 
@@ -122,6 +124,17 @@ func TestLoadSettings(t *testing.T) {
 	if err != nil || s.Mode() != mcexec.ModeSocket || s.LogFile != "/var/log/a.log" {
 		t.Fatalf("exec mode and log file from the file: %+v %v", s, err)
 	}
+	writeFile(t, exe+".json", `{"allowedServers":["node-1","127.0.1.1"]}`, 0o644)
+	s, err = flexvolume.LoadSettings(exe, noEnv)
+	if err != nil || s.ServerPolicy().String() != "node-1, 127.0.1.1" {
+		t.Fatalf("allowed servers from the file: %+v %v", s, err)
+	}
+	s, err = flexvolume.LoadSettings(exe, func(k string) string {
+		return map[string]string{"MOUNTCONTAINERS_FLEXVOLUME_ALLOWED_SERVERS": "a.example, 10.0.0.0/8"}[k]
+	})
+	if err != nil || s.ServerPolicy().String() != "a.example, 10.0.0.0/8" {
+		t.Fatalf("allowed servers from the environment: %+v %v", s, err)
+	}
 	env = map[string]string{"MOUNTCONTAINERS_FLEXVOLUME_EXEC_MODE": "cri", "MOUNTCONTAINERS_FLEXVOLUME_LOG_FILE": "/env.log"}
 	s, err = flexvolume.LoadSettings(exe, func(k string) string { return env[k] })
 	if err != nil || s.Mode() != mcexec.ModeCRI || s.LogFile != "/env.log" {
@@ -139,6 +152,7 @@ func TestLoadSettings(t *testing.T) {
 		{"bad endpoint", `{"runtimeEndpoint":"tcp://x"}`, 0o644, "unix"},
 		{"bad exec mode", `{"execMode":"fast"}`, 0o644, "exec mode"},
 		{"relative log file", `{"logFile":"driver.log"}`, 0o644, "log file"},
+		{"bad allowed server", `{"allowedServers":["ok.example","::ffff:127.0.0.1"]}`, 0o644, `allowed server "::ffff:127.0.0.1": an IPv4-mapped IPv6 address`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exe := filepath.Join(t.TempDir(), "glusterfs")

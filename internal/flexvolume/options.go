@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net"
+	"net/netip"
 	"regexp"
 	"slices"
 	"sort"
@@ -15,7 +15,8 @@ import (
 
 // Option keys of a volume's flexVolume.options that the driver reads.
 const (
-	// KeyServer is one GlusterFS server: a host name or an IPv4 address.
+	// KeyServer is one GlusterFS server: a host name or an IPv4 address,
+	// allowed by the administrator's list ([ServerPolicy]).
 	KeyServer = "server"
 	// KeyServers is a comma-separated list of servers; the first one
 	// serves the volume file, the others are its backups.
@@ -49,7 +50,13 @@ type Options struct {
 	MountOptions []string
 	// ReadOnly is set when the kubelet asks for a read-only mount.
 	ReadOnly bool
+
+	fromServers bool // Servers came from "servers", not "server"
 }
+
+// backupServersOption is the mount option naming backup volume file
+// servers, colon-separated.
+const backupServersOption = "backup-volfile-servers"
 
 // OptionError is a bad option: Field names it, as the user wrote it.
 type OptionError struct {
@@ -70,6 +77,8 @@ var (
 	volumeRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 	labelRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 	uintRE   = regexp.MustCompile(`^[0-9]{1,10}$`)
+	// numericLabelRE matches what inet_aton(3) may take as a number.
+	numericLabelRE = regexp.MustCompile(`^([0-9]+|0[xX][0-9a-fA-F]*)$`)
 )
 
 // valueKind checks the value of a mount option.
@@ -91,12 +100,14 @@ type allowed struct {
 // allowedOptions are the mount options a volume may ask for. Left out on
 // purpose: log-file and volfile (they name files the glusterfs client
 // writes or reads as root in the mount pod), xlator-option (arbitrary
-// translator settings), and anything not listed.
+// translator settings), log-level TRACE and DEBUG (a client logging every
+// call can fill the node's disk: the logs are on the node, see
+// deploy/glusterfs), and anything not listed.
 var allowedOptions = map[string]allowed{
 	"ro": {}, "rw": {}, "acl": {}, "selinux": {}, "worm": {}, "defaults": {},
 	"noatime": {}, "nodiratime": {}, "relatime": {}, "nodev": {}, "nosuid": {},
 	"noexec": {}, "_netdev": {}, "auto_unmount": {}, "enable-ino32": {},
-	"log-level":                  {kind: enumValue, enum: []string{"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "NONE"}},
+	"log-level":                  {kind: enumValue, enum: []string{"INFO", "WARNING", "ERROR", "CRITICAL", "NONE"}},
 	"transport":                  {kind: enumValue, enum: []string{"tcp", "rdma"}},
 	"direct-io-mode":             {kind: enumValue, enum: []string{"enable", "disable", "auto"}},
 	"use-readdirp":               {kind: boolValue},
@@ -112,15 +123,18 @@ var allowedOptions = map[string]allowed{
 	"lru-limit":                  {kind: uintValue},
 	"invalidate-limit":           {kind: uintValue},
 	"reader-thread-count":        {kind: uintValue},
-	"backup-volfile-servers":     {kind: hostList},
+	backupServersOption:          {kind: hostList},
 }
 
 var boolWords = []string{"yes", "no", "true", "false", "on", "off", "enable", "disable"}
 
 // ParseOptions decodes and checks the JSON options of a mount call:
 //
-//   - server or servers (not both): host names (RFC 1123) or IPv4
-//     addresses; more than one server adds backup-volfile-servers;
+//   - server or servers (not both): host names (RFC 1123, not ending in a
+//     numeric label) or IPv4 addresses in dotted-quad form; no ':' (IPv6
+//     addresses, IPv4-mapped ones included, are not supported); more than
+//     one server adds backup-volfile-servers. Whether a server is allowed
+//     is [Options.CheckServers]' decision;
 //   - volume: letters, digits, '-' and '_';
 //   - mountOptions (optional): comma-separated options from an allow list;
 //   - kubernetes.io/fsType: empty or "glusterfs"; kubernetes.io/readwrite:
@@ -141,6 +155,7 @@ func ParseOptions(raw []byte) (Options, error) {
 	if o.Servers, err = parseServers(vals); err != nil {
 		return Options{}, err
 	}
+	_, o.fromServers = vals[KeyServers]
 	if o.Volume, err = parseVolume(vals); err != nil {
 		return Options{}, err
 	}
@@ -265,24 +280,44 @@ func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
 
-// checkHost accepts a host name (RFC 1123 labels) or an IPv4 address.
+// checkHost accepts a host name (see [checkHostName]) or an IPv4 address
+// in dotted-quad form. Anything with a ':' is refused: the glusterfs mount
+// source is "host:/volume" and backup servers are ':'-separated, so a ':'
+// would change what the client parses, and an IPv4-mapped IPv6 address
+// (::ffff:127.0.0.1) would slip past checks made on IPv4 addresses.
 func checkHost(h string) error {
 	if h == "" {
 		return fmt.Errorf("empty server name")
 	}
-	if ip := net.ParseIP(h); ip != nil {
-		if ip.To4() == nil {
-			return fmt.Errorf("%q: IPv6 addresses are not supported; use a host name", h)
+	if strings.ContainsAny(h, ":[]") {
+		if a, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil && a.Is4In6() {
+			return fmt.Errorf("%q: IPv4-mapped IPv6 addresses are not supported; write the IPv4 address", h)
+		} else if err == nil {
+			return fmt.Errorf("%q: IPv6 addresses are not supported; use a host name or an IPv4 address", h)
 		}
+		return fmt.Errorf("%q: ':' is not allowed in a server name (no port, no IPv6 literal)", h)
+	}
+	if a, err := netip.ParseAddr(h); err == nil && a.Is4() {
 		return nil
 	}
+	return checkHostName(h)
+}
+
+// checkHostName accepts a host name of RFC 1123 labels whose last label is
+// not numeric: "127.1", "2130706433" and "0x7f.1" are not dotted-quad
+// addresses, but the C library's resolver reads them as 127.0.0.1.
+func checkHostName(h string) error {
 	if len(h) > 253 {
 		return fmt.Errorf("%q: host name longer than 253 characters", h)
 	}
-	for _, l := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+	labels := strings.Split(strings.TrimSuffix(h, "."), ".")
+	for _, l := range labels {
 		if !labelRE.MatchString(l) {
 			return fmt.Errorf("%q is not a host name or IPv4 address", h)
 		}
+	}
+	if last := labels[len(labels)-1]; numericLabelRE.MatchString(last) {
+		return fmt.Errorf("%q: a host name's last label cannot be numeric (an IPv4 address is written as four decimal numbers)", h)
 	}
 	return nil
 }

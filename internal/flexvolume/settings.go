@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,6 +32,9 @@ const (
 	EnvTimeout         = "MOUNTCONTAINERS_FLEXVOLUME_TIMEOUT"
 	EnvExecMode        = "MOUNTCONTAINERS_FLEXVOLUME_EXEC_MODE"
 	EnvLogFile         = "MOUNTCONTAINERS_FLEXVOLUME_LOG_FILE"
+	// EnvAllowedServers replaces AllowedServers: entries separated by
+	// commas.
+	EnvAllowedServers = "MOUNTCONTAINERS_FLEXVOLUME_ALLOWED_SERVERS"
 	// The runtime endpoint is overridden by cri.EnvEndpoint
 	// (CONTAINER_RUNTIME_ENDPOINT).
 )
@@ -62,6 +66,12 @@ type Settings struct {
 	// standard output and error as its reply, so this is the only place a
 	// driver can say more.
 	LogFile string `json:"logFile,omitempty"`
+	// AllowedServers is the administrator's allow-list of the GlusterFS
+	// servers volumes may name: host names, addresses and CIDRs. Empty
+	// allows every server whose addresses are not loopback, unspecified,
+	// link-local, multicast or broadcast; those are allowed only when
+	// listed explicitly. See [ServerPolicy] for the whole rule.
+	AllowedServers []string `json:"allowedServers,omitempty"`
 }
 
 // Validate checks the settings.
@@ -88,6 +98,9 @@ func (s Settings) Validate() error {
 	}
 	if s.LogFile != "" && !filepath.IsAbs(s.LogFile) {
 		errs = append(errs, fmt.Errorf("log file %q is not absolute", s.LogFile))
+	}
+	if _, err := ParseAllowedServers(s.AllowedServers); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -126,6 +139,16 @@ func (s Settings) Mode() mcexec.ExecMode {
 	return m
 }
 
+// ServerPolicy is the parsed AllowedServers (the policy of an empty list
+// when bad: [Settings.Validate] reports that).
+func (s Settings) ServerPolicy() ServerPolicy {
+	p, err := ParseAllowedServers(s.AllowedServers)
+	if err != nil {
+		return ServerPolicy{}
+	}
+	return p
+}
+
 // TimeoutDuration is the parsed Timeout (DefaultTimeout when empty or bad).
 func (s Settings) TimeoutDuration() time.Duration {
 	d, err := s.timeout()
@@ -138,7 +161,8 @@ func (s Settings) TimeoutDuration() time.Duration {
 // LoadSettings reads the settings file next to the driver executable exe
 // (exe + [SettingsSuffix]; a missing file means the defaults), applies the
 // environment overrides ([EnvPlugin], [EnvRegistrationDir], [EnvTimeout],
-// [EnvExecMode], [EnvLogFile], cri.EnvEndpoint; getenv is os.Getenv when nil), validates the result and
+// [EnvExecMode], [EnvLogFile], [EnvAllowedServers], cri.EnvEndpoint;
+// getenv is os.Getenv when nil), validates the result and
 // fills in the defaults. The file is trusted only when it is a regular file
 // (not a symbolic link) owned by root or by the driver's own user and not
 // writable by group or others: it decides where the driver's commands run.
@@ -166,6 +190,9 @@ func LoadSettings(exe string, getenv func(string) string) (Settings, error) {
 		if v := getenv(env); v != "" {
 			*field = v
 		}
+	}
+	if v := getenv(EnvAllowedServers); v != "" {
+		s.AllowedServers = strings.Split(v, ",")
 	}
 	if err := s.Validate(); err != nil {
 		return s, fmt.Errorf("settings %s: %w", path, err)

@@ -63,6 +63,11 @@ type Config struct {
 	// FlexvolumeLogFile is a node path the driver appends its calls and
 	// placement decisions to; empty logs nothing.
 	FlexvolumeLogFile string
+	// FlexvolumeAllowedServers is the administrator's allow-list of the
+	// GlusterFS servers volumes may name (host names, addresses, CIDRs);
+	// empty allows any server whose addresses are not loopback,
+	// link-local or unspecified. See flexvolume.ServerPolicy.
+	FlexvolumeAllowedServers []string
 
 	// ShimDir receives kubelet-exec-shim and links named after the tools of
 	// every registered plugin ([ShimTools]); empty installs no shim.
@@ -77,6 +82,19 @@ type Config struct {
 
 // Enabled reports whether anything is to be installed.
 func (c Config) Enabled() bool { return c.FlexvolumeDir != "" || c.ShimDir != "" }
+
+// Validate checks what can be checked before the pod registers: the
+// driver's allow-list of servers, so that a bad entry stops the pod at
+// start with a message naming it rather than after registering.
+func (c Config) Validate() error {
+	if c.FlexvolumeDir == "" {
+		return nil
+	}
+	if _, err := flexvolume.ParseAllowedServers(c.FlexvolumeAllowedServers); err != nil {
+		return fmt.Errorf("--flexvolume-allowed-servers (MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS): %w", err)
+	}
+	return nil
+}
 
 // FlexvolumeVolumeDriver returns the name volumes use for the Flexvolume
 // driver c installs (flexVolume.driver, "<vendor>/<driver>", such as
@@ -147,12 +165,13 @@ func (c Config) installFlexvolume(plugins []string, registrationDir string, log 
 			Timeout:         c.FlexvolumeTimeout,
 			ExecMode:        c.FlexvolumeExecMode,
 			LogFile:         c.FlexvolumeLogFile,
+			AllowedServers:  c.FlexvolumeAllowedServers,
 		},
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("installed flexvolume driver", "path", path, "plugin", plugin)
+	log.Info("installed flexvolume driver", "path", path, "plugin", plugin, "allowedServers", c.FlexvolumeAllowedServers)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package hostinstall
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,6 +24,7 @@ func TestInstallConfig(t *testing.T) {
 		ShimDir: shimDir, ShimSource: filepath.Join(bin, shim.BinaryName),
 		HostRuntimeEndpoint: "unix:///run/bed/containerd.sock",
 		FlexvolumeExecMode:  "cri", FlexvolumeLogFile: "/var/log/glusterfs-flexvolume.log",
+		FlexvolumeAllowedServers: []string{"gluster-1.example.com", "10.0.0.0/8"},
 	}
 	if err := c.Install([]string{"kubernetes.io/rbd", "kubernetes.io/glusterfs"}, "/k/plugin-containers", nil); err != nil {
 		t.Fatal(err)
@@ -30,7 +32,8 @@ func TestInstallConfig(t *testing.T) {
 	exe := filepath.Join(flexDir, "mountcontainers.io~glusterfs", "glusterfs")
 	s, err := flexvolume.LoadSettings(exe, func(string) string { return "" })
 	if err != nil || s.Plugin != "kubernetes.io/glusterfs" || s.RegistrationDir != "/k/plugin-containers" || s.RuntimeEndpoint != "unix:///run/bed/containerd.sock" ||
-		s.ExecMode != "cri" || s.LogFile != "/var/log/glusterfs-flexvolume.log" {
+		s.ExecMode != "cri" || s.LogFile != "/var/log/glusterfs-flexvolume.log" ||
+		!slices.Equal(s.AllowedServers, []string{"gluster-1.example.com", "10.0.0.0/8"}) {
 		t.Fatalf("driver settings %+v, %v", s, err)
 	}
 	for _, n := range []string{shim.BinaryName, shim.HelperName} {
@@ -42,6 +45,18 @@ func TestInstallConfig(t *testing.T) {
 		if target, err := os.Readlink(filepath.Join(shimDir, tool)); err != nil || target != shim.BinaryName {
 			t.Errorf("shim link %s: %q %v", tool, target, err)
 		}
+	}
+}
+
+func TestValidateAllowedServers(t *testing.T) {
+	ok := Config{FlexvolumeDir: "/exec", FlexvolumeAllowedServers: []string{"gluster.example.com", "127.0.1.1", "10.0.0.0/8"}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := Config{FlexvolumeDir: "/exec", FlexvolumeAllowedServers: []string{"gluster.example.com", "10.0.0.0/33"}}
+	err := bad.Validate()
+	if err == nil || !strings.Contains(err.Error(), "--flexvolume-allowed-servers") || !strings.Contains(err.Error(), `"10.0.0.0/33"`) {
+		t.Fatalf("Validate = %v, want an error naming the option and the entry", err)
 	}
 }
 

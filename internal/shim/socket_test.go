@@ -57,7 +57,7 @@ func TestExecSocket(t *testing.T) {
 		}
 	}
 	r = run(t, env, "", shimBin, "status")
-	if !strings.Contains(r.stdout, "yes: container abc via exec socket") {
+	if id := ownContainerID(t); !strings.Contains(r.stdout, "yes: container "+id[:min(12, len(id))]) || !strings.Contains(r.stdout, " via exec socket") {
 		t.Errorf("status table: %q", r.stdout)
 	}
 	// The service goes away: auto falls back to ExecSync, socket mode fails.
@@ -90,7 +90,11 @@ func liveRegistration(t *testing.T, plugin string) (registration.Registration, [
 	}
 	rt := crifake.NewFakeRuntime()
 	endpoint := rt.Serve(t)
-	rt.SetContainers(crifake.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
+	// The exec service runs in this process: the container the runtime
+	// lists is named after this process's own cgroup, so that the shim's
+	// check of the serving process (its cgroup must name the container)
+	// holds on the real process table.
+	rt.SetContainers(crifake.Container(ownContainerID(t), reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
 	rt.SetExec(crifake.RunLocally)
 	l, err := execservice.Listen(filepath.Join(dir, reg.ExecSocket), nil)
 	if err != nil {
@@ -175,4 +179,21 @@ func TestStatusListsTheMountsInThePluginsScopes(t *testing.T) {
 	if r := run(t, env, "", shimBin, "status"); !strings.Contains(r.stdout, "mounts unknown") {
 		t.Errorf("status table does not say the mounts are unknown: %q", r.stdout)
 	}
+}
+
+// ownContainerID returns the last element of this process's first cgroup
+// path other than "/", which that path therefore contains, or "abc" when
+// every path is "/" (the check cannot tell then).
+func ownContainerID(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if parts := strings.SplitN(line, ":", 3); len(parts) == 3 && parts[2] != "/" {
+			return filepath.Base(parts[2])
+		}
+	}
+	return "abc"
 }

@@ -86,7 +86,8 @@
 // the rule above (its container found running) AND the socket passes
 // [execserver.CheckSocket] (root-owned, not group- or world-writable on the
 // way, a socket) AND the service's Identity answer names the registered pod
-// UID, container, name and namespace; otherwise through ExecSync, and
+// UID, container, name and namespace AND the process serving the socket
+// is in the registered container (below); otherwise through ExecSync, and
 // [Decision].Via and ViaReason say which and why. The answer is cached with
 // the container, and every exec carries the expected pod UID and container,
 // which the service checks before running anything, so a cached placement
@@ -95,6 +96,23 @@
 // makes the decision be taken afresh, once. [ModeCRI] always uses ExecSync;
 // [ModeSocket] makes a live registration whose socket cannot be used an
 // error ([ErrSocketUnavailable]).
+//
+// The Identity answer is what the service says of itself; the kernel says
+// who serves the socket. The client takes the serving process's PID from
+// SO_PEERCRED when it connects and reads its cgroups
+// ([Options].ProcRoot/<pid>/cgroup, /proc by default): one cgroup path must
+// contain the registered container's ID, as every CRI runtime names a
+// container's cgroup (cgroupfs .../pod<UID>/<ID>, systemd
+// ...cri-containerd-<ID>.scope, crio-<ID>.scope). A process elsewhere (in
+// another container, on the node) makes the decision ExecSync, ViaReason
+// naming its PID and cgroup ([ModeSocket]: an error). The check needs the
+// serving process to be visible in the caller's PID namespace: it is from
+// the node (the driver, the shim, the kubelet) and from a caller with
+// hostPID. When it is not (SO_PEERCRED gives PID 0, no /proc entry, an
+// unreadable one) or every cgroup path is "/" (the caller is inside that
+// cgroup namespace), the check cannot be made and the Identity answer
+// decides alone, as it did before the check. ProcRoot must be the procfs of
+// the caller's own PID namespace, or PIDs would name other processes.
 //
 // Through the socket a command costs a gRPC stream and a fork/exec (about
 // 2 ms against about 30 ms for ExecSync; see BENCHMARKS.md), standard
@@ -105,7 +123,16 @@
 // ExecSync path's: a non-zero exit is a utilexec.CodeExitError (128+N for a
 // signal, as containerd reports), a missing or non-executable file is
 // utilexec.ErrExecutableNotFound, a directory that cannot be entered exits
-// 126, a timeout wraps [ErrTimeout] and context.DeadlineExceeded.
+// 126, a timeout wraps [ErrTimeout] and context.DeadlineExceeded. Output is
+// capped at 16 MiB per stream, as ExecSync caps its response: past it the
+// caller gets the first 16 MiB and an error wrapping [ErrOutputLimit] (or,
+// for a command that failed anyway, its utilexec.CodeExitError naming the
+// truncation). A busy exec service (all its command slots taken for 5 s)
+// refuses the call before anything runs; the decision is taken afresh once,
+// and if the service is still busy the command fails with an error saying
+// so (nothing ran). The resolver keeps one client per socket in use, closing those
+// of sockets that are gone (replaced mount pods) and all but the 8 most
+// recently used idle ones.
 //
 // # Host
 //

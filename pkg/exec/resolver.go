@@ -12,7 +12,6 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -88,6 +87,10 @@ type Options struct {
 	// SocketTimeout bounds the Identity call that checks an exec socket;
 	// default [DefaultSocketTimeout].
 	SocketTimeout time.Duration
+	// ProcRoot is the procfs of the caller's own PID namespace, where the
+	// cgroups of the process serving an exec socket are read (see "Exec
+	// fast path" in the package documentation); default /proc.
+	ProcRoot string
 }
 
 // Resolver decides, each time a command runs, whether a volume plugin's
@@ -112,7 +115,8 @@ type Resolver struct {
 
 	mode          ExecMode
 	socketTimeout time.Duration
-	sockets       map[string]*execserver.Client // socket path -> client
+	procRoot      string
+	sockets       map[string]*socketEntry // socket path -> client
 }
 
 // cached is the running container found for a registration.
@@ -141,13 +145,17 @@ func NewResolver(opts Options) *Resolver {
 		cache:          map[string]cached{},
 		mode:           opts.ExecMode,
 		socketTimeout:  opts.SocketTimeout,
-		sockets:        map[string]*execserver.Client{},
+		procRoot:       opts.ProcRoot,
+		sockets:        map[string]*socketEntry{},
 	}
 	if r.mode == "" {
 		r.mode = ModeAuto
 	}
 	if r.socketTimeout <= 0 {
 		r.socketTimeout = DefaultSocketTimeout
+	}
+	if r.procRoot == "" {
+		r.procRoot = "/proc"
 	}
 	if r.dir == "" {
 		r.dir = registration.DefaultDir
@@ -186,8 +194,8 @@ func (r *Resolver) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	for path, c := range r.sockets {
-		c.Close()
+	for path, e := range r.sockets {
+		e.c.Close()
 		delete(r.sockets, path)
 	}
 	if r.conn != nil && r.ownConn {

@@ -30,6 +30,7 @@ type env struct {
 	dir      string
 	rt       *crifake.FakeRuntime
 	endpoint string
+	procRoot string // ProcRoot of the resolvers, unless the test sets one
 }
 
 func newEnv(t *testing.T) *env {
@@ -51,6 +52,9 @@ func (e *env) resolver(t *testing.T, opts Options) *Resolver {
 	opts.Dir = e.dir
 	if opts.Endpoint == "" {
 		opts.Endpoint = e.endpoint
+	}
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = e.procRoot
 	}
 	r := NewResolver(opts)
 	t.Cleanup(func() { r.Close() })

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	utilexec "k8s.io/utils/exec"
@@ -61,6 +63,15 @@ const DefaultSocketTimeout = 2 * time.Second
 // cannot be used.
 var ErrSocketUnavailable = errors.New("exec socket unavailable")
 
+// ErrOutputLimit is wrapped by the error of a command through the exec
+// socket that wrote more than execserver.MaxOutput (16 MiB, as CRI
+// ExecSync) to its standard output or error: the caller got the first
+// 16 MiB of that stream. (Through ExecSync, a response over the same limit
+// is an error wrapping cri.ErrResponseTooLarge.) A command that also exited
+// non-zero gets its utilexec.CodeExitError instead, which names the
+// truncation.
+var ErrOutputLimit = errors.New("output over the 16 MiB limit")
+
 // errSocketGone marks a command that did not start because the exec socket
 // could not be used (gone, refusing, or serving another pod): it may be
 // placed afresh.
@@ -105,10 +116,11 @@ func (r *Resolver) checkSocket(ctx context.Context, d *Decision, reg registratio
 		return viaSocketPrefix + err.Error()
 	}
 	d.Socket = path
-	c, err := r.socketClient(path)
+	c, release, err := r.socketClient(path)
 	if err != nil {
 		return viaSocketPrefix + err.Error()
 	}
+	defer release()
 	ictx, cancel := context.WithTimeout(ctx, r.socketTimeout)
 	defer cancel()
 	id, err := c.Identity(ictx)
@@ -119,25 +131,84 @@ func (r *Resolver) checkSocket(ctx context.Context, d *Decision, reg registratio
 		id.GetPodName() != reg.PodName || id.GetPodNamespace() != reg.PodNamespace {
 		return viaSocketPrefix + fmt.Sprintf(viaSocketMismatch, id.GetPodNamespace(), id.GetPodName(), id.GetPodUid(), id.GetContainerName())
 	}
+	if why := r.checkPeer(c.PeerPID(), d.ContainerID); why != "" {
+		return viaSocketPrefix + why
+	}
 	return ""
 }
 
-// socketClient returns the shared client of the socket at path.
-func (r *Resolver) socketClient(path string) (*execserver.Client, error) {
+// maxSocketClients is how many exec-socket clients a resolver keeps
+// beyond those in use. Each mount pod has its own socket (named after its
+// pod UID), so a long-lived resolver meets a new one at every mount pod
+// replacement.
+const maxSocketClients = 8
+
+// socketEntry is a kept client of one exec socket.
+type socketEntry struct {
+	c        *execserver.Client
+	users    int // calls using it now
+	lastUsed time.Time
+}
+
+// socketClient returns the shared client of the socket at path and the
+// function to call once the caller is done with it (the client itself
+// stays open for later calls). Dialling a socket not seen before prunes
+// the clients nobody uses whose socket is gone (a mount pod that was
+// replaced), and then the least recently used beyond [maxSocketClients].
+func (r *Resolver) socketClient(path string) (*execserver.Client, func(), error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return nil, errors.New("resolver closed")
+		return nil, nil, errors.New("resolver closed")
 	}
-	if c, ok := r.sockets[path]; ok {
-		return c, nil
+	e, ok := r.sockets[path]
+	if !ok {
+		c, err := execserver.Dial(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		e = &socketEntry{c: c}
+		r.sockets[path] = e
+		r.pruneSocketsLocked(path)
 	}
-	c, err := execserver.Dial(path)
-	if err != nil {
-		return nil, err
+	e.users++
+	e.lastUsed = time.Now()
+	var once sync.Once
+	return e.c, func() {
+		once.Do(func() {
+			r.mu.Lock()
+			e.users--
+			r.mu.Unlock()
+		})
+	}, nil
+}
+
+// pruneSocketsLocked closes and forgets the clients no call uses whose
+// socket is gone, then the least recently used idle ones beyond
+// maxSocketClients; never keep's. r.mu is held.
+func (r *Resolver) pruneSocketsLocked(keep string) {
+	for path, e := range r.sockets {
+		if path == keep || e.users > 0 {
+			continue
+		}
+		if _, err := os.Lstat(path); err != nil {
+			e.c.Close()
+			delete(r.sockets, path)
+		}
 	}
-	r.sockets[path] = c
-	return c, nil
+	for len(r.sockets) > maxSocketClients {
+		oldest := ""
+		for path, e := range r.sockets {
+			if path != keep && e.users == 0 && (oldest == "" || e.lastUsed.Before(r.sockets[oldest].lastUsed)) {
+				oldest = path
+			}
+		}
+		if oldest == "" {
+			return // all in use
+		}
+		r.sockets[oldest].c.Close()
+		delete(r.sockets, oldest)
+	}
 }
 
 // socketCall is one command through an exec socket.
@@ -157,7 +228,7 @@ type socketCall struct {
 // utilexec.ErrExecutableNotFound, any other failure exit status 126 with
 // the reason on stderr (as with the shell wrapper of the ExecSync path).
 func (r *Resolver) startSocket(ctx context.Context, d Decision, call socketCall) (*execserver.Process, error) {
-	c, err := r.socketClient(d.Socket)
+	c, release, err := r.socketClient(d.Socket)
 	if err != nil {
 		return nil, fmt.Errorf("exec %s in %s of plugin %s: %w: %w", call.argv[0], d.Where(), d.Plugin, errSocketGone, err)
 	}
@@ -181,6 +252,7 @@ func (r *Resolver) startSocket(ctx context.Context, d Decision, call socketCall)
 	if err != nil {
 		stop()
 		cancel()
+		release()
 		var se *execserver.StartError
 		switch {
 		case errors.As(err, &se) && se.NotFound:
@@ -199,6 +271,7 @@ func (r *Resolver) startSocket(ctx context.Context, d Decision, call socketCall)
 		<-p.Done()
 		stop()
 		cancel()
+		release()
 	}()
 	return p, nil
 }
@@ -213,11 +286,28 @@ func socketResult(name string, d Decision, timeout time.Duration, res execserver
 		return fmt.Errorf("exec %s in %s of plugin %s: %w after %s: %w", name, d.Where(), d.Plugin, ErrTimeout, timeout, context.DeadlineExceeded)
 	case res.Code != 0:
 		return utilexec.CodeExitError{
-			Err:  fmt.Errorf("exit status %d (in %s of plugin %s)", res.Code, d.Where(), d.Plugin),
+			Err:  fmt.Errorf("exit status %d (in %s of plugin %s)%s", res.Code, d.Where(), d.Plugin, truncation(res)),
 			Code: res.Code,
 		}
+	case res.StdoutTruncated || res.StderrTruncated:
+		return fmt.Errorf("exec %s in %s of plugin %s via exec socket: %w:%s", name, d.Where(), d.Plugin, ErrOutputLimit, truncation(res))
 	}
 	return nil
+}
+
+// truncation says which output streams were truncated, or "".
+func truncation(res execserver.Result) string {
+	var s string
+	if res.StdoutTruncated {
+		s += fmt.Sprintf(" stdout truncated to its first %d bytes", execserver.MaxOutput)
+	}
+	if res.StderrTruncated {
+		if s != "" {
+			s += ","
+		}
+		s += fmt.Sprintf(" stderr truncated to its first %d bytes", execserver.MaxOutput)
+	}
+	return s
 }
 
 func socketError(name string, d Decision, err error) error {

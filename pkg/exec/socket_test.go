@@ -47,6 +47,10 @@ func newSocketEnv(t *testing.T, id execservice.Identity) *socketEnv {
 	e.register(t, reg)
 	e.rt.SetContainers(crifake.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
 	e.rt.SetExec(crifake.RunLocally)
+	// The service runs in this process: a process table in which this
+	// process is in container abc, as the mount pod's daemon is in its
+	// container (peer_test.go checks the rule itself).
+	e.procRoot = fakeProc(t, base, "0::/kubepods/besteffort/pod"+reg.PodUID+"/abc\n")
 	se := &socketEnv{env: e, reg: reg}
 	se.stop = se.serve(t, id)
 	return se

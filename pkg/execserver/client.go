@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +27,12 @@ const DialTimeout = 2 * time.Second
 // the service.
 const ChunkSize = 32 << 10
 
+// MaxOutput is the most of each output stream, standard output and standard
+// error, that a call carries: 16 MiB, as CRI ExecSync. The service sends no
+// more and says so in the Result; the client keeps no more whatever the
+// service sends.
+const MaxOutput = 16 << 20
+
 // ErrNotStarted is wrapped by the error of [Client.Start] when the command
 // certainly did not start because the service could not be used: the
 // socket is gone or refuses us, or the service runs in another pod than
@@ -35,9 +42,10 @@ var ErrNotStarted = errors.New("exec service unusable, command not started")
 // Client is a connection to an exec service. It is safe for concurrent use
 // and meant to be kept; Close it when done.
 type Client struct {
-	path string
-	cc   *grpc.ClientConn
-	api  api.ExecClient
+	path    string
+	cc      *grpc.ClientConn
+	api     api.ExecClient
+	peerPID atomic.Int32
 }
 
 // Dial returns a client of the service at path (see [CheckSocket] for the
@@ -45,6 +53,7 @@ type Client struct {
 // and refused unless the serving process runs as root or the caller's
 // effective user.
 func Dial(path string) (*Client, error) {
+	client := &Client{path: path}
 	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
 		d := net.Dialer{Timeout: DialTimeout}
 		c, err := d.DialContext(ctx, "unix", path)
@@ -59,6 +68,7 @@ func Dial(path string) (*Client, error) {
 			c.Close()
 			return nil, fmt.Errorf("exec socket %s: %w", path, err)
 		}
+		client.peerPID.Store(pid)
 		return c, nil
 	}
 	cc, err := grpc.NewClient("passthrough:///"+path,
@@ -69,8 +79,14 @@ func Dial(path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec socket %s: %w", path, err)
 	}
-	return &Client{path: path, cc: cc, api: api.NewExecClient(cc)}, nil
+	client.cc, client.api = cc, api.NewExecClient(cc)
+	return client, nil
 }
+
+// PeerPID returns the process ID of the process serving the connection
+// made last, as SO_PEERCRED gave it: in the caller's PID namespace, 0 when
+// that process is not visible there or no connection was made yet.
+func (c *Client) PeerPID() int { return int(c.peerPID.Load()) }
 
 // Path returns the socket's path.
 func (c *Client) Path() string { return c.path }
@@ -97,7 +113,8 @@ type Command struct {
 	// Dir is the working directory; empty for the service's.
 	Dir string
 	// Timeout kills the command's process group after this long; 0 means
-	// none.
+	// the service's default (2 minutes in the mount pod). A timeout over
+	// the service's maximum (an hour) is refused before anything runs.
 	Timeout time.Duration
 	// ExpectPodUID and ExpectContainer, when set, must be the service's or
 	// nothing runs (and Start's error wraps [ErrNotStarted]).
@@ -134,6 +151,10 @@ type Result struct {
 	// OutputAbandoned is true when something the command left behind kept
 	// its output open after it exited.
 	OutputAbandoned bool
+	// StdoutTruncated and StderrTruncated are true when the command wrote
+	// more than [MaxOutput] to that stream: the writer got the first
+	// MaxOutput bytes.
+	StdoutTruncated, StderrTruncated bool
 }
 
 // Process is a command started by [Client.Start].
@@ -196,10 +217,10 @@ func (c *Client) Start(ctx context.Context, cmd Command) (*Process, error) {
 }
 
 // callError names the socket; before anything started, an unreachable
-// service or one of another pod is [ErrNotStarted].
+// or busy service, or one of another pod, is [ErrNotStarted].
 func (c *Client) callError(err error, beforeStart bool) error {
 	code := status.Code(err)
-	if beforeStart && (code == codes.Unavailable || code == codes.FailedPrecondition) {
+	if beforeStart && (code == codes.Unavailable || code == codes.FailedPrecondition || code == codes.ResourceExhausted) {
 		return fmt.Errorf("exec socket %s: %w: %w", c.path, ErrNotStarted, err)
 	}
 	if code == codes.Canceled {
@@ -265,6 +286,8 @@ func (p *Process) receive(c *Client, stdout, stderr io.Writer) {
 	}
 	var res Result
 	var err error
+	outLeft, errLeft := MaxOutput, MaxOutput
+	var outCut, errCut bool
 	for {
 		m, rerr := p.stream.Recv()
 		if rerr != nil {
@@ -275,16 +298,17 @@ func (p *Process) receive(c *Client, stdout, stderr io.Writer) {
 			break
 		}
 		if b := m.GetStdout(); len(b) > 0 {
-			outQ.put(b)
+			outQ.put(capped(b, &outLeft, &outCut))
 			continue
 		}
 		if b := m.GetStderr(); len(b) > 0 {
-			errQ.put(b)
+			errQ.put(capped(b, &errLeft, &errCut))
 			continue
 		}
 		if e := m.GetExit(); e != nil {
 			res = Result{Code: int(e.GetCode()), Signal: syscall.Signal(e.GetSignal()),
-				TimedOut: e.GetReason() == api.Exit_TIMED_OUT, OutputAbandoned: e.GetOutputAbandoned()}
+				TimedOut: e.GetReason() == api.Exit_TIMED_OUT, OutputAbandoned: e.GetOutputAbandoned(),
+				StdoutTruncated: e.GetStdoutTruncated() || outCut, StderrTruncated: e.GetStderrTruncated() || errCut}
 			break
 		}
 	}
@@ -300,6 +324,16 @@ func (p *Process) receive(c *Client, stdout, stderr io.Writer) {
 	close(p.done)
 	p.sendMu.Unlock()
 	p.cancel()
+}
+
+// capped returns what of b fits in *left bytes, counting it off, and sets
+// *cut when something did not fit.
+func capped(b []byte, left *int, cut *bool) []byte {
+	if len(b) > *left {
+		b, *cut = b[:*left], true
+	}
+	*left -= len(b)
+	return b
 }
 
 // sameWriter reports whether a and b are the same writer.
@@ -333,7 +367,11 @@ func newWriterQueue(w io.Writer) *writerQueue {
 	return q
 }
 
-func (q *writerQueue) put(b []byte) { q.ch <- b }
+func (q *writerQueue) put(b []byte) {
+	if len(b) > 0 {
+		q.ch <- b
+	}
+}
 
 // close waits for the queued chunks to be written.
 func (q *writerQueue) close() error {

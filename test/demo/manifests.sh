@@ -6,7 +6,9 @@
 #       that points the kubelet directory, the registration directory, the
 #       Flexvolume directory, the shim directory and /lib/modules at the
 #       bed's paths (and its own cgroup parent for the mounts' scopes), records the bed's CRI endpoint for the driver and the
-#       shim, and runs the locally built image with imagePullPolicy Never;
+#       shim, allows the driver's volumes to name the node's host name as their
+#       server (it resolves to loopback), and runs the locally built image with
+#       imagePullPolicy Never;
 #   OUTDIR/glusterfs-server.yaml  the GlusterFS server pod (host network,
 #       brick host = the node's host name) in namespace $GLUSTER_NAMESPACE.
 #
@@ -72,6 +74,10 @@ patches:
       - {op: replace, path: /spec/template/spec/containers/0/env/10/value, value: $shim_dir}
       - {op: test, path: /spec/template/spec/containers/0/env/11/name, value: MOUNTPOD_HOST_RUNTIME_ENDPOINT}
       - {op: replace, path: /spec/template/spec/containers/0/env/11/value, value: "$CRI_ENDPOINT"}
+      # The server is the node itself (its host name resolves to loopback):
+      # the driver refuses it unless it is listed, as an administrator would.
+      - {op: test, path: /spec/template/spec/containers/0/env/12/name, value: MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS}
+      - {op: replace, path: /spec/template/spec/containers/0/env/12/value, value: "$NODE_NAME"}
       - {op: test, path: /spec/template/spec/volumes/8/name, value: glusterfs-log}
       - {op: replace, path: /spec/template/spec/volumes/8/hostPath/path, value: $BED_DIR/logs/glusterfs-client}
 YAML

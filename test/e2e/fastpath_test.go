@@ -236,6 +236,63 @@ func TestFastPath(t *testing.T) {
 		}
 	})
 
+	t.Run("impostor answering as the registered pod is never used", func(t *testing.T) {
+		// Another exec service, root like the mount pod's, answers exactly
+		// as the registered pod and container, at a socket the registration
+		// is made to advertise. What it says is right; who it is (a process
+		// of this test, on the node, in no container) is not: the resolver
+		// checks the serving process's cgroups.
+		impostorPath := filepath.Join(bed.Env.RegistrationDir, execserver.SocketDir, "impostor.sock")
+		l, err := execservice.Listen(impostorPath, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			execservice.NewServer(execservice.Config{Identity: execservice.Identity{
+				PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
+			}}).Serve(ctx, l)
+		}()
+		defer func() { cancel(); <-done }()
+		forged := reg
+		forged.ExecSocket = execserver.SocketDir + "/impostor.sock"
+		refused := 0
+		for range 20 {
+			if err := registration.Write(bed.Env.RegistrationDir, m.plugin, forged); err != nil {
+				t.Fatal(err)
+			}
+			d, err := m.executor(t, mcexec.Options{}).Resolve(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Via == mcexec.ViaSocket && d.Socket == impostorPath {
+				t.Fatalf("the impostor's socket was used: %s", d)
+			}
+			if d.Socket == impostorPath && strings.Contains(d.ViaReason, "is not in container") {
+				refused++
+				if refused == 1 {
+					t.Logf("refused: %s", d.ViaReason)
+				}
+			}
+		}
+		if refused == 0 {
+			t.Fatal("no decision saw the forged registration: the mount pod restored it first every time; nothing was proven")
+		}
+		err = framework.Poll(context.Background(), "registration restored with the pod's own socket", 50*time.Millisecond, 30*time.Second,
+			func(context.Context) (bool, string, error) {
+				r, ok, err := registration.Read(bed.Env.RegistrationDir, m.plugin)
+				if err != nil || !ok {
+					return false, fmt.Sprintf("%v %v", ok, err), nil
+				}
+				return r == reg, "socket " + r.ExecSocket, nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("killing the mount pod mid-call returns promptly, then falls back", func(t *testing.T) {
 		cmd := viaSocket.Command("sleep", "120")
 		if err := cmd.Start(); err != nil {

@@ -66,6 +66,7 @@ func TestGlusterfs(t *testing.T) {
 		}
 	})
 	t.Run("BadOptionsNameTheField", g.testBadOptions)
+	t.Run("ServersOutsideTheAllowListRefused", g.testAllowedServers)
 	// What a mount pod's end does to a live mount, with scopes and without
 	// (the negative control), is TestScopes'.
 }
@@ -510,6 +511,37 @@ func (g *glusterEnv) callDriver(t *testing.T, args ...string) flexvolume.Status 
 		t.Fatalf("driver %v: reply %q is not one JSON object: %v", args, out, err)
 	}
 	return s
+}
+
+// testAllowedServers calls the installed driver as the kubelet does with
+// servers the settings the mount pod wrote do not allow: the bed's overlay
+// lists the node's host name (which resolves to loopback, and which the
+// workloads above mount), not the loopback addresses themselves.
+func (g *glusterEnv) testAllowedServers(t *testing.T) {
+	dir := filepath.Join(g.bed.Env.KubeletRoot, "e2e-allowed-servers")
+	t.Cleanup(func() { os.Remove(dir) })
+	for _, tc := range []struct{ server, want string }{
+		{"127.0.0.1", `invalid option "server": address 127.0.0.1 is a loopback address`},
+		{"169.254.169.254", `invalid option "server": address 169.254.169.254 is a link-local address`},
+		{"0.0.0.0", `invalid option "server": address 0.0.0.0 is an unspecified`},
+		{"::ffff:127.0.0.1", `invalid option "server": "::ffff:127.0.0.1": IPv4-mapped IPv6 addresses are not supported`},
+		{"localhost", `invalid option "server": localhost resolves to an address that is not allowed`},
+	} {
+		opts, err := json.Marshal(map[string]string{"server": tc.server, "volume": glusterVolume})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := g.callDriver(t, "mount", dir, string(opts))
+		if s.Status != flexvolume.StatusFailure || !strings.Contains(s.Message, tc.want) {
+			t.Errorf("mount from %s: %+v, want a Failure with %q", tc.server, s, tc.want)
+		} else {
+			t.Logf("%s: %s", tc.server, s.Message)
+		}
+	}
+	s := g.callDriver(t, "mount", dir, `{"server":"x","volume":"v","mountOptions":"log-level=TRACE"}`)
+	if s.Status != flexvolume.StatusFailure || !strings.Contains(s.Message, `log-level="TRACE"`) {
+		t.Errorf("log-level=TRACE: %+v, want a Failure", s)
+	}
 }
 
 func (g *glusterEnv) testBadOptions(t *testing.T) {

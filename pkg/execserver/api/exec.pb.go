@@ -332,7 +332,8 @@ type Start struct {
 	// dir is the working directory; empty means the server's.
 	Dir string `protobuf:"bytes,4,opt,name=dir,proto3" json:"dir,omitempty"`
 	// timeout_ms kills the command's process group after this long; 0 means
-	// no timeout.
+	// the server's default. A timeout above the server's maximum is refused
+	// (INVALID_ARGUMENT) before anything runs.
 	TimeoutMs int64 `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// expect_pod_uid and expect_container_name, when not empty, must name
 	// the server's pod and container or the call fails with
@@ -687,6 +688,12 @@ type Exit struct {
 	// left behind (a daemon) kept stdout or stderr open: the server stopped
 	// reading them after a short grace.
 	OutputAbandoned bool `protobuf:"varint,5,opt,name=output_abandoned,json=outputAbandoned,proto3" json:"output_abandoned,omitempty"`
+	// stdout_truncated and stderr_truncated are true when the command wrote
+	// more than the server's output limit (16 MiB per stream, as CRI
+	// ExecSync): the server sent the first bytes up to the limit and
+	// discarded the rest.
+	StdoutTruncated bool `protobuf:"varint,6,opt,name=stdout_truncated,json=stdoutTruncated,proto3" json:"stdout_truncated,omitempty"`
+	StderrTruncated bool `protobuf:"varint,7,opt,name=stderr_truncated,json=stderrTruncated,proto3" json:"stderr_truncated,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -756,6 +763,20 @@ func (x *Exit) GetOutputAbandoned() bool {
 	return false
 }
 
+func (x *Exit) GetStdoutTruncated() bool {
+	if x != nil {
+		return x.StdoutTruncated
+	}
+	return false
+}
+
+func (x *Exit) GetStderrTruncated() bool {
+	if x != nil {
+		return x.StderrTruncated
+	}
+	return false
+}
+
 var File_exec_proto protoreflect.FileDescriptor
 
 const file_exec_proto_rawDesc = "" +
@@ -798,13 +819,15 @@ const file_exec_proto_rawDesc = "" +
 	"\x04exit\x18\x04 \x01(\v2\x1d.mountcontainers.exec.v1.ExitH\x00R\x04exitB\x05\n" +
 	"\x03msg\"\x1b\n" +
 	"\aStarted\x12\x10\n" +
-	"\x03pid\x18\x01 \x01(\x03R\x03pid\"\xf9\x01\n" +
+	"\x03pid\x18\x01 \x01(\x03R\x03pid\"\xcf\x02\n" +
 	"\x04Exit\x12<\n" +
 	"\x06reason\x18\x01 \x01(\x0e2$.mountcontainers.exec.v1.Exit.ReasonR\x06reason\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x16\n" +
 	"\x06signal\x18\x03 \x01(\x05R\x06signal\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12)\n" +
-	"\x10output_abandoned\x18\x05 \x01(\bR\x0foutputAbandoned\"B\n" +
+	"\x10output_abandoned\x18\x05 \x01(\bR\x0foutputAbandoned\x12)\n" +
+	"\x10stdout_truncated\x18\x06 \x01(\bR\x0fstdoutTruncated\x12)\n" +
+	"\x10stderr_truncated\x18\a \x01(\bR\x0fstderrTruncated\"B\n" +
 	"\x06Reason\x12\n" +
 	"\n" +
 	"\x06EXITED\x10\x00\x12\r\n" +

@@ -41,7 +41,9 @@ type ExecClient interface {
 	// of Stdin chunks, a CloseStdin and Signals; the server answers Started
 	// (or an Exit when the command could not start), Stdout and Stderr
 	// chunks as they come, and one Exit last. Cancelling the call kills the
-	// command's process group.
+	// command's process group. A server running as many commands as it
+	// allows makes a new call wait a little, then refuses it
+	// (RESOURCE_EXHAUSTED) before anything runs.
 	Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecRequest, ExecResponse], error)
 }
 
@@ -88,7 +90,9 @@ type ExecServer interface {
 	// of Stdin chunks, a CloseStdin and Signals; the server answers Started
 	// (or an Exit when the command could not start), Stdout and Stderr
 	// chunks as they come, and one Exit last. Cancelling the call kills the
-	// command's process group.
+	// command's process group. A server running as many commands as it
+	// allows makes a new call wait a little, then refuses it
+	// (RESOURCE_EXHAUSTED) before anything runs.
 	Exec(grpc.BidiStreamingServer[ExecRequest, ExecResponse]) error
 	mustEmbedUnimplementedExecServer()
 }

@@ -1,0 +1,252 @@
+package flexvolume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DefaultResolveTimeout bounds the lookup of one server name.
+const DefaultResolveTimeout = 5 * time.Second
+
+// Resolver looks up a host name's addresses; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+var _ Resolver = (*net.Resolver)(nil)
+
+// specialRanges are the addresses a GlusterFS client on the node must not
+// be sent to unless an administrator lists them explicitly: the node
+// itself (loopback, unspecified, "this network"), link-local addresses
+// (among them the cloud metadata service 169.254.169.254) and multicast
+// and broadcast addresses, which are nobody's server.
+var specialRanges = []struct {
+	prefix netip.Prefix
+	what   string
+}{
+	{netip.MustParsePrefix("127.0.0.0/8"), "a loopback address"},
+	{netip.MustParsePrefix("::1/128"), "a loopback address"},
+	{netip.MustParsePrefix("0.0.0.0/8"), "an unspecified (\"this host\") address"},
+	{netip.MustParsePrefix("::/128"), "an unspecified address"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "a link-local address"},
+	{netip.MustParsePrefix("fe80::/10"), "a link-local address"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "a multicast address"},
+	{netip.MustParsePrefix("ff00::/8"), "a multicast address"},
+	{netip.MustParsePrefix("255.255.255.255/32"), "the broadcast address"},
+}
+
+// special returns the special range a is in, if any.
+func special(a netip.Addr) (netip.Prefix, string, bool) {
+	for _, r := range specialRanges {
+		if r.prefix.Contains(a) {
+			return r.prefix, r.what, true
+		}
+	}
+	return netip.Prefix{}, "", false
+}
+
+// ServerPolicy is the administrator's allow-list of GlusterFS servers
+// ([Settings].AllowedServers) as the driver applies it to the servers a
+// volume names. Its zero value is the policy of an unset list. Build one
+// with [ParseAllowedServers].
+//
+// The rule, for each server a volume names (server, servers and
+// backup-volfile-servers):
+//
+//   - A host name listed in the allow-list is allowed as it is, whatever it
+//     resolves to: the administrator vouches for the name.
+//   - Any other host name is looked up on the node; it must resolve, and
+//     every address it resolves to must be allowed by the rules below. The
+//     mount then uses the first of those addresses instead of the name, so
+//     that the GlusterFS client connects to the address that was checked
+//     (a name whose DNS answer changes between the check and the client's
+//     own lookup cannot redirect it).
+//   - An address (IPv4-mapped IPv6 forms are taken as the IPv4 address
+//     they map) that is loopback, unspecified, link-local, multicast or
+//     broadcast is allowed only by an entry that lies within that special
+//     range: "127.0.0.1" or "169.254.0.0/16" allow what they name, but
+//     "0.0.0.0/0" does not allow 127.0.0.1.
+//   - With an empty allow-list every other address is allowed. With a
+//     non-empty one, an address must be in one of its addresses or CIDRs.
+type ServerPolicy struct {
+	names    []string       // lower case, no trailing dot
+	prefixes []netip.Prefix // addresses as /32 (IPv4) or /128 (IPv6)
+}
+
+// ParseAllowedServers parses the allow-list entries: host names, IPv4 or
+// IPv6 addresses and CIDRs (such as 10.0.0.0/8). Empty entries are
+// skipped. An entry in IPv4-mapped IPv6 form is an error: write it as the
+// IPv4 address or CIDR it means.
+func ParseAllowedServers(entries []string) (ServerPolicy, error) {
+	var p ServerPolicy
+	var errs []error
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		if err := p.add(e); err != nil {
+			errs = append(errs, fmt.Errorf("allowed server %q: %w", e, err))
+		}
+	}
+	return p, errors.Join(errs...)
+}
+
+func (p *ServerPolicy) add(e string) error {
+	if strings.Contains(e, "/") {
+		pfx, err := netip.ParsePrefix(e)
+		if err != nil {
+			return fmt.Errorf("not a CIDR such as 10.0.0.0/8: %w", err)
+		}
+		if pfx.Addr().Is4In6() {
+			return errors.New("an IPv4-mapped IPv6 CIDR: write the IPv4 CIDR it means")
+		}
+		p.prefixes = append(p.prefixes, pfx.Masked())
+		return nil
+	}
+	if a, err := netip.ParseAddr(e); err == nil {
+		switch {
+		case a.Zone() != "":
+			return errors.New("an address with a zone")
+		case a.Is4In6():
+			return errors.New("an IPv4-mapped IPv6 address: write the IPv4 address it means")
+		}
+		p.prefixes = append(p.prefixes, netip.PrefixFrom(a, a.BitLen()))
+		return nil
+	}
+	if strings.Contains(e, ":") {
+		return errors.New("not a host name, address or CIDR")
+	}
+	if err := checkHostName(e); err != nil {
+		return err
+	}
+	p.names = append(p.names, canonicalName(e))
+	return nil
+}
+
+// Empty reports whether the allow-list has no entry.
+func (p ServerPolicy) Empty() bool { return len(p.names) == 0 && len(p.prefixes) == 0 }
+
+// String lists the entries, for messages.
+func (p ServerPolicy) String() string {
+	out := slices.Clone(p.names)
+	for _, pfx := range p.prefixes {
+		if pfx.IsSingleIP() {
+			out = append(out, pfx.Addr().String())
+		} else {
+			out = append(out, pfx.String())
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func canonicalName(h string) string { return strings.ToLower(strings.TrimSuffix(h, ".")) }
+
+// CheckAddr reports why the policy does not allow a (nil if it does).
+func (p ServerPolicy) CheckAddr(a netip.Addr) error {
+	a = a.Unmap().WithZone("")
+	if r, what, ok := special(a); ok {
+		for _, pfx := range p.prefixes {
+			if pfx.Contains(a) && r.Contains(pfx.Addr()) && pfx.Bits() >= r.Bits() {
+				return nil
+			}
+		}
+		return fmt.Errorf("address %s is %s: refused unless the driver's allowed servers list it explicitly", a, what)
+	}
+	if p.Empty() {
+		return nil
+	}
+	for _, pfx := range p.prefixes {
+		if pfx.Contains(a) {
+			return nil
+		}
+	}
+	return fmt.Errorf("address %s is not in the driver's allowed servers (%s)", a, p)
+}
+
+// Check returns the address to connect to for the server host (a host name
+// or an IPv4 address, as [ParseOptions] accepts them), or why the policy
+// does not allow it. A listed name is returned as it is; another name is
+// resolved with r and replaced by its first address.
+func (p ServerPolicy) Check(ctx context.Context, r Resolver, host string) (string, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		if err := p.CheckAddr(a); err != nil {
+			return "", err
+		}
+		return a.Unmap().String(), nil
+	}
+	if slices.Contains(p.names, canonicalName(host)) {
+		return host, nil
+	}
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultResolveTimeout)
+	defer cancel()
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return "", fmt.Errorf("%s: cannot be resolved on the node (%v); an administrator may list the name in the driver's allowed servers", host, err)
+	}
+	var first netip.Addr
+	for _, a := range addrs {
+		a = a.Unmap()
+		if err := p.CheckAddr(a); err != nil {
+			return "", fmt.Errorf("%s resolves to an address that is not allowed: %w", host, err)
+		}
+		if !first.IsValid() && a.Is4() {
+			first = a
+		}
+	}
+	if !first.IsValid() {
+		return "", fmt.Errorf("%s resolves to no IPv4 address (%v); an administrator may list the name in the driver's allowed servers", host, addrs)
+	}
+	return first.String(), nil
+}
+
+// CheckServers applies p to every server o names: the volume file server,
+// its backups from "servers" and those of the mount option
+// backup-volfile-servers. It returns o with each server that was allowed
+// by its addresses replaced by the address checked, or an *[OptionError]
+// naming the option that holds the refused server.
+func (o Options) CheckServers(ctx context.Context, p ServerPolicy, r Resolver) (Options, error) {
+	out := o
+	out.Servers = slices.Clone(o.Servers)
+	for i, s := range o.Servers {
+		conn, err := p.Check(ctx, r, s)
+		if err != nil {
+			return Options{}, badOption(o.serversKey(), "%v", err)
+		}
+		out.Servers[i] = conn
+	}
+	out.MountOptions = slices.Clone(o.MountOptions)
+	for i, opt := range o.MountOptions {
+		v, ok := strings.CutPrefix(opt, backupServersOption+"=")
+		if !ok {
+			continue
+		}
+		hosts := strings.Split(v, ":")
+		for j, h := range hosts {
+			conn, err := p.Check(ctx, r, h)
+			if err != nil {
+				return Options{}, badOption(KeyMountOptions, "%s: %v", backupServersOption, err)
+			}
+			hosts[j] = conn
+		}
+		out.MountOptions[i] = backupServersOption + "=" + strings.Join(hosts, ":")
+	}
+	return out, nil
+}
+
+// serversKey is the option the servers came from.
+func (o Options) serversKey() string {
+	if o.fromServers {
+		return KeyServers
+	}
+	return KeyServer
+}

@@ -1,0 +1,135 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mountcontainers/mountcontainers/test/framework"
+)
+
+// TestFlexvolumePVOnlyPolicy applies deploy/policy, the
+// ValidatingAdmissionPolicy that keeps pod authors from naming the
+// GlusterFS driver inline: a pod with an inline flexVolume of the driver is
+// refused, one whose volume comes from a PersistentVolume is admitted. The
+// same inline pod is admitted before the policy is applied (the negative
+// control). Pods are created with server-side dry run, which goes through
+// every admission step, policies included, and leaves nothing to mount.
+func TestFlexvolumePVOnlyPolicy(t *testing.T) {
+	bed := framework.Current(t)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := bed.CreateNamespace(t, "policy")
+	ctx := context.Background()
+	pods := bed.Client.CoreV1().Pods(ns)
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+
+	inline := policyPod("inline", corev1.VolumeSource{FlexVolume: &corev1.FlexVolumeSource{
+		Driver: glusterDriver, Options: map[string]string{"server": "192.0.2.1", "volume": glusterVolume},
+	}}, bed.Env.BaseImage)
+	if _, err := pods.Create(ctx, inline, dryRun); err != nil {
+		t.Fatalf("before the policy, the inline pod is refused already: %v", err)
+	}
+
+	policyDir := filepath.Join(root, "deploy/policy")
+	bed.ApplyKustomize(t, policyDir)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if r := bed.RunKubectl(ctx, "", "delete", "--ignore-not-found", "-k", policyDir); r.Err != nil {
+			t.Errorf("delete the policy: %v", r.Err)
+		}
+	})
+
+	// The API server loads a new policy asynchronously: ask until it refuses.
+	start := time.Now()
+	var refusal error
+	err = framework.Poll(ctx, "the policy refuses an inline flexVolume", 200*time.Millisecond, time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			_, refusal = pods.Create(ctx, inline, dryRun)
+			return refusal != nil, "admitted", nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("policy in force %s after apply", time.Since(start).Round(time.Millisecond))
+	msg := fmt.Sprint(refusal)
+	if !apierrors.IsInvalid(refusal) && !apierrors.IsForbidden(refusal) {
+		t.Fatalf("inline pod refused with %v, want the policy's Forbidden/Invalid", refusal)
+	}
+	for _, want := range []string{"mountcontainers-glusterfs-pv-only", "only through a PersistentVolume", "volume data"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal %q does not mention %q", msg, want)
+		}
+	}
+
+	// Through a PersistentVolume: admitted.
+	pvName := ns + "-gluster"
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvName},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              "",
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "data"},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{FlexVolume: &corev1.FlexPersistentVolumeSource{
+				Driver: glusterDriver, Options: map[string]string{"server": "192.0.2.1", "volume": glusterVolume},
+			}},
+		},
+	}
+	if _, err := bed.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bed.Client.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{})
+	})
+	empty := ""
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			StorageClassName: &empty,
+			VolumeName:       pvName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if _, err := bed.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	viaPV := policyPod("via-pv", corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}, bed.Env.BaseImage)
+	if _, err := pods.Create(ctx, viaPV, dryRun); err != nil {
+		t.Fatalf("pod using the driver through a PersistentVolume refused: %v", err)
+	}
+	// Other inline volumes stay allowed.
+	other := policyPod("other", corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}, bed.Env.BaseImage)
+	if _, err := pods.Create(ctx, other, dryRun); err != nil {
+		t.Fatalf("pod with an emptyDir refused: %v", err)
+	}
+}
+
+func policyPod(name string, vol corev1.VolumeSource, image string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "main", Image: image, ImagePullPolicy: corev1.PullNever,
+				Command:      []string{"sleep", "infinity"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: vol}},
+		},
+	}
+}
