@@ -298,7 +298,7 @@ func (n *nodeRun) drain(ctx context.Context) (string, error) {
 		Client:               n.r.Client,
 		GracePeriodSeconds:   *n.r.opts.GracePeriod,
 		IgnoreAllDaemonSets:  true,
-		DeleteEmptyDirData:   true,
+		DeleteEmptyDirData:   n.r.opts.DeleteEmptyDirData,
 		Force:                n.r.opts.Force,
 		Timeout:              n.r.opts.DrainTimeout,
 		EvictErrorRetryDelay: n.r.opts.EvictRetryDelay,

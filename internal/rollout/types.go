@@ -168,6 +168,9 @@ type Options struct {
 	Container string
 	// Force evicts pods that no controller owns (they do not come back).
 	Force bool
+	// DeleteEmptyDirData evicts pods with emptyDir volumes, whose data is
+	// deleted with them; without it such a pod fails the drain.
+	DeleteEmptyDirData bool
 	// GracePeriod overrides the evicted pods' termination grace period in
 	// seconds; negative (the default, -1) keeps each pod's own.
 	GracePeriod *int

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -23,6 +24,9 @@ type podSelector struct {
 	labels  labels.Selector
 	all     bool
 	force   bool
+	// deleteEmptyDir evicts pods with emptyDir volumes, whose data goes
+	// with them.
+	deleteEmptyDir bool
 }
 
 func (s *podSelector) setLabels(sel string) error {
@@ -146,7 +150,8 @@ type selection struct {
 }
 
 // podsToEvict lists node's pods and selects those to evict. A selected pod
-// that no controller owns is an error unless force is set.
+// that no controller owns is an error unless force is set, and one with an
+// emptyDir volume unless deleteEmptyDir is set.
 func (s *podSelector) podsToEvict(ctx context.Context, node string) (*selection, error) {
 	list, err := s.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
@@ -155,7 +160,7 @@ func (s *podSelector) podsToEvict(ctx context.Context, node string) (*selection,
 		return nil, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
 	sel := &selection{}
-	var bare []string
+	var bare, withData []string
 	for _, pod := range list.Items {
 		if pod.Spec.NodeName != node || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
@@ -192,13 +197,31 @@ func (s *podSelector) podsToEvict(ctx context.Context, node string) (*selection,
 		case ref == nil && !s.force:
 			bare = append(bare, name)
 		default:
+			if v := emptyDirVolumes(&pod); len(v) > 0 && !s.deleteEmptyDir {
+				withData = append(withData, fmt.Sprintf("%s (emptyDir %s)", name, strings.Join(v, ", ")))
+			}
 			sel.evict = append(sel.evict, pod)
 		}
 	}
+	var errs []error
 	if len(bare) > 0 {
-		return sel, fmt.Errorf("pods %s have no controller: evicted, they would not come back (--force evicts them anyway)", strings.Join(bare, ", "))
+		errs = append(errs, fmt.Errorf("pods %s have no controller: evicted, they would not come back (--force evicts them anyway)", strings.Join(bare, ", ")))
 	}
-	return sel, nil
+	if len(withData) > 0 {
+		errs = append(errs, fmt.Errorf("pods %s have emptyDir volumes: evicting them deletes that data (--delete-emptydir-data evicts them anyway)", strings.Join(withData, ", ")))
+	}
+	return sel, errors.Join(errs...)
+}
+
+// emptyDirVolumes names pod's emptyDir volumes.
+func emptyDirVolumes(pod *corev1.Pod) []string {
+	var names []string
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil {
+			names = append(names, v.Name)
+		}
+	}
+	return names
 }
 
 // MountMatcher tells the mounts a mount pod serves from the others.

@@ -87,7 +87,9 @@ func TestRolloutGlusterfs(t *testing.T) {
 	// No --driver: the rollout infers the Flexvolume driver the DaemonSet
 	// installs, and must drain its workload before the mount pod goes.
 	cmd := exec.CommandContext(ctx, bin, "-n", mountpodNS, "--poll-interval", "500ms",
-		"--drain-timeout", "2m", "--unmount-timeout", "2m", "--ready-timeout", "2m", ds)
+		"--drain-timeout", "2m", "--unmount-timeout", "2m", "--ready-timeout", "2m",
+		"--delete-emptydir-data", // the writer's error log is scratch space
+		ds)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+sa.Path)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

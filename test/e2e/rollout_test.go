@@ -283,7 +283,9 @@ func (r *rolloutEnv) startRollout(t *testing.T, args ...string) func() (string, 
 		// The selector applies to the whole node: name this test's writer only.
 		"--pod-selector", writerSelector + ",e2e-namespace=" + r.ns, "--mount-pattern", scratchPattern,
 		"--poll-interval", "500ms", "--drain-timeout", "20s", "--unmount-timeout", "1m", "--ready-timeout", "45s",
-		"--evict-retry-delay", "1s"}, args...), rolloutDS)
+		"--evict-retry-delay", "1s",
+		// The writer's memory emptyDir is scratch space, deleted with it.
+		"--delete-emptydir-data"}, args...), rolloutDS)
 	cmd := exec.CommandContext(ctx, r.binary, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+r.sa.Path)
 	var stdout, stderr bytes.Buffer
