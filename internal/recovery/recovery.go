@@ -124,9 +124,6 @@ type Recoverer struct {
 type attempt struct {
 	failures int
 	next     time.Time
-	// pending is the dead mount still held by containers whose attach
-	// failed, once the node's mount is back.
-	pending *DeadMount
 }
 
 // Result is what one pass did for one record.
@@ -232,28 +229,40 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 			delete(r.state, t)
 		}
 	}
+	removeOrphanStates(dir)
 	return results
 }
 
 // check handles one record.
 func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Record, infos []mount.MountInfo) Result {
 	res := Result{Target: rec.Target}
+	// A recovery under way (this pod's, or one that an earlier pod did not
+	// finish) has left the dead mount's device in the record's state file.
+	unfinished, hasState := readState(dir, rec.Target)
 	mi, mounted := lastMountAt(infos, rec.Target)
-	if !mounted {
+	var err error
+	switch {
+	case mounted:
+		err = r.check1(ctx, rec.Target)
+		if !IsDead(err) {
+			res.Action = "healthy"
+			if hasState {
+				// The node's mount is back; containers may still hold
+				// the dead one.
+				return r.retryAttach(ctx, dir, rec, unfinished)
+			}
+			delete(r.state, rec.Target)
+			return res
+		}
+	case hasState:
+		// Detached by a recovery whose remount has not worked yet.
+		err = fmt.Errorf("detached; its remount has not worked yet")
+	default:
 		res.Action = "dropped"
 		if err := mountrecord.Remove(dir, rec.Target); err != nil {
 			res.Err = err
 		}
 		r.log().Info("mount record dropped: its target is no longer mounted", "path", rec.Target, "plugin", rec.Plugin, "err", res.Err)
-		return res
-	}
-	err := r.check1(ctx, rec.Target)
-	if !IsDead(err) {
-		res.Action = "healthy"
-		if a := r.state[rec.Target]; a != nil && a.pending != nil {
-			return r.retryAttach(ctx, rec, a)
-		}
-		delete(r.state, rec.Target)
 		return res
 	}
 	if rec.NotRecoverable != "" {
@@ -274,19 +283,20 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 		return res
 	}
 	start := time.Now()
-	dead := DeadMount{Major: mi.Major, Minor: mi.Minor, Target: rec.Target}
-	attached, onNode, rerr := r.recover(ctx, filepath.Join(dir, mountrecord.FileName(rec.Target)), rec, dead, &res)
+	dead := unfinished
+	if !hasState {
+		dead = DeadMount{Major: mi.Major, Minor: mi.Minor, Target: rec.Target}
+	}
+	attached, rerr := r.recover(ctx, dir, rec, dead, !mounted, &res)
 	res.Took, res.Attached = time.Since(start), attached
 	if errors.Is(rerr, errUnmounted) {
 		delete(r.state, rec.Target)
+		clearState(dir, rec.Target)
 		res.Action = "dropped"
 		r.log().Info("a dead mount was unmounted by its volume host during its recovery: left unmounted", "path", rec.Target, "plugin", rec.Plugin)
 		return res
 	}
 	if rerr != nil {
-		if onNode {
-			a.pending = &dead // the node's mount is back: only the containers are left
-		}
 		res.Action, res.Err = "failed", rerr
 		r.failed(rec, a, rerr)
 		return res
@@ -316,14 +326,20 @@ func (r *Recoverer) failed(rec mountrecord.Record, a *attempt, err error) {
 }
 
 // retryAttach attaches the node's mount, which is back, in the containers
-// whose attach failed before.
-func (r *Recoverer) retryAttach(ctx context.Context, rec mountrecord.Record, a *attempt) Result {
+// that still hold the dead one (their attach failed before, or the pod that
+// started the recovery ended first).
+func (r *Recoverer) retryAttach(ctx context.Context, dir string, rec mountrecord.Record, dead DeadMount) Result {
 	res := Result{Target: rec.Target, Action: "waiting"}
+	a := r.state[rec.Target]
+	if a == nil {
+		a = &attempt{}
+		r.state[rec.Target] = a
+	}
 	if time.Now().Before(a.next) {
 		return res
 	}
 	start := time.Now()
-	attached, err := r.reattach(ctx, *a.pending)
+	attached, err := r.reattach(ctx, dead)
 	res.Took, res.Attached = time.Since(start), attached
 	if err != nil {
 		res.Action, res.Err = "failed", err
@@ -331,6 +347,7 @@ func (r *Recoverer) retryAttach(ctx context.Context, rec mountrecord.Record, a *
 		return res
 	}
 	delete(r.state, rec.Target)
+	clearState(dir, rec.Target)
 	res.Action = "recovered"
 	r.log().Warn("FUSE mount is back in every container that used it", "path", rec.Target, "plugin", rec.Plugin, "containers", len(attached))
 	return res
@@ -348,11 +365,13 @@ func (r *Recoverer) reattach(ctx context.Context, dead DeadMount) ([]Attached, e
 	return reattach(ctx, procRoot, dead, dead.Target)
 }
 
-// recover detaches the dead mount at rec.Target, mounts rec again and
-// attaches the new mount wherever the dead one still is. onNode reports
-// whether the node's mount is back (only attaching in containers failed).
-func (r *Recoverer) recover(ctx context.Context, recordPath string, rec mountrecord.Record, dead DeadMount, res *Result) (attached []Attached, onNode bool, err error) {
+// recover detaches the dead mount at rec.Target (unless detached already),
+// mounts rec again and attaches the new mount wherever the dead one still
+// is. Until it is done, the dead mount's device is kept in the record's
+// state file, so that a later pass, or the next mount pod, carries on.
+func (r *Recoverer) recover(ctx context.Context, dir string, rec mountrecord.Record, dead DeadMount, detached bool, res *Result) (attached []Attached, err error) {
 	start := time.Now()
+	recordPath := filepath.Join(dir, mountrecord.FileName(rec.Target))
 	run := r.Command
 	if run == nil {
 		run = runCommand
@@ -364,11 +383,16 @@ func (r *Recoverer) recover(ctx context.Context, recordPath string, rec mountrec
 		_, err := os.Lstat(recordPath)
 		return errors.Is(err, os.ErrNotExist)
 	}
-	if out, err := run(ctx, "umount", "-l", rec.Target); err != nil {
-		return nil, false, fmt.Errorf("detach the dead mount: %w: %s", err, strings.TrimSpace(string(out)))
+	if !detached {
+		if err := writeState(dir, dead); err != nil {
+			return nil, err
+		}
+		if out, err := run(ctx, "umount", "-l", rec.Target); err != nil {
+			return nil, fmt.Errorf("detach the dead mount: %w: %s", err, strings.TrimSpace(string(out)))
+		}
 	}
 	if gone() {
-		return nil, false, errUnmounted
+		return nil, errUnmounted
 	}
 	args := []string{"-t", rec.FSType}
 	if len(rec.Options) > 0 {
@@ -376,22 +400,25 @@ func (r *Recoverer) recover(ctx context.Context, recordPath string, rec mountrec
 	}
 	args = append(args, rec.Source, rec.Target)
 	if out, err := run(ctx, "mount", args...); err != nil {
-		return nil, false, fmt.Errorf("mount %s at %s again: %w: %s", rec.Source, rec.Target, err, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("mount %s at %s again: %w: %s", rec.Source, rec.Target, err, strings.TrimSpace(string(out)))
 	}
 	if gone() {
 		if out, err := run(ctx, "umount", rec.Target); err != nil {
-			return nil, false, fmt.Errorf("undo the mount at %s, whose volume host unmounted it meanwhile: %w: %s", rec.Target, err, strings.TrimSpace(string(out)))
+			return nil, fmt.Errorf("undo the mount at %s, whose volume host unmounted it meanwhile: %w: %s", rec.Target, err, strings.TrimSpace(string(out)))
 		}
-		return nil, false, errUnmounted
+		return nil, errUnmounted
 	}
 	if err := r.check1(ctx, rec.Target); err != nil {
-		return nil, false, fmt.Errorf("the new mount at %s does not answer: %w", rec.Target, err)
+		return nil, fmt.Errorf("the new mount at %s does not answer: %w", rec.Target, err)
 	}
 	res.Remount = time.Since(start)
 	start = time.Now()
 	attached, err = r.reattach(ctx, dead)
 	res.Attach = time.Since(start)
-	return attached, true, err
+	if err == nil {
+		clearState(dir, rec.Target)
+	}
+	return attached, err
 }
 
 // check1 checks that the mount at path answers.

@@ -328,3 +328,50 @@ func TestUnmountedDuringRecoveryStaysUnmounted(t *testing.T) {
 		t.Errorf("attached in containers: %+v", b.attached)
 	}
 }
+
+// TestUnfinishedRecoveryCarriesOn: a recovery detached the dead mount and
+// its pod ended before the remount worked; the next pass (of the next pod)
+// mounts again without detaching anything and attaches for the device the
+// state file kept, then clears the state.
+func TestUnfinishedRecoveryCarriesOn(t *testing.T) {
+	b := newBed(t)
+	b.record(glusterRecord())
+	dir := filepath.Join(b.r.Dir, mountrecord.Dir)
+	if err := writeState(dir, DeadMount{Major: 0, Minor: 77, Target: target}); err != nil {
+		t.Fatal(err)
+	}
+	b.setMounted(false)
+	res := b.pass()
+	if res.Action != "recovered" {
+		t.Fatalf("%+v; want recovered", res)
+	}
+	if want := []string{"mount -t glusterfs -o log-level=WARNING,ro srv:/vol " + target}; !slices.Equal(b.calls, want) {
+		t.Errorf("commands %q, want %q (nothing detached again)", b.calls, want)
+	}
+	if len(b.attached) != 1 || b.attached[0] != (DeadMount{Major: 0, Minor: 77, Target: target}) {
+		t.Errorf("attached %+v; want the kept device 0:77", b.attached)
+	}
+	if _, ok := readState(dir, target); ok {
+		t.Error("the state file was kept after the recovery")
+	}
+	// Without a state file an unmounted target's record is dropped.
+	b.setMounted(false)
+	if res := b.pass(); res.Action != "dropped" {
+		t.Errorf("%+v; want dropped", res)
+	}
+}
+
+// TestOrphanStateRemoved: a state file whose record the volume host
+// removed goes at the next pass.
+func TestOrphanStateRemoved(t *testing.T) {
+	b := newBed(t)
+	b.record(glusterRecord())
+	dir := filepath.Join(b.r.Dir, mountrecord.Dir)
+	if err := writeState(dir, DeadMount{Major: 0, Minor: 77, Target: "/gone"}); err != nil {
+		t.Fatal(err)
+	}
+	b.pass()
+	if _, err := os.Stat(statePath(dir, "/gone")); !os.IsNotExist(err) {
+		t.Errorf("orphan state file: %v", err)
+	}
+}

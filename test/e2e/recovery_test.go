@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 	"github.com/mountcontainers/mountcontainers/test/framework"
@@ -111,6 +114,109 @@ func TestRecovery(t *testing.T) {
 		t.Logf("brick stream: %d lines verified, writers %v", n, writers)
 	})
 
+	// The new daemon killed while the recovery is under way: it still ends
+	// recovered.
+	t.Run("KilledAgainDuringRecovery", func(t *testing.T) {
+		pids := fuseProcesses(t, dir)
+		if len(pids) != 1 {
+			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
+		}
+		before := w.lines(t)
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		// Kill the next daemon as soon as it appears: the remount has
+		// just started it, the attach may not have run yet.
+		deadline := time.Now().Add(20 * time.Second)
+		second := 0
+		for second == 0 && time.Now().Before(deadline) {
+			for _, p := range fuseProcesses(t, dir) {
+				if p != pids[0] {
+					second = p
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if second == 0 {
+			t.Fatal("no new glusterfs daemon within 20 s of the kill")
+		}
+		if err := syscall.Kill(second, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		w.waitLines(t, before+10)
+		w.assertNotRestarted(t)
+		if now := fuseProcesses(t, dir); len(now) != 1 || now[0] == pids[0] || now[0] == second {
+			t.Errorf("glusterfs processes serving %s: %v (killed %d and %d); want one new", dir, now, pids[0], second)
+		}
+		data := containerMount(t, bed, g.ns, w.pod.Name, "main", "/data")
+		if sub := containerMount(t, bed, g.ns, w.pod.Name, "reader", "/sub"); sub.dev != data.dev || !sub.ro {
+			t.Errorf("the reader's /sub is %+v; want device %s, read-only", sub, data.dev)
+		}
+		t.Logf("killed %d, then the new daemon %d: recovered", pids[0], second)
+	})
+
+	// A record whose server cannot be reached is retried with back-off,
+	// never in a hot loop; once the server is right again it recovers.
+	t.Run("UnreachableServerBacksOff", func(t *testing.T) {
+		records := bed.Env.RegistrationDir + "/" + mountrecord.Dir
+		path := records + "/" + mountrecord.FileName(dir)
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := mountrecord.Decode(orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := rec
+		bad.Source = "no-such-server.invalid:/" + glusterVolume
+		if err := mountrecord.Write(records, bad); err != nil {
+			t.Fatal(err)
+		}
+		restored := false
+		t.Cleanup(func() {
+			if !restored {
+				_ = mountrecord.Write(records, rec)
+			}
+		})
+		mp := g.mountPod(t)
+		cpu0 := podCPU(t, mp.UID)
+		pids := fuseProcesses(t, dir)
+		if len(pids) != 1 {
+			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
+		}
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		const window = 12 * time.Second
+		time.Sleep(window)
+		cpu := podCPU(t, mp.UID) - cpu0
+		logs := bed.Kubectl(t, "-n", mp.Namespace, "logs", mp.Name)
+		attempts := 0
+		for _, line := range strings.Split(logs, "\n") {
+			if strings.Contains(line, "bringing it back failed") && strings.Contains(line, dir) && strings.Contains(line, "no-such-server.invalid") {
+				attempts++
+				t.Logf("mount pod: %s", line)
+			}
+		}
+		t.Logf("%d attempts in %s with an unreachable server; the mount pod used %s of CPU meanwhile", attempts, window, cpu.Round(time.Millisecond))
+		// 1 s, 2 s, 4 s, 8 s apart: 4 attempts in 12 s, 5 at most.
+		if attempts < 2 || attempts > 5 {
+			t.Errorf("%d failed attempts in %s; want a few, backing off (1, 2, 4, 8 s apart)", attempts, window)
+		}
+		if cpu > window/4 {
+			t.Errorf("the mount pod used %s of CPU in %s while retrying: a hot loop", cpu, window)
+		}
+		if err := mountrecord.Write(records, rec); err != nil {
+			t.Fatal(err)
+		}
+		restored = true
+		before := w.lines(t)
+		// The next attempt comes within the back-off (at most 16 s now).
+		w.waitLines(t, before+10)
+		w.assertNotRestarted(t)
+	})
+
 	// A daemon that dies while no mount pod runs comes back when the next
 	// one starts: its first pass reads the records.
 	t.Run("DiedWhileNoMountPod", func(t *testing.T) {
@@ -169,6 +275,27 @@ func TestRecovery(t *testing.T) {
 		}
 		t.Logf("recovery off: the workload's mount stays broken, as expected")
 	})
+}
+
+// podCPU returns the CPU time used so far by the processes of the pod
+// with this UID (its cgroup v1 cpuacct, as the bed's kubelet makes it).
+func podCPU(t *testing.T, uid types.UID) time.Duration {
+	t.Helper()
+	paths, _ := filepath.Glob("/sys/fs/cgroup/cpuacct/kubepods/*/pod" + string(uid) + "/cpuacct.usage")
+	more, _ := filepath.Glob("/sys/fs/cgroup/cpuacct/kubepods/pod" + string(uid) + "/cpuacct.usage")
+	paths = append(paths, more...)
+	if len(paths) != 1 {
+		t.Fatalf("the cpuacct cgroup of pod %s: %v", uid, paths)
+	}
+	data, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ns)
 }
 
 // recoveryKills is how many times TestRecovery kills the daemon.

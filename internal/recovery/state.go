@@ -1,0 +1,69 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mountcontainers/mountcontainers/internal/atomicfile"
+	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+// A recovery's state lives next to its record, in a file of its own
+// ("<record>.recovering", holding the dead mount's "MAJOR:MINOR"): written
+// before the dead mount is detached from the node, removed once every
+// container has the new mount. A pass that finds the node's target not
+// mounted, or mounted but still held dead in containers, carries on from
+// it, even in the next mount pod. It is not in the record itself so that
+// the volume host's removal of the record (an unmount) is never undone by a
+// write of the recovery's.
+
+const stateSuffix = ".recovering"
+
+func statePath(dir, target string) string {
+	return filepath.Join(dir, mountrecord.FileName(target)+stateSuffix)
+}
+
+// readState returns the dead mount a recovery of target left, if any. A
+// state file that cannot be trusted or read is ignored (and so is its
+// recovery): it is never worth a remount.
+func readState(dir, target string) (DeadMount, bool) {
+	data, ok, err := registration.ReadTrusted(statePath(dir, target), 64)
+	if err != nil || !ok {
+		return DeadMount{}, false
+	}
+	var d DeadMount
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(data)), "%d:%d", &d.Major, &d.Minor); err != nil || d.Major < 0 || d.Minor < 0 {
+		return DeadMount{}, false
+	}
+	d.Target = target
+	return d, true
+}
+
+func writeState(dir string, d DeadMount) error {
+	err := atomicfile.WriteFile(statePath(dir, d.Target), fmt.Appendf(nil, "%d:%d\n", d.Major, d.Minor), 0o600)
+	if err != nil {
+		return fmt.Errorf("keep the recovery's state: %w", err)
+	}
+	return nil
+}
+
+// clearState removes target's recovery state; one that cannot be removed
+// is found again by the next pass, which then finds nothing to do.
+func clearState(dir, target string) {
+	_ = os.Remove(statePath(dir, target))
+}
+
+// removeOrphanStates removes the state files whose record is gone (the
+// volume host unmounted while a recovery was under way).
+func removeOrphanStates(dir string) {
+	states, _ := filepath.Glob(filepath.Join(dir, "*.json"+stateSuffix))
+	for _, s := range states {
+		if _, err := os.Lstat(strings.TrimSuffix(s, stateSuffix)); errors.Is(err, os.ErrNotExist) {
+			_ = os.Remove(s)
+		}
+	}
+}
