@@ -13,6 +13,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mountcontainers/mountcontainers/internal/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
+	"github.com/mountcontainers/mountcontainers/internal/recovery"
 	"github.com/mountcontainers/mountcontainers/internal/scope"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -115,17 +117,60 @@ func statusCommand(stdout io.Writer) *cli.Command {
 			if scopeErr != nil {
 				r.ScopesError = scopeErr.Error()
 			}
+			sr := statusReport{Report: r, Records: recordStatuses(c.String("registration-dir"))}
 			if format == "json" {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(r)
+				return enc.Encode(sr)
 			}
-			return writeStatus(stdout, r)
+			return writeStatus(stdout, sr)
 		},
 	}
 }
 
-func writeStatus(w io.Writer, r livemount.Report) error {
+// statusReport is what `mountpod status` prints: the live mounts and the
+// mount records (package mountrecord) the recovery works from.
+type statusReport struct {
+	livemount.Report
+	Records []recordStatus `json:"records"`
+}
+
+// recordStatus is one mount record, and whether a recovery of its mount is
+// under way.
+type recordStatus struct {
+	Target      string `json:"target"`
+	Plugin      string `json:"plugin,omitempty"`
+	Source      string `json:"source,omitempty"`
+	Recoverable bool   `json:"recoverable"`
+	// Why it is not recoverable, or why the record was refused.
+	Why        string `json:"why,omitempty"`
+	Recovering bool   `json:"recovering"`
+}
+
+func recordStatuses(regDir string) []recordStatus {
+	dir := filepath.Join(regDir, mountrecord.Dir)
+	out := []recordStatus{}
+	es, err := mountrecord.List(dir)
+	if err != nil {
+		return append(out, recordStatus{Target: dir, Why: err.Error()})
+	}
+	for _, e := range es {
+		if e.Err != nil {
+			out = append(out, recordStatus{Target: e.Path, Why: "refused: " + e.Err.Error()})
+			continue
+		}
+		rec := e.Record
+		out = append(out, recordStatus{
+			Target: rec.Target, Plugin: rec.Plugin, Source: rec.Source,
+			Recoverable: rec.NotRecoverable == "", Why: rec.NotRecoverable,
+			Recovering: recovery.Unfinished(dir, rec.Target),
+		})
+	}
+	return out
+}
+
+func writeStatus(w io.Writer, sr statusReport) error {
+	r := sr.Report
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tFSTYPE\tSOURCE\tDAEMONS\tSCOPE\tSCOPED\tHEALTHY")
 	for _, m := range r.Mounts {
@@ -142,8 +187,21 @@ func writeStatus(w io.Writer, r livemount.Report) error {
 		return err
 	}
 	if r.ScopesError != "" {
-		_, err := fmt.Fprintf(w, "scopes unavailable, so no mount shows as scoped: %s\n", r.ScopesError)
-		return err
+		if _, err := fmt.Fprintf(w, "scopes unavailable, so no mount shows as scoped: %s\n", r.ScopesError); err != nil {
+			return err
+		}
+	}
+	for _, rec := range sr.Records {
+		state := "recoverable"
+		switch {
+		case !rec.Recoverable:
+			state = "not recoverable: " + rec.Why
+		case rec.Recovering:
+			state = "recoverable, recovery under way"
+		}
+		if _, err := fmt.Fprintf(w, "record %s: %s %s (%s)\n", rec.Target, rec.Plugin, rec.Source, state); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -43,6 +43,13 @@ func readState(dir, target string) (DeadMount, bool) {
 	return d, true
 }
 
+// Unfinished reports whether a recovery of target's mount is under way, by
+// the state file in the records directory dir.
+func Unfinished(dir, target string) bool {
+	_, ok := readState(dir, target)
+	return ok
+}
+
 func writeState(dir string, d DeadMount) error {
 	err := atomicfile.WriteFile(statePath(dir, d.Target), fmt.Appendf(nil, "%d:%d\n", d.Major, d.Minor), 0o600)
 	if err != nil {
