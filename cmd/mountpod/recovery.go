@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -32,7 +33,7 @@ func startRecovery(ctx context.Context, cfg mountpod.Config) (func(), error) {
 	log := cfg.Logger.With("component", "recovery")
 	r := &recovery.Recoverer{Dir: cfg.Dir, Plugins: cfg.Plugins, PodUID: cfg.Pod.PodUID, Logger: log}
 	closeEvents := func() {}
-	if events, closeAll, err := scopeEvents(cfg.Plugins); err != nil {
+	if events, closeAll, err := scopeEvents(cfg.Plugins, log); err != nil {
 		log.Info("dead mounts are found by polling only", "why", err)
 	} else {
 		r.Events, closeEvents = events, closeAll
@@ -49,7 +50,7 @@ func startRecovery(ctx context.Context, cfg mountpod.Config) (func(), error) {
 
 // scopeEvents watches the scopes of plugins, when scopes are on; closeAll
 // stops it.
-func scopeEvents(plugins []string) (events *recovery.ScopeEvents, closeAll func(), err error) {
+func scopeEvents(plugins []string, log *slog.Logger) (events *recovery.ScopeEvents, closeAll func(), err error) {
 	enabled, cfg, err := scope.ConfigFromEnv(os.Getenv)
 	switch {
 	case err != nil:
@@ -61,7 +62,7 @@ func scopeEvents(plugins []string) (events *recovery.ScopeEvents, closeAll func(
 	if err != nil {
 		return nil, nil, err
 	}
-	events, err = recovery.NewScopeEvents(m, plugins)
+	events, err = recovery.NewScopeEvents(m, plugins, log)
 	if err != nil {
 		m.Close()
 		return nil, nil, err

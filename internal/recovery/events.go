@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -33,17 +34,22 @@ type ScopeEvents struct {
 	c       chan struct{}
 	done    chan struct{}
 
+	// Logger, when set, gets a line whenever the set of watched files
+	// changes, and the watcher's errors.
+	Logger *slog.Logger
+
 	mu      sync.Mutex
 	watched map[string]bool
 }
 
 // NewScopeEvents starts watching the scopes of plugins; Close stops it.
-func NewScopeEvents(m scope.Manager, plugins []string) (*ScopeEvents, error) {
+// log may be nil.
+func NewScopeEvents(m scope.Manager, plugins []string, log *slog.Logger) (*ScopeEvents, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err
 	}
-	e := &ScopeEvents{scopes: m, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]bool{}}
+	e := &ScopeEvents{scopes: m, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]bool{}, Logger: log}
 	go e.loop()
 	e.Refresh()
 	return e, nil
@@ -63,9 +69,12 @@ func (e *ScopeEvents) loop() {
 				default: // a pass is due already
 				}
 			}
-		case _, ok := <-e.w.Errors:
+		case err, ok := <-e.w.Errors:
 			if !ok {
 				return
+			}
+			if e.Logger != nil {
+				e.Logger.Warn("watching the scopes' cgroup events", "err", err)
 			}
 		}
 	}
@@ -78,9 +87,11 @@ func (e *ScopeEvents) C() <-chan struct{} { return e.c }
 // forgets those of scopes that are gone.
 func (e *ScopeEvents) Refresh() {
 	now := map[string]bool{}
+	var listErr error
 	for _, p := range e.plugins {
 		list, err := e.scopes.List(p)
 		if err != nil {
+			listErr = err
 			continue
 		}
 		for _, s := range list {
@@ -94,13 +105,22 @@ func (e *ScopeEvents) Refresh() {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	before := len(e.watched)
+	var addErr error
 	for f := range now {
 		if !e.watched[f] {
-			if err := e.w.Add(f); err == nil {
+			if err := e.w.Add(f); err != nil {
+				addErr = err
+			} else {
 				e.watched[f] = true
 			}
 		}
 	}
+	defer func() {
+		if e.Logger != nil && (len(e.watched) != before || addErr != nil || listErr != nil) {
+			e.Logger.Info("watching the scopes' cgroup events", "files", len(e.watched), "listErr", listErr, "addErr", addErr)
+		}
+	}()
 	for f := range e.watched {
 		if !now[f] {
 			if err := e.w.Remove(f); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) {

@@ -34,7 +34,7 @@ func TestScopeEventsOnARealCgroup(t *testing.T) {
 	// Cleanups run last first: the sleep is gone before its scope goes.
 	t.Cleanup(func() { scopetest.RemoveOnceEmpty(t, parent, plugin, target) })
 	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
-	e, err := NewScopeEvents(m, []string{plugin})
+	e, err := NewScopeEvents(m, []string{plugin}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
