@@ -63,6 +63,13 @@ func (e *ScopeEvents) loop() {
 			if !ok {
 				return
 			}
+			if ev.Has(fsnotify.Remove) {
+				// The scope went (and the watch with it): the next
+				// Refresh watches it again if it comes back.
+				e.mu.Lock()
+				delete(e.watched, ev.Name)
+				e.mu.Unlock()
+			}
 			if ev.Has(fsnotify.Write) || ev.Has(fsnotify.Remove) {
 				select {
 				case e.c <- struct{}{}:
