@@ -153,6 +153,10 @@ func (r *Recoverer) Run(ctx context.Context) {
 		wake = r.Events.C()
 	}
 	woken := "start"
+	// After an event, a few quick passes: the kernel may report the
+	// daemon's exit a moment before the mount answers "not connected".
+	var burst <-chan time.Time
+	burstLeft := 0
 	for {
 		r.mu.Lock()
 		r.woken = woken
@@ -161,16 +165,31 @@ func (r *Recoverer) Run(ctx context.Context) {
 		if r.Events != nil {
 			r.Events.Refresh()
 		}
+		if burstLeft > 0 {
+			burstLeft--
+			burst = time.After(burstInterval)
+		} else {
+			burst = nil
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			woken = "poll"
 		case <-wake:
+			woken, burstLeft = "event", burstPasses
+		case <-burst:
 			woken = "event"
 		}
 	}
 }
+
+// After an event wakes the recoverer, burstPasses more passes run
+// burstInterval apart.
+const (
+	burstPasses   = 8
+	burstInterval = 100 * time.Millisecond
+)
 
 func (r *Recoverer) log() *slog.Logger {
 	if r.Logger == nil {
