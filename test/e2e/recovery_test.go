@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -111,6 +113,7 @@ func TestRecovery(t *testing.T) {
 			}
 		}
 		n, writers := w.verify(t)
+		w.repeatsWereRetries(t)
 		t.Logf("brick stream: %d lines verified, writers %v", n, writers)
 	})
 
@@ -223,6 +226,16 @@ func TestRecovery(t *testing.T) {
 		mp := g.mountPod(t)
 		park := `{"spec":{"template":{"spec":{"nodeSelector":{"mountcontainers.io/no-such-node":"true"}}}}}`
 		bed.Kubectl(t, "-n", mountpodNS, "patch", "ds", "glusterfs-mountpod", "--type=strategic", "-p", park)
+		unpark := func() {
+			bed.Kubectl(t, "-n", mountpodNS, "patch", "ds", "glusterfs-mountpod", "--type=json", "-p",
+				`[{"op":"remove","path":"/spec/template/spec/nodeSelector/mountcontainers.io~1no-such-node"}]`)
+		}
+		parked := true
+		t.Cleanup(func() {
+			if parked {
+				unpark()
+			}
+		})
 		if err := bed.Client.CoreV1().Pods(mp.Namespace).Delete(context.Background(), mp.Name, metav1.DeleteOptions{}); err != nil && !strings.Contains(err.Error(), "not found") {
 			t.Fatal(err)
 		}
@@ -240,8 +253,8 @@ func TestRecovery(t *testing.T) {
 			t.Fatalf("the writer wrote %d lines with its daemon dead and no mount pod: the kill did not take", n-before)
 		}
 		started := time.Now()
-		bed.Kubectl(t, "-n", mountpodNS, "patch", "ds", "glusterfs-mountpod", "--type=json", "-p",
-			`[{"op":"remove","path":"/spec/template/spec/nodeSelector/mountcontainers.io~1no-such-node"}]`)
+		unpark()
+		parked = false
 		w.waitLines(t, before+10)
 		t.Logf("the mount died with no mount pod; the writer wrote again %s after the DaemonSet was allowed back on the node",
 			time.Since(started).Round(time.Millisecond))
@@ -351,9 +364,66 @@ spec:
     - name: scratch
       emptyDir: {}
 `, name, g.ns, g.bed.Env.BaseImage, streamWriterScript, glusterDriver, g.bed.Env.NodeName, glusterVolume))
-	w := &streamWriter{g: g, pod: g.bed.WaitPod(t, g.ns, name, true, 2*time.Minute)}
+	w := &streamWriter{g: g, pod: g.bed.WaitPod(t, g.ns, name, true, 2*time.Minute), retried: true}
 	t.Cleanup(func() { w.delete(t) })
 	return w
+}
+
+// verifyRetriedStream is verifyStream for a writer whose failed writes may
+// have landed (see streamWriter.retried): it also returns the numbers that
+// are on the brick twice, one right after the other.
+func verifyRetriedStream(t *testing.T, data []byte) (n int, writers map[string]int, repeats []int) {
+	t.Helper()
+	writers = map[string]int{}
+	prev := -1
+	for i, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		if line == "" && len(data) == 0 {
+			break
+		}
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			t.Fatalf("stream line %d malformed: %q", i, line)
+		}
+		sum := sha256.Sum256([]byte(strings.Join(f[:3], " ")))
+		if hex.EncodeToString(sum[:])[:16] != f[3] {
+			t.Fatalf("stream line %d fails its checksum: %q", i, line)
+		}
+		num, err := strconv.Atoi(f[0])
+		switch {
+		case err != nil:
+			t.Fatalf("stream line %d numbered %q", i, f[0])
+		case num == prev && (len(repeats) == 0 || repeats[len(repeats)-1] != num):
+			repeats = append(repeats, num)
+		case num != prev+1:
+			t.Fatalf("stream line %d numbered %d after %d: a line was lost, or doubled more than a retry does", i, num, prev)
+		default:
+			n++
+		}
+		writers[f[2]]++
+		prev = num
+	}
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		t.Fatalf("stream ends with a partial line")
+	}
+	return n, writers, repeats
+}
+
+// repeatsWereRetries fails unless every number on the brick twice is one
+// whose write the writer saw fail (its error log names it): a repeat that
+// nobody retried would be a line written twice by the file system.
+func (w *streamWriter) repeatsWereRetries(t *testing.T) {
+	t.Helper()
+	_, _, repeats := verifyRetriedStream(t, w.stream(t))
+	if len(repeats) == 0 {
+		return
+	}
+	errs := w.g.bed.MustExec(t, w.g.ns, w.pod.Name, "main", "cat", "/scratch/errors")
+	for _, num := range repeats {
+		if !strings.Contains(errs, fmt.Sprintf(" line %d: ", num)) {
+			t.Errorf("line %d is on the brick twice, but the writer saw no failure for it:\n%s", num, errs)
+		}
+	}
+	t.Logf("lines written twice after a write that failed but had landed: %v", repeats)
 }
 
 // firstLineAfter returns the writer's timestamp of its first line on the
