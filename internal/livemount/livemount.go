@@ -179,7 +179,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 				}
 			}
 		}
-		if err := statWithin(ctx, m.Target, o.StatTimeout); err != nil {
+		if err := StatWithin(ctx, m.Target, o.StatTimeout); err != nil {
 			m.Error = err.Error()
 		} else {
 			m.Healthy = true
@@ -248,9 +248,9 @@ func findDaemons(procRoot string, targets map[string]bool) map[string][]int {
 	return out
 }
 
-// statWithin stats path, giving up after d (a hung FUSE daemon can block
+// StatWithin stats path, giving up after d (a hung FUSE daemon can block
 // stat for as long as it likes; the goroutine is left to finish).
-func statWithin(ctx context.Context, path string, d time.Duration) error {
+func StatWithin(ctx context.Context, path string, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	done := make(chan error, 1)

@@ -65,6 +65,7 @@ import (
 
 	"k8s.io/mount-utils"
 
+	"github.com/mountcontainers/mountcontainers/internal/livemount"
 	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -112,7 +113,7 @@ type Recoverer struct {
 	// one; default [Reattach].
 	Reattach func(ctx context.Context, procRoot string, dead DeadMount, newTarget string) ([]Attached, error)
 
-	// stat checks a mount; default statWithin with StatTimeout.
+	// stat checks a mount; default livemount.StatWithin with StatTimeout.
 	stat func(ctx context.Context, path string) error
 
 	mu     sync.Mutex
@@ -445,7 +446,7 @@ func (r *Recoverer) check1(ctx context.Context, path string) error {
 	if r.stat != nil {
 		return r.stat(ctx, path)
 	}
-	return statWithin(ctx, path, StatTimeout)
+	return livemount.StatWithin(ctx, path, StatTimeout)
 }
 
 // errUnmounted: the record went away during a recovery.
@@ -469,25 +470,6 @@ func lastMountAt(infos []mount.MountInfo, target string) (mount.MountInfo, bool)
 func IsDead(err error) bool {
 	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED) ||
 		errors.Is(err, syscall.EIO) || errors.Is(err, syscall.ESTALE)
-}
-
-// statWithin stats path, giving up after d (a hung FUSE daemon can block
-// stat for as long as it likes; the goroutine is left to finish). A hung
-// mount is not a dead one: it is left alone.
-func statWithin(ctx context.Context, path string, d time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := os.Stat(path)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("stat %s: no answer within %s", path, d)
-	}
 }
 
 func runCommand(ctx context.Context, name string, args ...string) ([]byte, error) {

@@ -487,6 +487,14 @@ done`
 
 func (g *glusterEnv) startStreamWriter(t *testing.T, name string) *streamWriter {
 	t.Helper()
+	return g.startStreamWriterWith(t, name, "")
+}
+
+// startStreamWriterWith starts a stream writer pod (container "main") with
+// more containers, given as YAML list items indented for spec.containers,
+// which may mount the volume "data" too.
+func (g *glusterEnv) startStreamWriterWith(t *testing.T, name, moreContainers string) *streamWriter {
+	t.Helper()
 	g.bed.Apply(t, fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
@@ -502,14 +510,14 @@ spec:
       volumeMounts:
         - {name: data, mountPath: /data}
         - {name: scratch, mountPath: /scratch}
-  volumes:
+%[8]s  volumes:
     - name: data
       flexVolume:
         driver: %[5]s
         options: {server: %[6]q, volume: %[7]s}
     - name: scratch
       emptyDir: {}
-`, name, g.ns, g.bed.Env.BaseImage, streamWriterScript, glusterDriver, g.bed.Env.NodeName, glusterVolume))
+`, name, g.ns, g.bed.Env.BaseImage, streamWriterScript, glusterDriver, g.bed.Env.NodeName, glusterVolume, moreContainers))
 	w := &streamWriter{g: g, pod: g.bed.WaitPod(t, g.ns, name, true, 2*time.Minute)}
 	t.Cleanup(func() { w.delete(t) })
 	return w
