@@ -346,61 +346,107 @@ func (g *glusterEnv) startRecoveryWorkload(t *testing.T, name string) *streamWri
 	return w
 }
 
-// verifyRetriedStream is verifyStream for a writer whose failed writes may
-// have landed (see streamWriter.retried): it also returns the numbers that
-// are on the brick twice, one right after the other.
-func verifyRetriedStream(t *testing.T, data []byte) (n int, writers map[string]int, repeats []int) {
-	t.Helper()
-	writers = map[string]int{}
-	prev := -1
-	for i, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		if line == "" && len(data) == 0 {
-			break
+// retriedStream is what checkRetriedStream found in the stream of a
+// writer whose failed writes may have landed (see streamWriter.retried).
+type retriedStream struct {
+	// n counts distinct line numbers; writers counts lines per writer.
+	n       int
+	writers map[string]int
+	// extra maps a number on the brick more than once, one copy right after
+	// the other, to how many copies beyond the first it has.
+	extra map[int]int
+}
+
+// checkRetriedStream is verifyStream for a writer whose failed writes may
+// have landed: a number may repeat right after itself (whether each repeat
+// was a retry is for repeatsWereRetries to say, from the writer's log).
+// Anything else (a lost number, a malformed line, a bad checksum) is an
+// error naming the line, with the lines around it.
+func checkRetriedStream(data []byte) (retriedStream, error) {
+	s := retriedStream{writers: map[string]int{}, extra: map[int]int{}}
+	// The writer is live: a last line without its newline may be a write
+	// under way (a write across a page boundary shows in two steps). It is
+	// left out; had it been cut short for good, the next line would be
+	// appended to it and fail as malformed.
+	if i := strings.LastIndexByte(string(data), '\n'); i+1 < len(data) {
+		data = data[:i+1]
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(data) == 0 {
+		lines = nil
+	}
+	around := func(i int) string {
+		lo, hi := max(i-3, 0), min(i+4, len(lines))
+		var b strings.Builder
+		for j := lo; j < hi; j++ {
+			mark := "  "
+			if j == i {
+				mark = "> "
+			}
+			fmt.Fprintf(&b, "\n%s%d: %q", mark, j, lines[j])
 		}
+		return b.String()
+	}
+	prev := -1
+	for i, line := range lines {
 		f := strings.Fields(line)
 		if len(f) != 4 {
-			t.Fatalf("stream line %d malformed: %q", i, line)
+			return s, fmt.Errorf("stream line %d malformed:%s", i, around(i))
 		}
 		sum := sha256.Sum256([]byte(strings.Join(f[:3], " ")))
 		if hex.EncodeToString(sum[:])[:16] != f[3] {
-			t.Fatalf("stream line %d fails its checksum: %q", i, line)
+			return s, fmt.Errorf("stream line %d fails its checksum:%s", i, around(i))
 		}
 		num, err := strconv.Atoi(f[0])
 		switch {
 		case err != nil:
-			t.Fatalf("stream line %d numbered %q", i, f[0])
-		case num == prev && (len(repeats) == 0 || repeats[len(repeats)-1] != num):
-			repeats = append(repeats, num)
+			return s, fmt.Errorf("stream line %d numbered %q:%s", i, f[0], around(i))
+		case num == prev:
+			s.extra[num]++
 		case num != prev+1:
-			t.Fatalf("stream line %d numbered %d after %d: a line was lost, or doubled more than a retry does", i, num, prev)
+			return s, fmt.Errorf("stream line %d numbered %d after %d: a line was lost or written out of order:%s", i, num, prev, around(i))
 		default:
-			n++
+			s.n++
 		}
-		writers[f[2]]++
+		s.writers[f[2]]++
 		prev = num
 	}
-	if len(data) > 0 && data[len(data)-1] != '\n' {
-		t.Fatalf("stream ends with a partial line")
-	}
-	return n, writers, repeats
+	return s, nil
 }
 
-// repeatsWereRetries fails unless every number on the brick twice is one
-// whose write the writer saw fail (its error log names it): a repeat that
-// nobody retried would be a line written twice by the file system.
+// retriedStream reads and checks the stream of a retried writer; on a
+// fault it fails the test with the fault and the writer's own log of
+// failed writes.
+func (w *streamWriter) retriedStream(t *testing.T) retriedStream {
+	t.Helper()
+	s, err := checkRetriedStream(w.stream(t))
+	if err != nil {
+		errs, _, xerr := w.g.bed.Exec(context.Background(), 30*time.Second, w.g.ns, w.pod.Name, "main", "tail", "-n", "20", "/scratch/errors")
+		if xerr != nil {
+			errs = "(cannot read it: " + xerr.Error() + ")"
+		}
+		t.Fatalf("%v\nthe writer's last failed writes:\n%s", err, errs)
+	}
+	return s
+}
+
+// repeatsWereRetries fails unless every extra copy of a number on the
+// brick matches a write of that number the writer saw fail (its error log
+// names it): a copy nobody retried would be a line written twice by the
+// file system.
 func (w *streamWriter) repeatsWereRetries(t *testing.T) {
 	t.Helper()
-	_, _, repeats := verifyRetriedStream(t, w.stream(t))
-	if len(repeats) == 0 {
+	s := w.retriedStream(t)
+	if len(s.extra) == 0 {
 		return
 	}
 	errs := w.g.bed.MustExec(t, w.g.ns, w.pod.Name, "main", "cat", "/scratch/errors")
-	for _, num := range repeats {
-		if !strings.Contains(errs, fmt.Sprintf(" line %d: ", num)) {
-			t.Errorf("line %d is on the brick twice, but the writer saw no failure for it:\n%s", num, errs)
+	for num, extra := range s.extra {
+		if failed := strings.Count(errs, fmt.Sprintf(" line %d: ", num)); failed < extra {
+			t.Errorf("line %d is on the brick %d times, but the writer saw %d failed writes of it:\n%s", num, extra+1, failed, errs)
 		}
 	}
-	t.Logf("lines written twice after a write that failed but had landed: %v", repeats)
+	t.Logf("lines on the brick more than once after a write that failed but had landed (number: extra copies): %v", s.extra)
 }
 
 // firstLineAfter returns the writer's timestamp of its first line on the
@@ -472,4 +518,31 @@ func containerMount(t *testing.T, bed *framework.Bed, ns, pod, container, path s
 		t.Fatalf("%d mounts at %s in %s/%s's container %s, want exactly 1:\n%s", len(found), path, ns, pod, container, out)
 	}
 	return found[0]
+}
+
+// TestCheckRetriedStream holds the stream check of TestRecovery to what it
+// must accept and refuse, so a green TestRecovery means something.
+func TestCheckRetriedStream(t *testing.T) {
+	line := func(n int, who string) string {
+		l := fmt.Sprintf("%d %d %s", n, 1700000000000000000+n, who)
+		sum := sha256.Sum256([]byte(l))
+		return l + " " + hex.EncodeToString(sum[:])[:16] + "\n"
+	}
+	ok := line(0, "w") + line(1, "w") + line(1, "w") + line(1, "w") + line(2, "w")
+	s, err := checkRetriedStream([]byte(ok + "3 17000"))
+	if err != nil || s.n != 3 || s.extra[1] != 2 || len(s.extra) != 1 || s.writers["w"] != 5 {
+		t.Errorf("a stream with a line twice repeated and a write under way: %+v, %v", s, err)
+	}
+	for name, bad := range map[string]string{
+		"a lost line":        line(0, "w") + line(2, "w"),
+		"out of order":       line(0, "w") + line(1, "w") + line(0, "w"),
+		"a cut line":         line(0, "w") + "1 17000" + line(1, "w"),
+		"a changed checksum": strings.Replace(line(0, "w"), " w ", " x ", 1),
+	} {
+		if _, err := checkRetriedStream([]byte(bad)); err == nil {
+			t.Errorf("%s passes: %q", name, bad)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
 }
