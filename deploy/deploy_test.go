@@ -46,21 +46,29 @@ func render(t *testing.T, dir string) []runtime.Object {
 	return objs
 }
 
+// daemonSet returns the DaemonSet an overlay renders.
+func daemonSet(t *testing.T, dir string) *appsv1.DaemonSet {
+	t.Helper()
+	for _, o := range render(t, dir) {
+		if ds, ok := o.(*appsv1.DaemonSet); ok {
+			return ds
+		}
+	}
+	t.Fatalf("%s renders no DaemonSet", dir)
+	return nil
+}
+
 func TestPluginOverlays(t *testing.T) {
 	for _, tc := range []struct{ overlay, plugin string }{
 		{"glusterfs", "kubernetes.io/glusterfs"},
 		{"rbd", "kubernetes.io/rbd"},
 	} {
 		t.Run(tc.overlay, func(t *testing.T) {
-			objs := render(t, tc.overlay)
-			if len(objs) != 1 {
-				t.Fatalf("%d objects, want one DaemonSet", len(objs))
+			// The DaemonSet, and the Events RBAC of TestMountPodRBAC.
+			if objs := render(t, tc.overlay); len(objs) != 4 {
+				t.Fatalf("%d objects, want a DaemonSet, a ServiceAccount, a ClusterRole and its binding", len(objs))
 			}
-			ds, ok := objs[0].(*appsv1.DaemonSet)
-			if !ok {
-				t.Fatalf("got %T, want a DaemonSet", objs[0])
-			}
-			checkDaemonSet(t, ds, tc.overlay, tc.plugin)
+			checkDaemonSet(t, daemonSet(t, tc.overlay), tc.overlay, tc.plugin)
 		})
 	}
 }

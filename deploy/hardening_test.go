@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 // TestFlexvolumePolicy: deploy/policy renders a ValidatingAdmissionPolicy
@@ -49,7 +51,7 @@ func TestFlexvolumePolicy(t *testing.T) {
 // administrator's allow-list to the driver, empty by default (the driver
 // then refuses loopback, link-local and unspecified servers).
 func TestGlusterfsAllowedServers(t *testing.T) {
-	ds := render(t, "glusterfs")[0].(*appsv1.DaemonSet)
+	ds := daemonSet(t, "glusterfs")
 	env := ds.Spec.Template.Spec.Containers[0].Env
 	i := slices.IndexFunc(env, func(e corev1.EnvVar) bool { return e.Name == "MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS" })
 	if i < 0 {
@@ -66,17 +68,17 @@ func TestGlusterfsAllowedServers(t *testing.T) {
 // GlusterFS mount through the exec socket and three `mountpod status`.
 const measuredPeak = 38976 << 10
 
-// TestMountPodHardening: in every overlay the mount pod carries no
-// service-account token (mountpod never calls the API), tolerates every
-// NoSchedule taint, and requests the memory it was measured to use: at
-// least the peak, at most a quarter more.
+// TestMountPodHardening: in every overlay the mount pod runs as a
+// ServiceAccount that may create Events and nothing else (checked by
+// TestMountPodRBAC), tolerates every NoSchedule taint, and requests the
+// memory it was measured to use: at least the peak, at most a quarter more.
 func TestMountPodHardening(t *testing.T) {
 	for _, overlay := range []string{"glusterfs", "rbd"} {
 		t.Run(overlay, func(t *testing.T) {
-			ds := render(t, overlay)[0].(*appsv1.DaemonSet)
+			ds := daemonSet(t, overlay)
 			pod := ds.Spec.Template.Spec
-			if a := pod.AutomountServiceAccountToken; a == nil || *a {
-				t.Errorf("automountServiceAccountToken %v, want false", a)
+			if pod.ServiceAccountName != overlay+"-mountpod" {
+				t.Errorf("serviceAccountName %q, want %s-mountpod", pod.ServiceAccountName, overlay)
 			}
 			if !slices.ContainsFunc(pod.Tolerations, func(tol corev1.Toleration) bool {
 				return tol.Key == "" && tol.Operator == corev1.TolerationOpExists && tol.Effect == corev1.TaintEffectNoSchedule
@@ -99,16 +101,61 @@ func TestMountPodHardening(t *testing.T) {
 	}
 }
 
-// TestMountPodUsesNoAPI: the mount pod's binary links no Kubernetes API
-// client, which is why it gets no token.
-func TestMountPodUsesNoAPI(t *testing.T) {
+// TestMountPodRBAC: the mount pod's ServiceAccount is bound to one
+// ClusterRole, whose one rule is to create core Events; the account mounts
+// no token in other pods.
+func TestMountPodRBAC(t *testing.T) {
+	for _, overlay := range []string{"glusterfs", "rbd"} {
+		t.Run(overlay, func(t *testing.T) {
+			var sa *corev1.ServiceAccount
+			var roles []*rbacv1.ClusterRole
+			var bindings []*rbacv1.ClusterRoleBinding
+			for _, o := range render(t, overlay) {
+				switch o := o.(type) {
+				case *corev1.ServiceAccount:
+					sa = o
+				case *rbacv1.ClusterRole:
+					roles = append(roles, o)
+				case *rbacv1.ClusterRoleBinding:
+					bindings = append(bindings, o)
+				case *appsv1.DaemonSet:
+				default:
+					t.Errorf("unexpected %T in the overlay", o)
+				}
+			}
+			if sa == nil || sa.Namespace != "kube-system" || sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+				t.Fatalf("ServiceAccount %+v; want one in kube-system that mounts no token by default", sa)
+			}
+			if len(roles) != 1 || len(bindings) != 1 {
+				t.Fatalf("%d ClusterRoles, %d bindings; want one each", len(roles), len(bindings))
+			}
+			want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}}
+			if !reflect.DeepEqual(roles[0].Rules, want) {
+				t.Errorf("rules %+v, want %+v", roles[0].Rules, want)
+			}
+			b := bindings[0]
+			if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != roles[0].Name || len(b.Subjects) != 1 ||
+				b.Subjects[0].Kind != rbacv1.ServiceAccountKind || b.Subjects[0].Name != sa.Name || b.Subjects[0].Namespace != sa.Namespace {
+				t.Errorf("binding %+v does not bind %s to %s/%s", b, roles[0].Name, sa.Namespace, sa.Name)
+			}
+			if got := daemonSet(t, overlay).Spec.Template.Spec.ServiceAccountName; got != sa.Name {
+				t.Errorf("the DaemonSet runs as %q, not %q", got, sa.Name)
+			}
+		})
+	}
+}
+
+// TestMountPodLinksNoAPIClient: the mount pod's binary posts its Events
+// itself (internal/kubeevents) and links no Kubernetes API client, which
+// would nearly triple its size and weigh on its memory.
+func TestMountPodLinksNoAPIClient(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "../cmd/mountpod").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		if strings.HasPrefix(dep, "k8s.io/client-go/") {
-			t.Fatalf("cmd/mountpod links %s: it may call the API and need a token", dep)
+		if strings.HasPrefix(dep, "k8s.io/client-go/") || strings.HasPrefix(dep, "k8s.io/api/") {
+			t.Fatalf("cmd/mountpod links %s", dep)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package deploy_test
 import (
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -14,7 +13,7 @@ import (
 // kubelet directory keeps the positions README.md's relocation overlay
 // patches by index.
 func TestGlusterfsInstallsHostBinaries(t *testing.T) {
-	ds := render(t, "glusterfs")[0].(*appsv1.DaemonSet)
+	ds := daemonSet(t, "glusterfs")
 	pod := ds.Spec.Template.Spec
 	c := pod.Containers[0]
 	env := map[string]string{}

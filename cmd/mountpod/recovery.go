@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/internal/kubeevents"
 	"github.com/mountcontainers/mountcontainers/internal/mountpod"
 	"github.com/mountcontainers/mountcontainers/internal/recovery"
 	"github.com/mountcontainers/mountcontainers/internal/scope"
@@ -32,6 +34,15 @@ func startRecovery(ctx context.Context, cfg mountpod.Config) (func(), error) {
 	}
 	log := cfg.Logger.With("component", "recovery")
 	r := &recovery.Recoverer{Dir: cfg.Dir, Plugins: cfg.Plugins, PodUID: cfg.Pod.PodUID, Logger: log}
+	host, _ := os.Hostname()
+	events, err := kubeevents.InCluster("mountpod", host, log)
+	if err != nil {
+		log.Info("recoveries are reported in this log only, not as Kubernetes Events", "why", err)
+	} else {
+		r.Reporter = recovery.EventReporter{Events: events,
+			MountPod: kubeevents.Object{Namespace: cfg.Pod.PodNamespace, Name: cfg.Pod.PodName, UID: cfg.Pod.PodUID}}
+		log.Info("recoveries are reported as Kubernetes Events on the workload pods and on this pod")
+	}
 	closeEvents := func() {}
 	if events, closeAll, err := scopeEvents(cfg.Plugins, log); err != nil {
 		log.Info("dead mounts are found by polling only", "why", err)
@@ -45,7 +56,7 @@ func startRecovery(ctx context.Context, cfg mountpod.Config) (func(), error) {
 		defer close(done)
 		r.Run(ctx)
 	}()
-	return func() { cancel(); <-done; closeEvents() }, nil
+	return func() { cancel(); <-done; closeEvents(); events.Close(2 * time.Second) }, nil
 }
 
 // scopeEvents watches the scopes of plugins, when scopes are on; closeAll

@@ -242,7 +242,7 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 	}
 	msg := fmt.Sprintf("mounted %s at %s %s", opts.Source(), dir, where)
 	if inPod {
-		msg += d.record(mountrecord.Record{Plugin: d.Plugin, Source: opts.Source(), Target: dir, FSType: FSType, Options: opts.RecordedOptions()})
+		msg += d.record(mountrecord.Record{Plugin: d.Plugin, Source: opts.Source(), Target: dir, FSType: FSType, Options: opts.RecordedOptions(), Pod: opts.Pod})
 	}
 	return Status{Status: StatusSuccess, Message: msg}
 }

@@ -232,6 +232,28 @@ func TestMountArgs(t *testing.T) {
 	}
 }
 
+// TestPodOfOptions: the kubelet's pod keys name the pod in the options,
+// which a mount record keeps for the recovery's Events; invalid or partial
+// ones name none and do not fail the mount.
+func TestPodOfOptions(t *testing.T) {
+	for opts, want := range map[string]*mountrecord.Pod{
+		goodOpts:                      {Namespace: "default", Name: "web", UID: "0f1e"},
+		`{"server":"h","volume":"v"}`: nil,
+		`{"server":"h","volume":"v","kubernetes.io/pod.name":"web","kubernetes.io/pod.uid":"0f1e"}`:                                         nil,
+		`{"server":"h","volume":"v","kubernetes.io/pod.name":"Web","kubernetes.io/pod.namespace":"default","kubernetes.io/pod.uid":"0f1e"}`: nil,
+		`{"server":"h","volume":"v","kubernetes.io/pod.name":"web","kubernetes.io/pod.namespace":"a/b","kubernetes.io/pod.uid":"0f1e"}`:     nil,
+		`{"server":"h","volume":"v","kubernetes.io/pod.name":"w.1","kubernetes.io/pod.namespace":"ns","kubernetes.io/pod.uid":"0f1e-2"}`:    {Namespace: "ns", Name: "w.1", UID: "0f1e-2"},
+	} {
+		o, err := flexvolume.ParseOptions([]byte(opts))
+		if err != nil {
+			t.Fatalf("%s: %v", opts, err)
+		}
+		if !reflect.DeepEqual(o.Pod, want) {
+			t.Errorf("%s: pod %+v, want %+v", opts, o.Pod, want)
+		}
+	}
+}
+
 func TestBadOptions(t *testing.T) {
 	tools := newFakeTools(t)
 	d := hostDriver(t)
@@ -406,7 +428,8 @@ func TestMountInMountPod(t *testing.T) {
 	if err != nil || len(es) != 1 || es[0].Err != nil {
 		t.Fatalf("mount records: %+v, %v; want one", es, err)
 	}
-	want := mountrecord.Record{Version: mountrecord.Version, Plugin: plugin, Source: "gluster-1.example.com:/gv0", Target: dir, FSType: "glusterfs", Options: []string{"log-level=WARNING"}}
+	want := mountrecord.Record{Version: mountrecord.Version, Plugin: plugin, Source: "gluster-1.example.com:/gv0", Target: dir, FSType: "glusterfs", Options: []string{"log-level=WARNING"},
+		Pod: &mountrecord.Pod{Namespace: "default", Name: "web", UID: "0f1e"}}
 	if r := es[0].Record; !reflect.DeepEqual(r, want) {
 		t.Fatalf("mount record %+v, want %+v", r, want)
 	}

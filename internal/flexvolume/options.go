@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 )
 
 // Option keys of a volume's flexVolume.options that the driver reads.
@@ -50,6 +52,9 @@ type Options struct {
 	MountOptions []string
 	// ReadOnly is set when the kubelet asks for a read-only mount.
 	ReadOnly bool
+	// Pod is the pod the kubelet mounts the volume for, from its
+	// kubernetes.io/pod.* keys; nil when they are missing or invalid.
+	Pod *mountrecord.Pod
 
 	fromServers bool // Servers came from "servers", not "server"
 }
@@ -162,7 +167,26 @@ func ParseOptions(raw []byte) (Options, error) {
 	if o.MountOptions, err = parseMountOptions(vals[KeyMountOptions], len(o.Servers) > 1); err != nil {
 		return Options{}, err
 	}
+	o.Pod = podOf(vals)
 	return o, nil
+}
+
+// Keys the kubelet adds that name the pod a volume is mounted for.
+const (
+	KeyPodNamespace = "kubernetes.io/pod.namespace"
+	KeyPodName      = "kubernetes.io/pod.name"
+	KeyPodUID       = "kubernetes.io/pod.uid"
+)
+
+// podOf returns the pod the kubelet names in vals, or nil when it names
+// none, or one that is not valid (it is only reported on, never trusted
+// for anything else).
+func podOf(vals map[string]string) *mountrecord.Pod {
+	p := mountrecord.Pod{Namespace: vals[KeyPodNamespace], Name: vals[KeyPodName], UID: vals[KeyPodUID]}
+	if p.Validate() != nil {
+		return nil
+	}
+	return &p
 }
 
 // decodeOptions decodes one JSON object whose values are all strings.

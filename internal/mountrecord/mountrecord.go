@@ -62,6 +62,58 @@ type Record struct {
 	// NotRecoverable says why the mount pod must not make this mount again
 	// by itself (its options held a secret, which is never recorded).
 	NotRecoverable string `json:"notRecoverable,omitempty"`
+	// Pod is the workload pod the mount was made for, when the volume host
+	// knows it (the kubelet gives it to a Flexvolume driver): the recovery
+	// reports on it with an Event.
+	Pod *Pod `json:"pod,omitempty"`
+}
+
+// Pod names a pod.
+type Pod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+}
+
+// Validate checks p as the API server would take it in an Event's
+// involvedObject: a DNS label namespace, a DNS subdomain name, a UID of
+// letters, digits and dashes.
+func (p Pod) Validate() error {
+	switch {
+	case !dnsName(p.Namespace, 63, false):
+		return fmt.Errorf("pod namespace %q: want a DNS label", p.Namespace)
+	case !dnsName(p.Name, 253, true):
+		return fmt.Errorf("pod name %q: want a DNS subdomain", p.Name)
+	case p.UID == "" || len(p.UID) > 64 || strings.Trim(p.UID, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "":
+		return fmt.Errorf("pod UID %q: want letters, digits and dashes", p.UID)
+	}
+	return nil
+}
+
+// String is namespace/name.
+func (p Pod) String() string { return p.Namespace + "/" + p.Name }
+
+// dnsName reports whether s is a DNS-1123 label (or, with dots, a
+// subdomain of such labels) of at most max characters.
+func dnsName(s string, max int, dots bool) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	labels := []string{s}
+	if dots {
+		labels = strings.Split(s, ".")
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(l); i++ {
+			if c := l[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Recoverable reports whether fstype is one whose mounts die with a
@@ -101,6 +153,9 @@ func (r Record) Validate() error {
 	}
 	if r.NotRecoverable != "" && len(r.Options) > 0 {
 		return errors.New("a record that is not recoverable keeps no options")
+	}
+	if r.Pod != nil {
+		return r.Pod.Validate()
 	}
 	return nil
 }

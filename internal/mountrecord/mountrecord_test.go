@@ -23,6 +23,7 @@ func glusterRecord(target string) Record {
 func TestWriteListRemove(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), Dir)
 	a, b := glusterRecord("/var/lib/kubelet/pods/a/volumes/x"), glusterRecord("/var/lib/kubelet/pods/b/volumes/x")
+	a.Pod = &Pod{Namespace: "default", Name: "web-0.x", UID: "6a1f9c5e-9e3b-4f3a-8d3c-1b2a3c4d5e6f"}
 	b.Options, b.NotRecoverable = nil, "its options hold a secret"
 	for _, r := range []Record{a, b} {
 		if err := Write(dir, r); err != nil {
@@ -46,7 +47,7 @@ func TestWriteListRemove(t *testing.T) {
 		}
 		got[e.Record.Target] = e.Record
 	}
-	if r := got[a.Target]; r.Version != Version || r.Source != a.Source || strings.Join(r.Options, ",") != strings.Join(a.Options, ",") {
+	if r := got[a.Target]; r.Version != Version || r.Source != a.Source || strings.Join(r.Options, ",") != strings.Join(a.Options, ",") || r.Pod == nil || *r.Pod != *a.Pod {
 		t.Errorf("read back %+v, wrote %+v", r, a)
 	}
 	if r := got[b.Target]; r.NotRecoverable == "" || r.Options != nil {
@@ -76,6 +77,10 @@ func TestWriteRefusesBadRecords(t *testing.T) {
 		"comma option":    func(r *Record) { r.Options = []string{"a,b"} },
 		"secret kept":     func(r *Record) { r.NotRecoverable = "secret" },
 		"no source":       func(r *Record) { r.Source = "" },
+		"pod namespace":   func(r *Record) { r.Pod = &Pod{Namespace: "Default", Name: "web", UID: "0f1e"} },
+		"pod name":        func(r *Record) { r.Pod = &Pod{Namespace: "default", Name: "web/../x", UID: "0f1e"} },
+		"pod UID":         func(r *Record) { r.Pod = &Pod{Namespace: "default", Name: "web", UID: "0f 1e"} },
+		"pod missing":     func(r *Record) { r.Pod = &Pod{} },
 	} {
 		r := glusterRecord("/k/pods/a/volumes/x")
 		mutate(&r)
@@ -151,6 +156,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"version":1,"plugin":"kubernetes.io/glusterfs","source":"srv:/vol","target":"/k/x","fstype":"glusterfs","options":["ro"]}`))
 	f.Add([]byte(`{"version":1,"plugin":"a","source":"s","target":"/","fstype":"fuse.sshfs","notRecoverable":"secret"}`))
 	f.Add([]byte(`{"version":1,"plugin":"a","source":"s","target":"/t","fstype":"fuse","options":[]}`))
+	f.Add([]byte(`{"version":1,"plugin":"a","source":"s","target":"/t","fstype":"fuse","pod":{"namespace":"ns","name":"a.b-c","uid":"0f1e-2"}}`))
+	f.Add([]byte(`{"version":1,"plugin":"a","source":"s","target":"/t","fstype":"fuse","pod":{"namespace":"-","name":"a..b","uid":""}}`))
 	f.Add([]byte(`{"version":2}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, data []byte) {

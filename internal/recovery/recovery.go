@@ -102,6 +102,9 @@ type Recoverer struct {
 	// Events, when set, makes Run pass at once when something may have
 	// died (see [ScopeEvents]), besides every Interval.
 	Events Events
+	// Reporter, when set, hears of every recovery and failed attempt
+	// (the mount pod records Kubernetes Events from it), besides the log.
+	Reporter Reporter
 
 	// MountInfo is the mount table to read; default /proc/self/mountinfo.
 	MountInfo string
@@ -329,7 +332,20 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 		attrs = append(attrs, "container", at.String())
 	}
 	r.log().Warn("FUSE mount came back after its daemon died; files open at the time must be reopened", attrs...)
+	if r.Reporter != nil {
+		r.Reporter.Recovered(rec, res)
+	}
 	return res
+}
+
+// Reporter hears what the recovery does, as it happens; its methods must
+// not block.
+type Reporter interface {
+	// Recovered: rec's mount came back (res says how).
+	Recovered(rec mountrecord.Record, res Result)
+	// Failed: an attempt to bring rec's mount back failed; the next one is
+	// in retryIn.
+	Failed(rec mountrecord.Record, attempt int, retryIn time.Duration, err error)
 }
 
 // failed counts a failed attempt, sets the back-off and logs it.
@@ -343,6 +359,9 @@ func (r *Recoverer) failed(rec mountrecord.Record, a *attempt, err error) {
 	a.next = time.Now().Add(backoff)
 	r.log().Error("FUSE mount is dead; bringing it back failed", "path", rec.Target, "plugin", rec.Plugin, "source", rec.Source,
 		"attempt", a.failures, "retryIn", backoff, "err", err)
+	if r.Reporter != nil {
+		r.Reporter.Failed(rec, a.failures, backoff, err)
+	}
 }
 
 // retryAttach attaches the node's mount, which is back, in the containers

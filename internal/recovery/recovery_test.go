@@ -36,6 +36,31 @@ type bed struct {
 	failMount error
 	attachErr error
 	attached  []DeadMount
+	reports   reports
+}
+
+// reports is a Reporter that keeps what it hears.
+type reports struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (r *reports) Recovered(rec mountrecord.Record, res Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, fmt.Sprintf("recovered %s (%d attached)", rec.Target, len(res.Attached)))
+}
+
+func (r *reports) Failed(rec mountrecord.Record, attempt int, retryIn time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, fmt.Sprintf("failed %s attempt %d retry in %s: %v", rec.Target, attempt, retryIn, err))
+}
+
+func (r *reports) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.seen)
 }
 
 func newBed(t *testing.T) *bed {
@@ -46,7 +71,7 @@ func newBed(t *testing.T) *bed {
 	}
 	b := &bed{t: t, health: map[string]error{}, mountinfo: filepath.Join(t.TempDir(), "mountinfo")}
 	b.setMounted(true)
-	b.r = &Recoverer{Dir: dir, Plugins: []string{plugin}, PodUID: podUID, MountInfo: b.mountinfo, Backoff: 50 * time.Millisecond}
+	b.r = &Recoverer{Dir: dir, Plugins: []string{plugin}, PodUID: podUID, MountInfo: b.mountinfo, Backoff: 50 * time.Millisecond, Reporter: &b.reports}
 	b.r.stat = func(_ context.Context, p string) error {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -134,10 +159,15 @@ func TestDeadMountComesBack(t *testing.T) {
 	if res := b.pass(); res.Action != "healthy" {
 		t.Errorf("after recovery: %+v", res)
 	}
+	if got, want := b.reports.get(), []string{"recovered " + target + " (1 attached)"}; !slices.Equal(got, want) {
+		t.Errorf("reported %q, want %q", got, want)
+	}
 }
 
 func TestFailedRecoveryBacksOff(t *testing.T) {
 	b := newBed(t)
+	// Long enough that the passes below fit in it under the race detector.
+	b.r.Backoff = 300 * time.Millisecond
 	b.record(glusterRecord())
 	b.kill()
 	b.failMount = errors.New("exit status 1")
@@ -153,19 +183,24 @@ func TestFailedRecoveryBacksOff(t *testing.T) {
 	if n := len(b.calls); n != 2 {
 		t.Fatalf("%d commands during the back-off, want the first attempt's 2: %q", n, b.calls)
 	}
-	time.Sleep(60 * time.Millisecond)
+	time.Sleep(310 * time.Millisecond)
 	if res := b.pass(); res.Action != "failed" {
 		t.Fatalf("second attempt: %+v", res)
 	}
 	// The second wait is twice the first.
-	time.Sleep(60 * time.Millisecond)
+	time.Sleep(310 * time.Millisecond)
 	if res := b.pass(); res.Action != "waiting" {
 		t.Fatalf("the back-off did not grow: %+v", res)
 	}
-	time.Sleep(60 * time.Millisecond)
+	time.Sleep(310 * time.Millisecond)
 	b.failMount = nil
 	if res := b.pass(); res.Action != "recovered" {
 		t.Fatalf("third attempt: %+v", res)
+	}
+	got := b.reports.get()
+	if len(got) != 3 || !strings.HasPrefix(got[0], "failed "+target+" attempt 1 retry in 300ms: ") || !strings.Contains(got[0], "no server") ||
+		!strings.HasPrefix(got[1], "failed "+target+" attempt 2 retry in 600ms: ") || !strings.HasPrefix(got[2], "recovered ") {
+		t.Errorf("reported %q; want two failures, backing off, then the recovery", got)
 	}
 }
 

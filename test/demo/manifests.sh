@@ -80,6 +80,10 @@ patches:
       - {op: replace, path: /spec/template/spec/containers/0/env/12/value, value: "$NODE_NAME"}
       - {op: test, path: /spec/template/spec/volumes/8/name, value: glusterfs-log}
       - {op: replace, path: /spec/template/spec/volumes/8/hostPath/path, value: $BED_DIR/logs/glusterfs-client}
+      # The bed has no kube-proxy: the API server's Service address leads
+      # nowhere, so the mount pod posts its Events to the API server itself.
+      - {op: add, path: /spec/template/spec/containers/0/env/-, value: {name: KUBERNETES_SERVICE_HOST, value: "127.0.0.1"}}
+      - {op: add, path: /spec/template/spec/containers/0/env/-, value: {name: KUBERNETES_SERVICE_PORT, value: "${API_PORT:?}"}}
 YAML
 
 cat >"$out/glusterfs-server.yaml" <<YAML

@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
+	"github.com/mountcontainers/mountcontainers/internal/recovery"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 
@@ -112,6 +114,9 @@ func TestRecovery(t *testing.T) {
 				t.Logf("mount pod: %s", line)
 			}
 		}
+		// Events: one per recovery on the workload pod, and on the mount pod.
+		w.waitEvents(t, recovery.ReasonRecovered, recoveryKills, "came back", "files open at the time must be reopened")
+		g.waitMountPodEvents(t, mp, recovery.ReasonRecovered, recoveryKills, dir)
 		n, writers := w.verify(t)
 		w.repeatsWereRetries(t)
 		t.Logf("brick stream: %d lines verified, writers %v", n, writers)
@@ -210,6 +215,7 @@ func TestRecovery(t *testing.T) {
 		if cpu > window/4 {
 			t.Errorf("the mount pod used %s of CPU in %s while retrying: a hot loop", cpu, window)
 		}
+		w.waitEvents(t, recovery.ReasonRecoveryFailed, 2, "bringing it back failed", "no-such-server.invalid")
 		if err := mountrecord.Write(records, rec); err != nil {
 			t.Fatal(err)
 		}
@@ -545,4 +551,46 @@ func TestCheckRetriedStream(t *testing.T) {
 			t.Logf("%s: %v", name, err)
 		}
 	}
+}
+
+// waitEvents waits until the workload pod has at least n Events of reason,
+// each of whose messages says every one of says.
+func (w *streamWriter) waitEvents(t *testing.T, reason string, n int, says ...string) {
+	t.Helper()
+	waitPodEvents(t, w.g.bed, w.g.ns, w.pod.Name, reason, n, says...)
+}
+
+// waitMountPodEvents is waitEvents for the mount pod.
+func (g *glusterEnv) waitMountPodEvents(t *testing.T, mp corev1.Pod, reason string, n int, says ...string) {
+	t.Helper()
+	waitPodEvents(t, g.bed, mp.Namespace, mp.Name, reason, n, says...)
+}
+
+func waitPodEvents(t *testing.T, bed *framework.Bed, ns, pod, reason string, n int, says ...string) {
+	t.Helper()
+	var last []string
+	err := framework.Poll(context.Background(), fmt.Sprintf("%d Events %s on %s/%s", n, reason, ns, pod), 250*time.Millisecond, 30*time.Second,
+		func(ctx context.Context) (bool, string, error) {
+			evs, err := bed.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod + ",reason=" + reason})
+			if err != nil {
+				return false, "", err
+			}
+			last = last[:0]
+			count := 0
+			for _, ev := range evs.Items {
+				last = append(last, ev.Source.Component+" "+ev.Type+": "+ev.Message)
+				ok := ev.Source.Component == "mountpod" && ev.Type == corev1.EventTypeWarning
+				for _, s := range says {
+					ok = ok && strings.Contains(ev.Message, s)
+				}
+				if ok {
+					count += int(ev.Count)
+				}
+			}
+			return count >= n, fmt.Sprintf("%d of them", count), nil
+		})
+	if err != nil {
+		t.Fatalf("%v; the Events %s on %s/%s:\n%s", err, reason, ns, pod, strings.Join(last, "\n"))
+	}
+	t.Logf("%s/%s has %d or more Events %s, e.g. %q", ns, pod, n, reason, last[0])
 }
