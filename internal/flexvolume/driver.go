@@ -94,9 +94,10 @@ type Driver struct {
 // Run serves the call in args (args[0] is the call, such as "mount"),
 // writes the JSON reply to out and returns the exit code.
 func (d *Driver) Run(ctx context.Context, args []string, out io.Writer) int {
+	start := time.Now()
 	s := d.Call(ctx, args)
 	if d.Log != nil {
-		attrs := []any{"status", s.Status, "message", s.Message}
+		attrs := []any{"status", s.Status, "message", s.Message, "tookMs", float64(time.Since(start).Microseconds()) / 1000}
 		if len(args) > 0 {
 			attrs = append(attrs, "call", args[0])
 		}

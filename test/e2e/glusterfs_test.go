@@ -71,7 +71,9 @@ func TestGlusterfs(t *testing.T) {
 	// (the negative control), is TestScopes'.
 }
 
-func setupGlusterfs(t *testing.T, bed *framework.Bed) *glusterEnv {
+// setupGlusterfs starts a GlusterFS server with the volumes named (default
+// glusterVolume alone) and the glusterfs mount pod.
+func setupGlusterfs(t *testing.T, bed *framework.Bed, volumes ...string) *glusterEnv {
 	t.Helper()
 	assertHostHasNoGluster(t)
 	root, err := framework.RepoRoot()
@@ -88,6 +90,9 @@ func setupGlusterfs(t *testing.T, bed *framework.Bed) *glusterEnv {
 
 	cmd := exec.Command(filepath.Join(root, "test/demo/manifests.sh"), g.out)
 	cmd.Env = append(os.Environ(), "GLUSTER_NAMESPACE="+g.ns, "BED_DIR="+bed.Env.BedDir)
+	if len(volumes) > 0 {
+		cmd.Env = append(cmd.Env, "GLUSTER_VOLUMES="+strings.Join(volumes, ","))
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("manifests.sh: %v\n%s", err, out)
 	}

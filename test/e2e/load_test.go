@@ -1,0 +1,459 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
+	"github.com/mountcontainers/mountcontainers/internal/scope"
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+	"github.com/mountcontainers/mountcontainers/test/framework"
+)
+
+// The node after a reboot or a large scale-up: loadPods pods, each with a
+// GlusterFS volume through the Flexvolume driver, loadVolumes distinct
+// volumes (each mounted by loadPods/loadVolumes pods), created at once.
+const (
+	loadPods    = 100
+	loadVolumes = 20
+)
+
+// TestLoad creates loadPods workload pods at once, twice: with the driver
+// placing its commands through the mount pod's exec socket, then through
+// CRI ExecSync. Every pod must mount its volume with no failed attempt (no
+// FailedMount Event), write and read it back, and be Running; then all are
+// deleted at once and nothing of them may be left: no mount, FUSE daemon,
+// scope or mount record. The figures (time until all are Running, mount
+// latency from the driver's own timing, the peak of commands at once, the
+// mount pod's peak memory and CPU, the FUSE daemons' number and memory, the
+// time until all is cleaned up) are logged for BENCHMARKS.md.
+func TestLoad(t *testing.T) {
+	bed := framework.Current(t)
+	vols := []string{glusterVolume}
+	for i := 1; i < loadVolumes; i++ {
+		vols = append(vols, fmt.Sprintf("lv%02d", i))
+	}
+	start := time.Now()
+	g := setupGlusterfs(t, bed, vols...)
+	t.Logf("%d GlusterFS volumes and the mount pod ready in %s", len(vols), time.Since(start).Round(time.Millisecond))
+	parent := bed.Env.Vars["BED_SCOPE_PARENT"]
+	if parent == "" {
+		t.Fatal("the bed's env file has no BED_SCOPE_PARENT: an older up.sh")
+	}
+
+	running := map[mcexec.ExecMode]time.Duration{}
+	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
+		t.Run(string(mode), func(t *testing.T) {
+			running[mode] = g.loadWave(t, mode, vols, parent)
+		})
+	}
+	if s, c := running[mcexec.ModeSocket], running[mcexec.ModeCRI]; s > 0 && c > 0 {
+		t.Logf("time until all %d pods are Running: %s through the exec socket, %s through CRI ExecSync (%.2fx)",
+			loadPods, s.Round(time.Millisecond), c.Round(time.Millisecond), float64(c)/float64(s))
+	}
+}
+
+// loadWave runs one wave in mode and returns the time until all its pods
+// were Running.
+func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string, parent string) time.Duration {
+	bed := g.bed
+	logPath := g.setDriverMode(t, mode)
+	mp := g.mountPod(t)
+	mpPID := mountpodPID(t, mp.UID)
+	cpu0 := podCPU(t, mp.UID)
+	label := "e2e-load=" + string(mode)
+
+	// What the node holds while the pods start, sampled: FUSE daemons of
+	// the wave and their memory, the mount pod's memory.
+	var peak loadPeak
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			peak.sample(g, mp.UID, mpPID)
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+
+	start := time.Now()
+	created := createLoadPods(t, g, mode, vols)
+	pods := waitAllRunning(t, bed, g.ns, label, len(created), 5*time.Minute)
+	allRunning := time.Since(start)
+	close(stopSampling)
+	<-sampled
+	cpu := podCPU(t, mp.UID) - cpu0
+
+	// Each pod wrote its name into its volume and read it back before
+	// sleeping (its command exits non-zero otherwise, and the pod fails).
+	for _, p := range pods {
+		out, err := bed.Client.CoreV1().Pods(g.ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "main"}).Do(context.Background()).Raw()
+		if err != nil || strings.TrimSpace(string(out)) != "ok "+p.Name {
+			t.Errorf("pod %s logged %q (%v), want it to have written and read its volume", p.Name, out, err)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount != 0 {
+				t.Errorf("pod %s restarted %d times", p.Name, cs.RestartCount)
+			}
+		}
+	}
+	evs, err := bed.Client.CoreV1().Events(g.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=FailedMount"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(evs.Items); n != 0 {
+		t.Errorf("%d FailedMount Events, want none; first: %s", n, evs.Items[0].Message)
+	}
+	dirs := make([]string, len(pods))
+	for i := range pods {
+		dirs[i] = g.volumeDir(&pods[i])
+	}
+	daemons, daemonRSS := fuseDaemonsOf(dirs)
+	if daemons != len(pods) {
+		t.Errorf("%d FUSE daemons serve the %d pods' volumes, want one each", daemons, len(pods))
+	}
+
+	// The driver's own timing of each mount, and how many ran at once.
+	calls := driverCalls(t, logPath, "mount")
+	var took []time.Duration
+	for _, c := range calls {
+		if c.Status != "Success" {
+			t.Errorf("driver mount of %s: %s: %s", c.Dir, c.Status, c.Message)
+		}
+		if !strings.Contains(c.Message, "via "+string(viaOf(t, mode))) {
+			t.Errorf("driver mount of %s did not go through %s: %s", c.Dir, viaOf(t, mode), c.Message)
+		}
+		took = append(took, c.took)
+	}
+	if len(calls) != len(pods) {
+		t.Errorf("the driver logged %d mounts, want %d (one per pod, none retried)", len(calls), len(pods))
+	}
+	slices.Sort(took)
+	pct := func(p int) time.Duration {
+		if len(took) == 0 {
+			return 0
+		}
+		return took[min(len(took)-1, len(took)*p/100)].Round(time.Millisecond)
+	}
+	t.Logf("%d pods Running in %s through %s; driver mount p50 %s, p99 %s, max %s; at most %d mounts at once",
+		len(pods), allRunning.Round(time.Millisecond), mode, pct(50), pct(99), pct(100), maxOverlap(calls))
+	t.Logf("mount pod: peak RSS of mountpod %.1f MiB, peak memory of its cgroup %.1f MiB, CPU %s during the wave; %d FUSE daemons using %.1f MiB RSS in all (%.1f MiB each), at the peak %d using %.1f MiB",
+		mib(peak.mountpodHWM), mib(peak.podMemory), cpu.Round(time.Millisecond), daemons, mib(daemonRSS), mib(daemonRSS)/float64(max(daemons, 1)),
+		peak.daemons, mib(peak.daemonRSS))
+
+	// All deleted at once: every volume unmounted, nothing left behind.
+	start = time.Now()
+	if err := bed.Client.CoreV1().Pods(g.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: label}); err != nil {
+		t.Fatal(err)
+	}
+	err = framework.Poll(context.Background(), "the wave's pods gone and their volumes cleaned up", time.Second, 5*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			left, err := bed.Client.CoreV1().Pods(g.ns).List(ctx, metav1.ListOptions{LabelSelector: label})
+			if err != nil {
+				return false, "", err
+			}
+			l := leftovers(t, dirs, parent, bed.Env.RegistrationDir)
+			return len(left.Items) == 0 && l.none(), fmt.Sprintf("%d pods, %s", len(left.Items), l), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("all %d deleted at once: pods gone, volumes unmounted, no FUSE daemon, scope or mount record left after %s",
+		len(pods), time.Since(start).Round(time.Millisecond))
+	return allRunning
+}
+
+// createLoadPods creates the wave's pods at once (as many requests in
+// flight as the API server takes) and returns their names.
+func createLoadPods(t *testing.T, g *glusterEnv, mode mcexec.ExecMode, vols []string) []string {
+	t.Helper()
+	names := make([]string, loadPods)
+	errs := make([]error, loadPods)
+	var wg sync.WaitGroup
+	for i := range loadPods {
+		names[i] = fmt.Sprintf("load-%s-%03d", mode, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = g.bed.Client.CoreV1().Pods(g.ns).Create(context.Background(), loadPod(g, names[i], string(mode), vols[i%len(vols)]), metav1.CreateOptions{})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("create %s: %v", names[i], err)
+		}
+	}
+	return names
+}
+
+// loadPod writes its own name into its volume, reads it back, says "ok
+// NAME" and sleeps; it fails if any of that fails.
+func loadPod(g *glusterEnv, name, mode, volume string) *corev1.Pod {
+	grace := int64(1)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"e2e-load": mode}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "main", Image: g.bed.Env.BaseImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sh", "-c", `trap 'exit 0' TERM
+echo "$0" > "/data/$0" && [ "$(cat "/data/$0")" = "$0" ] || { echo "failed $0"; exit 1; }
+echo "ok $0"
+while :; do sleep 1; done`, name},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{FlexVolume: &corev1.FlexVolumeSource{
+				Driver:  glusterDriver,
+				Options: map[string]string{"server": g.bed.Env.NodeName, "volume": volume, "mountOptions": "log-level=WARNING"},
+			}}}},
+		},
+	}
+}
+
+// waitAllRunning waits until n pods with label are Running and returns
+// them; a pod that failed fails the test at once.
+func waitAllRunning(t *testing.T, bed *framework.Bed, ns, label string, n int, timeout time.Duration) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	err := framework.Poll(context.Background(), fmt.Sprintf("%d pods %s Running", n, label), 500*time.Millisecond, timeout,
+		func(ctx context.Context) (bool, string, error) {
+			list, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: label})
+			if err != nil {
+				return false, "", err
+			}
+			phases := map[corev1.PodPhase]int{}
+			for _, p := range list.Items {
+				phases[p.Status.Phase]++
+				if p.Status.Phase == corev1.PodFailed {
+					return false, "", fmt.Errorf("pod %s failed: %s %s", p.Name, p.Status.Reason, p.Status.Message)
+				}
+			}
+			pods = list.Items
+			return phases[corev1.PodRunning] == n, fmt.Sprintf("%v", phases), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods
+}
+
+// loadPeak is what the node held at most during a wave.
+type loadPeak struct {
+	mountpodHWM, podMemory int64 // bytes
+	daemons                int
+	daemonRSS              int64
+}
+
+func (p *loadPeak) sample(g *glusterEnv, uid types.UID, pid int) {
+	if v := procStatusBytes(pid, "VmHWM"); v > p.mountpodHWM {
+		p.mountpodHWM = v
+	}
+	if v := podMemoryUsage(uid); v > p.podMemory {
+		p.podMemory = v
+	}
+	n, rss := fuseDaemonsUnder(filepath.Join(g.bed.Env.KubeletRoot, "pods"))
+	if n > p.daemons {
+		p.daemons = n
+	}
+	if rss > p.daemonRSS {
+		p.daemonRSS = rss
+	}
+}
+
+// mountpodPID returns the PID of "mountpod serve" in the pod with uid.
+func mountpodPID(t *testing.T, uid types.UID) int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil || !strings.HasSuffix(strings.TrimRight(string(data), "\x00"), "mountpod\x00serve") {
+			continue
+		}
+		cg, err := os.ReadFile(filepath.Join(filepath.Dir(p), "cgroup"))
+		if err == nil && strings.Contains(string(cg), "pod"+string(uid)) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	t.Fatalf("no mountpod serve process in pod %s", uid)
+	return 0
+}
+
+// procStatusBytes returns a "kB" field of /proc/PID/status in bytes.
+func procStatusBytes(pid int, field string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// podMemoryUsage returns the memory use of the pod's cgroup (v1, as the
+// bed's kubelet makes it).
+func podMemoryUsage(uid types.UID) int64 {
+	paths, _ := filepath.Glob("/sys/fs/cgroup/memory/kubepods/*/pod" + string(uid) + "/memory.usage_in_bytes")
+	more, _ := filepath.Glob("/sys/fs/cgroup/memory/kubepods/pod" + string(uid) + "/memory.usage_in_bytes")
+	for _, p := range append(paths, more...) {
+		data, err := os.ReadFile(p)
+		if err == nil {
+			v, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// fuseDaemonsOf returns how many glusterfs processes serve dirs, and their
+// RSS in all.
+func fuseDaemonsOf(dirs []string) (int, int64) {
+	want := map[string]bool{}
+	for _, d := range dirs {
+		want[d] = true
+	}
+	return glusterfsProcesses(func(target string) bool { return want[target] })
+}
+
+// fuseDaemonsUnder is fuseDaemonsOf for every mount under root.
+func fuseDaemonsUnder(root string) (int, int64) {
+	return glusterfsProcesses(func(target string) bool { return strings.HasPrefix(target, root+"/") })
+}
+
+func glusterfsProcesses(match func(target string) bool) (n int, rss int64) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		if filepath.Base(args[0]) != "glusterfs" || !match(args[len(args)-1]) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		n++
+		rss += procStatusBytes(pid, "VmRSS")
+	}
+	return n, rss
+}
+
+// loadLeft is what a wave left behind.
+type loadLeft struct{ mounts, daemons, scopes, records int }
+
+func (l loadLeft) none() bool { return l == loadLeft{} }
+
+func (l loadLeft) String() string {
+	return fmt.Sprintf("%d mounts, %d FUSE daemons, %d scopes, %d mount records left", l.mounts, l.daemons, l.scopes, l.records)
+}
+
+// leftovers counts what is left of the volumes at dirs: mounts on the node,
+// FUSE daemons, their scopes under the plugin's parent, mount records.
+func leftovers(t *testing.T, dirs []string, parent, regDir string) loadLeft {
+	t.Helper()
+	var l loadLeft
+	want := map[string]bool{}
+	for _, d := range dirs {
+		want[d] = true
+		if hostMount(t, d) != "" {
+			l.mounts++
+		}
+	}
+	l.daemons, _ = fuseDaemonsOf(dirs)
+	names := map[string]bool{}
+	for _, d := range dirs {
+		names[scope.Name(d)] = true
+	}
+	for _, s := range scopeDirs(t, parent) {
+		if names[strings.TrimSuffix(filepath.Base(s), ".scope")] {
+			l.scopes++
+		}
+	}
+	es, _ := mountrecord.List(filepath.Join(regDir, mountrecord.Dir))
+	for _, e := range es {
+		if want[e.Record.Target] {
+			l.records++
+		}
+	}
+	return l
+}
+
+// driverCall is one "flexvolume call" line of the driver's log.
+type driverCall struct {
+	driverRecord
+	Time   time.Time
+	TookMs float64
+	took   time.Duration
+}
+
+// driverCalls returns the driver's logged calls of kind call.
+func driverCalls(t *testing.T, path, call string) []driverCall {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []driverCall
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var c driverCall
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("driver log line %q: %v", line, err)
+		}
+		if c.Msg == "flexvolume call" && c.Call == call {
+			c.took = time.Duration(c.TookMs * float64(time.Millisecond))
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// maxOverlap returns the most calls under way at one moment.
+func maxOverlap(calls []driverCall) int {
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for _, c := range calls {
+		edges = append(edges, edge{c.Time.Add(-c.took), 1}, edge{c.Time, -1})
+	}
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.delta - b.delta // an end before a start at the same instant
+	})
+	most, cur := 0, 0
+	for _, e := range edges {
+		cur += e.delta
+		most = max(most, cur)
+	}
+	return most
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
