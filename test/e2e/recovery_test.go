@@ -28,17 +28,19 @@ import (
 // TestRecovery kills the glusterfs FUSE daemon behind a running workload's
 // volume and checks that the mount pod brings the mount back in place: on
 // the node and inside the workload's containers (one writing at /data with
-// no mountPropagation, one reading a subPath read-only, one following the
-// node's mounts with HostToContainer), with no restart,
+// no mountPropagation, one writing through a subPath, one reading that
+// subPath read-only, one following the node's mounts with HostToContainer),
+// with no restart,
 // the binds' roots and flags kept, exactly one mount at each path. The
 // negative control turns recovery off and the same kill leaves the
 // workload broken.
 func TestRecovery(t *testing.T) {
 	bed := framework.Current(t)
 	g := setupGlusterfs(t, bed)
-	w := g.startRecoveryWorkload(t, "recovering")
+	w, sub := g.startRecoveryWorkload(t, "recovering")
 	dir := g.volumeDir(w.pod)
 	w.waitLines(t, 20)
+	sub.waitLines(t, 20)
 	bed.MustExec(t, g.ns, w.pod.Name, "main", "sh", "-c", "mkdir -p /data/sub && echo marker > /data/sub/marker && sync")
 	if got := strings.TrimSpace(bed.MustExec(t, g.ns, w.pod.Name, "reader", "cat", "/sub/marker")); got != "marker" {
 		t.Fatalf("the reader's subPath shows %q", got)
@@ -59,14 +61,20 @@ func TestRecovery(t *testing.T) {
 				t.Fatalf("kill %d: glusterfs processes serving %s: %v (the one killed before was %d); want one new", i+1, dir, pids, killedPID)
 			}
 			killedPID = pids[0]
-			before := w.lines(t)
+			before, subBefore := w.lines(t), sub.lines(t)
 			killed := time.Now()
 			if err := syscall.Kill(killedPID, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 			w.waitLines(t, before+10)
+			sub.waitLines(t, subBefore+10)
 			back := w.firstLineAfter(t, killed).Sub(killed)
 			backs = append(backs, back)
+			if subBack := sub.firstLineAfter(t, killed).Sub(killed); subBack > 5*time.Second {
+				t.Errorf("kill %d: the subPath writer wrote again %s after the daemon died, want within 5 s", i+1, subBack)
+			} else {
+				t.Logf("kill %d: the subPath writer wrote again %s later", i+1, subBack.Round(time.Millisecond))
+			}
 			// The gap from the last line before the kill on.
 			t.Logf("kill %d of the FUSE daemon %d at %s: the writer wrote again %s later; longest write gap %s",
 				i+1, killedPID, killed.UTC().Format("15:04:05.000"), back.Round(time.Millisecond), w.longestStall(t, max(before-1, 0)))
@@ -86,9 +94,11 @@ func TestRecovery(t *testing.T) {
 		if data.dev == oldDev || data.fstype != "fuse.glusterfs" || data.root != "/" || data.ro {
 			t.Errorf("the writer's /data is %+v (was device %s); want the new connection, root /, read-write", data, oldDev)
 		}
-		sub := containerMount(t, bed, g.ns, w.pod.Name, "reader", "/sub")
-		if sub.dev != data.dev || sub.root != "/sub" || !sub.ro {
-			t.Errorf("the reader's /sub is %+v; want device %s, root /sub, read-only", sub, data.dev)
+		if ro := containerMount(t, bed, g.ns, w.pod.Name, "reader", "/sub"); ro.dev != data.dev || ro.root != "/sub" || !ro.ro {
+			t.Errorf("the reader's /sub is %+v; want device %s, root /sub, read-only", ro, data.dev)
+		}
+		if sw := containerMount(t, bed, g.ns, w.pod.Name, "subwriter", "/sw"); sw.dev != data.dev || sw.root != "/sub" || sw.ro {
+			t.Errorf("the subPath writer's /sw is %+v; want device %s, root /sub, read-write", sw, data.dev)
 		}
 		if got := strings.TrimSpace(bed.MustExec(t, g.ns, w.pod.Name, "reader", "cat", "/sub/marker")); got != "marker" {
 			t.Errorf("the reader's subPath shows %q after the recovery", got)
@@ -120,6 +130,9 @@ func TestRecovery(t *testing.T) {
 		n, writers := w.verify(t)
 		w.repeatsWereRetries(t)
 		t.Logf("brick stream: %d lines verified, writers %v", n, writers)
+		n, _ = sub.verify(t)
+		sub.repeatsWereRetries(t)
+		t.Logf("brick stream of the subPath writer: %d lines verified", n)
 	})
 
 	// The new daemon killed while the recovery is under way: it still ends
@@ -129,7 +142,7 @@ func TestRecovery(t *testing.T) {
 		if len(pids) != 1 {
 			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
 		}
-		before := w.lines(t)
+		before, subBefore := w.lines(t), sub.lines(t)
 		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -152,6 +165,7 @@ func TestRecovery(t *testing.T) {
 			t.Fatal("no new glusterfs daemon to kill within 20 s of the first kill")
 		}
 		w.waitLines(t, before+10)
+		sub.waitLines(t, subBefore+10)
 		w.assertNotRestarted(t)
 		if now := fuseProcesses(t, dir); len(now) != 1 || now[0] == pids[0] || now[0] == second {
 			t.Errorf("glusterfs processes serving %s: %v (killed %d and %d); want one new", dir, now, pids[0], second)
@@ -220,9 +234,10 @@ func TestRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 		restored = true
-		before := w.lines(t)
+		before, subBefore := w.lines(t), sub.lines(t)
 		// The next attempt comes within the back-off (at most 16 s now).
 		w.waitLines(t, before+10)
+		sub.waitLines(t, subBefore+10)
 		w.assertNotRestarted(t)
 	})
 
@@ -259,9 +274,11 @@ func TestRecovery(t *testing.T) {
 			t.Fatalf("the writer wrote %d lines with its daemon dead and no mount pod: the kill did not take", n-before)
 		}
 		started := time.Now()
+		subBefore := sub.lines(t)
 		unpark()
 		parked = false
 		w.waitLines(t, before+10)
+		sub.waitLines(t, subBefore+10)
 		t.Logf("the mount died with no mount pod; the writer wrote again %s after the DaemonSet was allowed back on the node",
 			time.Since(started).Round(time.Millisecond))
 		w.assertNotRestarted(t)
@@ -330,12 +347,21 @@ func hasRecord(es []mountrecord.Entry, target string) bool {
 }
 
 // startRecoveryWorkload starts a pod whose container "main" is a stream
-// writer at /data, whose container "reader" has the volume's "sub"
+// writer at /data (w), whose container "subwriter" is one with the volume's
+// "sub" directory at /sw (sub), whose container "reader" has that
 // directory read-only at /sub, and whose container "follower" has the
 // volume at /h with mountPropagation HostToContainer.
-func (g *glusterEnv) startRecoveryWorkload(t *testing.T, name string) *streamWriter {
+func (g *glusterEnv) startRecoveryWorkload(t *testing.T, name string) (w, sub *streamWriter) {
 	t.Helper()
-	w := g.startStreamWriterWith(t, name, fmt.Sprintf(`    - name: reader
+	subScript := strings.NewReplacer("/data/", "/sw/", "/scratch/err", "/scratch/sub-err").Replace(streamWriterScript)
+	w = g.startStreamWriterWith(t, name, fmt.Sprintf(`    - name: subwriter
+      image: %[1]s
+      imagePullPolicy: Never
+      command: ["sh", "-c", %[2]q]
+      volumeMounts:
+        - {name: data, mountPath: /sw, subPath: sub}
+        - {name: scratch, mountPath: /scratch}
+    - name: reader
       image: %[1]s
       imagePullPolicy: Never
       command: ["sleep", "infinity"]
@@ -347,9 +373,10 @@ func (g *glusterEnv) startRecoveryWorkload(t *testing.T, name string) *streamWri
       command: ["sleep", "infinity"]
       volumeMounts:
         - {name: data, mountPath: /h, mountPropagation: HostToContainer}
-`, g.bed.Env.BaseImage))
+`, g.bed.Env.BaseImage, subScript))
 	w.retried = true
-	return w
+	sub = &streamWriter{g: g, pod: w.pod, retried: true, container: "subwriter", file: "sub/stream", errors: "/scratch/sub-errors"}
+	return w, sub
 }
 
 // retriedStream is what checkRetriedStream found in the stream of a
@@ -427,7 +454,7 @@ func (w *streamWriter) retriedStream(t *testing.T) retriedStream {
 	t.Helper()
 	s, err := checkRetriedStream(w.stream(t))
 	if err != nil {
-		errs, _, xerr := w.g.bed.Exec(context.Background(), 30*time.Second, w.g.ns, w.pod.Name, "main", "tail", "-n", "20", "/scratch/errors")
+		errs, _, xerr := w.g.bed.Exec(context.Background(), 30*time.Second, w.g.ns, w.pod.Name, w.ctr(), "tail", "-n", "20", w.errorLog())
 		if xerr != nil {
 			errs = "(cannot read it: " + xerr.Error() + ")"
 		}
@@ -446,7 +473,7 @@ func (w *streamWriter) repeatsWereRetries(t *testing.T) {
 	if len(s.extra) == 0 {
 		return
 	}
-	errs := w.g.bed.MustExec(t, w.g.ns, w.pod.Name, "main", "cat", "/scratch/errors")
+	errs := w.g.bed.MustExec(t, w.g.ns, w.pod.Name, w.ctr(), "cat", w.errorLog())
 	for num, extra := range s.extra {
 		if failed := strings.Count(errs, fmt.Sprintf(" line %d: ", num)); failed < extra {
 			t.Errorf("line %d is on the brick %d times, but the writer saw %d failed writes of it:\n%s", num, extra+1, failed, errs)

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -469,7 +470,15 @@ type streamWriter struct {
 	// right after itself, once for each write of it the writer saw fail
 	// (checked against the writer's error log by repeatsWereRetries).
 	retried bool
+	// container writes the stream into file (relative to the volume's
+	// root) and logs its failed writes in errors; by default "main",
+	// "stream", "/scratch/errors".
+	container, file, errors string
 }
+
+func (w *streamWriter) ctr() string { return cmp.Or(w.container, "main") }
+
+func (w *streamWriter) errorLog() string { return cmp.Or(w.errors, "/scratch/errors") }
 
 const streamWriterScript = `trap 'exit 0' TERM
 : > /scratch/errors
@@ -526,7 +535,7 @@ spec:
 // stream returns the stream as the brick holds it.
 func (w *streamWriter) stream(t *testing.T) []byte {
 	t.Helper()
-	return []byte(w.g.bed.MustExec(t, w.g.ns, "glusterfs-server", "server", "cat", w.g.brick+"/stream"))
+	return []byte(w.g.bed.MustExec(t, w.g.ns, "glusterfs-server", "server", "cat", w.g.brick+"/"+cmp.Or(w.file, "stream")))
 }
 
 func (w *streamWriter) verify(t *testing.T) (int, map[string]int) {
@@ -563,7 +572,7 @@ func (w *streamWriter) assertHealthy(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	errs, stderr, err := w.g.bed.Exec(ctx, 30*time.Second, w.g.ns, w.pod.Name, "main", "cat", "/scratch/errors")
+	errs, stderr, err := w.g.bed.Exec(ctx, 30*time.Second, w.g.ns, w.pod.Name, w.ctr(), "cat", w.errorLog())
 	if err != nil {
 		t.Errorf("read the writer's error log: %v: %s", err, stderr)
 	} else if strings.TrimSpace(errs) != "" {
