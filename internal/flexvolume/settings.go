@@ -178,7 +178,7 @@ func LoadSettings(exe string, getenv func(string) string) (Settings, error) {
 	case err != nil:
 		return s, err
 	default:
-		if err := json.Unmarshal(data, &s); err != nil {
+		if s, err = decodeSettings(data); err != nil {
 			return s, fmt.Errorf("decode %s: %w", path, err)
 		}
 	}
@@ -198,6 +198,14 @@ func LoadSettings(exe string, getenv func(string) string) (Settings, error) {
 		return s, fmt.Errorf("settings %s: %w", path, err)
 	}
 	return s.WithDefaults(), nil
+}
+
+// decodeSettings decodes the content of a settings file; the caller
+// validates the settings once the environment has had its say.
+func decodeSettings(data []byte) (Settings, error) {
+	var s Settings
+	err := json.Unmarshal(data, &s)
+	return s, err
 }
 
 func readTrusted(path string) ([]byte, error) {
