@@ -307,8 +307,8 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	return a
 }
 
-// FuzzDecodeSettings: settings a file holds that decode and validate are
-// written back (as Install writes them) to the same settings, keep
+// FuzzDecodeSettings: settings a file holds that decode and validate have
+// only the keys Install writes, are written back (as Install writes them) to the same settings, keep
 // validating with their defaults filled in, and give a positive timeout, a
 // known exec mode and an allow-list that parses, also from the
 // environment's comma-separated form.
@@ -332,6 +332,15 @@ func FuzzDecodeSettings(f *testing.F) {
 		s, err := decodeSettings(data)
 		if err != nil || s.Validate() != nil {
 			return
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(data, &obj); err != nil {
+			t.Fatalf("settings %q accepted, but they are not one JSON object: %v", data, err)
+		}
+		for k := range obj {
+			if !slices.ContainsFunc(settingsKeys, func(f string) bool { return strings.EqualFold(f, k) }) {
+				t.Fatalf("settings %q accepted with the unknown key %q (known: %q)", data, k, settingsKeys)
+			}
 		}
 		enc, err := json.MarshalIndent(s, "", "  ")
 		if err != nil {
@@ -360,6 +369,17 @@ func FuzzDecodeSettings(f *testing.F) {
 		}
 	})
 }
+
+// settingsKeys are the keys of the settings file.
+var settingsKeys = func() []string {
+	var keys []string
+	st := reflect.TypeFor[Settings]()
+	for i := range st.NumField() {
+		name, _, _ := strings.Cut(st.Field(i).Tag.Get("json"), ",")
+		keys = append(keys, name)
+	}
+	return keys
+}()
 
 // normalSettings is s with an empty allow-list as nil: the file leaves
 // out an empty list.
