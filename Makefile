@@ -46,7 +46,7 @@ FUZZ_TARGETS := \
 	./pkg/registration:FuzzDecode \
 	./internal/mountrecord:FuzzDecode \
 	./internal/scope:FuzzValidatePluginName:100000x \
-	./internal/scope:FuzzParseMemoryLimit \
+	./internal/scope:FuzzParseMemoryLimit:100000x \
 	./pkg/execserver:FuzzPlainUID:50000x \
 	./internal/flexvolume:FuzzParseOptions:30000x \
 	./internal/flexvolume:FuzzServerPolicy:20000x \
