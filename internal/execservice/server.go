@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -163,17 +165,7 @@ func (s *Server) Exec(stream api.Exec_ExecServer) error {
 		return err
 	}
 	start := first.GetStart()
-	switch {
-	case start == nil:
-		return status.Error(codes.InvalidArgument, "the first message must be a Start")
-	case len(start.GetArgv()) == 0 || start.GetArgv()[0] == "":
-		return status.Error(codes.InvalidArgument, "no command")
-	case start.GetExpectPodUid() != "" && start.GetExpectPodUid() != s.cfg.Identity.PodUID,
-		start.GetExpectContainerName() != "" && start.GetExpectContainerName() != s.cfg.Identity.ContainerName:
-		return status.Errorf(codes.FailedPrecondition, "this exec service runs in pod UID %s container %s, not pod UID %s container %s",
-			s.cfg.Identity.PodUID, s.cfg.Identity.ContainerName, start.GetExpectPodUid(), start.GetExpectContainerName())
-	}
-	timeout, err := s.timeout(start.GetTimeoutMs())
+	timeout, err := s.checkStart(start)
 	if err != nil {
 		return err
 	}
@@ -186,16 +178,42 @@ func (s *Server) Exec(stream api.Exec_ExecServer) error {
 	return r.do()
 }
 
+// checkStart validates the first message of a call before anything runs
+// and returns the command's timeout.
+func (s *Server) checkStart(start *api.Start) (time.Duration, error) {
+	switch {
+	case start == nil:
+		return 0, status.Error(codes.InvalidArgument, "the first message must be a Start")
+	case len(start.GetArgv()) == 0 || start.GetArgv()[0] == "":
+		return 0, status.Error(codes.InvalidArgument, "no command")
+	case start.GetExpectPodUid() != "" && start.GetExpectPodUid() != s.cfg.Identity.PodUID,
+		start.GetExpectContainerName() != "" && start.GetExpectContainerName() != s.cfg.Identity.ContainerName:
+		return 0, status.Errorf(codes.FailedPrecondition, "this exec service runs in pod UID %s container %s, not pod UID %s container %s",
+			s.cfg.Identity.PodUID, s.cfg.Identity.ContainerName, start.GetExpectPodUid(), start.GetExpectContainerName())
+	}
+	return s.timeout(start.GetTimeoutMs())
+}
+
 // timeout is the timeout of a command whose call asks for ms milliseconds.
 func (s *Server) timeout(ms int64) (time.Duration, error) {
-	switch d := time.Duration(ms) * time.Millisecond; {
+	switch {
 	case ms == 0:
 		return s.cfg.CommandTimeout, nil
 	case ms < 0 || ms > int64(s.cfg.MaxTimeout/time.Millisecond):
-		return 0, status.Errorf(codes.InvalidArgument, "timeout %s: the exec service runs a command for at most %s", d, s.cfg.MaxTimeout)
+		return 0, status.Errorf(codes.InvalidArgument, "timeout %s: the exec service runs a command for at most %s", askedTimeout(ms), s.cfg.MaxTimeout)
 	default:
-		return d, nil
+		return time.Duration(ms) * time.Millisecond, nil
 	}
+}
+
+// askedTimeout names a timeout of ms milliseconds: as a duration when one
+// holds it, else in milliseconds (a duration of more than 292 years wraps).
+func askedTimeout(ms int64) string {
+	const most = math.MaxInt64 / int64(time.Millisecond)
+	if ms > most || ms < -most {
+		return strconv.FormatInt(ms, 10) + "ms"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
 }
 
 // acquire takes a command slot, waiting at most QueueWait for one, and

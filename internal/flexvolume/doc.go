@@ -58,7 +58,9 @@
 // (how mount and umount reach the mount pod: its exec socket or CRI
 // ExecSync), an optional log file and the administrator's allow-list of
 // GlusterFS servers. See [Settings] and [LoadSettings] for how the
-// environment overrides them.
+// environment overrides them. A key the settings do not have is an error,
+// as in a volume's options: a misspelt allowedServers must not leave every
+// server allowed.
 //
 // # Servers a volume may name
 //

@@ -152,6 +152,10 @@ func TestLoadSettings(t *testing.T) {
 		{"bad endpoint", `{"runtimeEndpoint":"tcp://x"}`, 0o644, "unix"},
 		{"bad exec mode", `{"execMode":"fast"}`, 0o644, "exec mode"},
 		{"relative log file", `{"logFile":"driver.log"}`, 0o644, "log file"},
+		// A misspelt key would leave the allow-list unset (found by
+		// FuzzDecodeSettings).
+		{"misspelt key", `{"allowedServer":["node-1"]}`, 0o644, `unknown field "allowedServer"`},
+		{"trailing data", `{"timeout":"5s"} {}`, 0o644, "trailing data"},
 		{"bad allowed server", `{"allowedServers":["ok.example","::ffff:127.0.0.1"]}`, 0o644, `allowed server "::ffff:127.0.0.1": an IPv4-mapped IPv6 address`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package flexvolume
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -178,7 +179,7 @@ func LoadSettings(exe string, getenv func(string) string) (Settings, error) {
 	case err != nil:
 		return s, err
 	default:
-		if err := json.Unmarshal(data, &s); err != nil {
+		if s, err = decodeSettings(data); err != nil {
 			return s, fmt.Errorf("decode %s: %w", path, err)
 		}
 	}
@@ -198,6 +199,23 @@ func LoadSettings(exe string, getenv func(string) string) (Settings, error) {
 		return s, fmt.Errorf("settings %s: %w", path, err)
 	}
 	return s.WithDefaults(), nil
+}
+
+// decodeSettings decodes the content of a settings file; the caller
+// validates the settings once the environment has had its say. An unknown
+// key is an error, as in the volume's options: a misspelt allowedServers
+// would otherwise allow every server.
+func decodeSettings(data []byte) (Settings, error) {
+	var s Settings
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return Settings{}, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Settings{}, errors.New("trailing data after the JSON object")
+	}
+	return s, nil
 }
 
 func readTrusted(path string) ([]byte, error) {

@@ -96,17 +96,37 @@ func Main(ctx context.Context, args []string, stdio IO) int {
 
 // MainWith is [Main] with the given backend.
 func MainWith(ctx context.Context, args []string, stdio IO, b Backend) int {
-	if len(args) > 0 {
-		if base := filepath.Base(args[0]); !strings.HasPrefix(base, BinaryName) && base != "" {
-			return multiCall(ctx, base, args[1:], stdio, b)
-		}
+	if tool, ok := multiCallTool(args); ok {
+		return multiCall(ctx, tool, args[1:], stdio, b)
 	}
-	app := newApp(stdio, b)
+	var unknown string
+	app := newApp(stdio, b, &unknown)
 	err := app.RunContext(ctx, args)
+	if err == nil && unknown != "" {
+		// Left to itself urfave/cli exits 3 for an unknown command, a
+		// code a caller reads as the utility's: it is a usage error.
+		err = cli.Exit(fmt.Sprintf("unknown command %q (see --help)", unknown), ExitShimFailed)
+	}
 	return cliexit.Code(stdio.Stderr, BinaryName, err, ExitShimFailed)
 }
 
-func newApp(stdio IO, b Backend) *cli.App {
+// multiCallTool returns the tool name the shim was invoked as (the base
+// name of args[0]), or false when it runs as itself: under a name starting
+// with [BinaryName] (the shim, its helper) or with no args[0].
+func multiCallTool(args []string) (string, bool) {
+	if len(args) == 0 {
+		return "", false
+	}
+	base := filepath.Base(args[0])
+	if strings.HasPrefix(base, BinaryName) {
+		return "", false
+	}
+	return base, true
+}
+
+// newApp returns the shim's application; an unknown command (or help
+// topic) is recorded in unknown.
+func newApp(stdio IO, b Backend, unknown *string) *cli.App {
 	cfg := &Config{}
 	return &cli.App{
 		Name:    BinaryName,
@@ -119,8 +139,9 @@ func newApp(stdio IO, b Backend) *cli.App {
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return cli.Exit(err.Error(), ExitShimFailed)
 		},
-		Flags:  globalFlags(cfg),
-		Before: func(*cli.Context) error { return cfg.check() },
+		CommandNotFound: func(_ *cli.Context, name string) { *unknown = name },
+		Flags:           globalFlags(cfg),
+		Before:          func(*cli.Context) error { return cfg.check() },
 		Commands: []*cli.Command{
 			runCommand(cfg, stdio, b),
 			statusCommand(cfg, stdio, b),

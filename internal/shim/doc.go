@@ -35,7 +35,10 @@
 // the shim and its helper in DIR and a symbolic link DIR/TOOL to the shim
 // for each tool, each written as a dotfile and renamed into place, and
 // records the tool-to-plugin mapping in DIR/kubelet-exec-shim.json. Invoked under a tool's name, the
-// shim behaves as `run --plugin P -- TOOL args...`. The mapping is trusted
+// shim behaves as `run --plugin P -- TOOL args...`; a name starting with
+// kubelet-exec-shim is the shim's own (it runs as itself under it), so no
+// tool may have one, and a mapping naming a tool or plugin install would
+// refuse is refused. The mapping is trusted
 // only as a registration is (a regular file owned by root or the shim's
 // user, writable by nobody else, in a directory writable by nobody else);
 // otherwise the tool fails with 125 and names the file. When the command

@@ -185,8 +185,10 @@ func validateTool(t string) error {
 		return fmt.Errorf("invalid tool name %q: must not contain '/' or NUL", t)
 	case strings.HasPrefix(t, "."):
 		return fmt.Errorf("invalid tool name %q: must not start with '.'", t)
-	case t == BinaryName || t == HelperName || t == MappingFile:
-		return fmt.Errorf("invalid tool name %q: reserved", t)
+	case strings.HasPrefix(t, BinaryName):
+		// The shim and its helper; invoked under such a name the shim
+		// runs as itself, not as the tool.
+		return fmt.Errorf("invalid tool name %q: names starting with %s are reserved", t, BinaryName)
 	}
 	return nil
 }
@@ -220,13 +222,45 @@ func readMapping(dir string) (Mapping, bool, error) {
 	if err != nil || !ok {
 		return m, false, err
 	}
-	if err := json.Unmarshal(data, &m); err != nil {
+	if m, err = decodeMapping(data); err != nil {
 		return m, false, fmt.Errorf("decode %s: %w", p, err)
+	}
+	return m, true, nil
+}
+
+// decodeMapping decodes the content of [MappingFile]; Tools is never nil.
+func decodeMapping(data []byte) (Mapping, error) {
+	m := Mapping{Tools: map[string]string{}}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return Mapping{Tools: map[string]string{}}, err
 	}
 	if m.Tools == nil {
 		m.Tools = map[string]string{}
 	}
-	return m, true, nil
+	// Only what Install writes: a tool name that is not a link it would
+	// place, or a plugin it would refuse, is an error, not a lookup that
+	// happens to miss.
+	var errs []error
+	for _, t := range sortedKeys(m.Tools) {
+		if err := validateTool(t); err != nil {
+			errs = append(errs, err)
+		} else if err := registration.ValidatePluginName(m.Tools[t]); err != nil {
+			errs = append(errs, fmt.Errorf("tool %q: %w", t, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Mapping{Tools: map[string]string{}}, err
+	}
+	return m, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func writeMapping(dir string, m Mapping) error {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,10 @@ import (
 var shimBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if fuzzingOnly() {
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "shim-test-")
 	if err != nil {
 		panic(err)
@@ -34,6 +39,20 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// fuzzingOnly reports whether this process only fuzzes (a fuzz worker, or
+// -fuzz with -run '^$', as `make fuzz` runs it): then nothing uses the
+// binaries, and building them in every worker would take most of a short
+// fuzz run.
+func fuzzingOnly() bool {
+	get := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	return get("test.fuzzworker") == "true" || get("test.fuzz") != "" && get("test.run") == "^$"
 }
 
 type result struct {
