@@ -179,6 +179,9 @@ func encodeOptions(o Options) []byte {
 	if o.ReadOnly {
 		m[KeyReadWrite] = "ro"
 	}
+	if o.Pod != nil {
+		m[KeyPodNamespace], m[KeyPodName], m[KeyPodUID] = o.Pod.Namespace, o.Pod.Name, o.Pod.UID
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		panic(err)
