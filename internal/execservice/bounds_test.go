@@ -183,3 +183,40 @@ func countFDs(t *testing.T) int {
 	}
 	return len(entries)
 }
+
+// TestQueueBounds: a waiting call ends with its caller's deadline, and a
+// call finding MaxQueued calls waiting is refused at once; neither runs.
+func TestQueueBounds(t *testing.T) {
+	ts := startServer(t, Config{MaxConcurrent: 1, MaxQueued: 1})
+	running, err := ts.client.Start(context.Background(), execserver.Command{Argv: []string{"sleep", "30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { running.Kill(); running.Wait() }()
+	marker := filepath.Join(ts.dir, "ran")
+
+	// The one waiting call: it waits until its deadline, not a fixed bound.
+	waited := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		defer cancel()
+		_, err := ts.client.Start(ctx, execserver.Command{Argv: []string{"touch", marker}})
+		waited <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	_, err = ts.client.Start(context.Background(), execserver.Command{Argv: []string{"touch", marker}})
+	if !errors.Is(err, execserver.ErrNotStarted) || !strings.Contains(err.Error(), "1 calls waiting (their limit)") {
+		t.Fatalf("a call past the queue: %v, want ErrNotStarted naming the queue's limit", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("refused after %s, want at once", d)
+	}
+	err = <-waited
+	if err == nil || !strings.Contains(err.Error(), "DeadlineExceeded") && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the waiting call: %v, want its deadline", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a refused command ran")
+	}
+}

@@ -48,8 +48,12 @@
 //     (2 minutes); a call asking for more than [DefaultMaxTimeout] (an hour)
 //     is refused (INVALID_ARGUMENT) before anything runs.
 //   - At most [DefaultMaxConcurrent] (32) commands run at once; a further
-//     call waits up to [DefaultQueueWait] (5 s) for one to end, then is
-//     refused (RESOURCE_EXHAUSTED, "exec service busy"), nothing run.
+//     call waits for one to end, as long as its caller waits (its deadline)
+//     and at most [DefaultQueueWait] (2 minutes), then is refused
+//     (RESOURCE_EXHAUSTED, "exec service busy"), nothing run. At most
+//     [DefaultMaxQueued] (1024) calls wait; a further one is refused at
+//     once. A node mounting 100 volumes at once queues them here
+//     (test/e2e TestLoad).
 //   - Each output stream carries at most execserver.MaxOutput (16 MiB, as
 //     CRI ExecSync); the rest is read and dropped, so the command never
 //     blocks on a full pipe, and the Exit says which stream was truncated.

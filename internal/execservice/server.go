@@ -38,12 +38,19 @@ const (
 	DefaultMaxTimeout = time.Hour
 
 	// DefaultMaxConcurrent is how many commands run at once; more calls
-	// wait for one to end, at most [DefaultQueueWait].
+	// wait, in order, for one to end.
 	DefaultMaxConcurrent = 32
 
-	// DefaultQueueWait is how long a call waits for a command to end when
-	// [DefaultMaxConcurrent] run; then it is refused (RESOURCE_EXHAUSTED).
-	DefaultQueueWait = 5 * time.Second
+	// DefaultQueueWait is the longest a call waits for a command to end
+	// when [DefaultMaxConcurrent] run; its caller's deadline ends the wait
+	// sooner. A node mounting every volume at once after a reboot queues
+	// mounts here rather than failing them: a refused mount is retried by
+	// the kubelet only after a back-off, and reported as FailedMount.
+	DefaultQueueWait = 2 * time.Minute
+
+	// DefaultMaxQueued is how many calls may wait at once; a further call
+	// is refused at once (RESOURCE_EXHAUSTED).
+	DefaultMaxQueued = 1024
 )
 
 // Identity is who a server answers for: the registration's pod and
@@ -72,6 +79,8 @@ type Config struct {
 	MaxConcurrent int
 	// QueueWait: see [DefaultQueueWait] (the default when zero).
 	QueueWait time.Duration
+	// MaxQueued: see [DefaultMaxQueued] (the default when zero).
+	MaxQueued int
 	// MaxOutput is the most of each output stream a call gets:
 	// execserver.MaxOutput (16 MiB, as CRI ExecSync) when zero.
 	MaxOutput int
@@ -83,6 +92,7 @@ type Server struct {
 	cfg   Config
 	log   *slog.Logger
 	slots chan struct{} // one per running command
+	queue chan struct{} // one per call waiting for a slot
 }
 
 var _ api.ExecServer = (*Server)(nil)
@@ -108,6 +118,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.QueueWait <= 0 {
 		cfg.QueueWait = DefaultQueueWait
 	}
+	if cfg.MaxQueued <= 0 {
+		cfg.MaxQueued = DefaultMaxQueued
+	}
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = execserver.MaxOutput
 	}
@@ -115,7 +128,7 @@ func NewServer(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: log, slots: make(chan struct{}, cfg.MaxConcurrent)}
+	return &Server{cfg: cfg, log: log, slots: make(chan struct{}, cfg.MaxConcurrent), queue: make(chan struct{}, cfg.MaxQueued)}
 }
 
 // Serve serves on l, accepting only trusted peers (see "Peers" in the
@@ -216,14 +229,22 @@ func askedTimeout(ms int64) string {
 	return (time.Duration(ms) * time.Millisecond).String()
 }
 
-// acquire takes a command slot, waiting at most QueueWait for one, and
-// returns the function that gives it back.
+// acquire takes a command slot, waiting for one until ctx (the call's
+// deadline) ends or QueueWait has passed, and returns the function that
+// gives it back. When MaxQueued calls wait already, it refuses at once.
 func (s *Server) acquire(ctx context.Context) (release func(), err error) {
 	release = func() { <-s.slots }
 	select {
 	case s.slots <- struct{}{}:
 		return release, nil
 	default:
+	}
+	select {
+	case s.queue <- struct{}{}:
+		defer func() { <-s.queue }()
+	default:
+		s.log.Warn("exec service busy: call refused", "running", s.cfg.MaxConcurrent, "waiting", s.cfg.MaxQueued)
+		return nil, status.Errorf(codes.ResourceExhausted, "exec service busy: %d commands running (its limit) and %d calls waiting (their limit)", s.cfg.MaxConcurrent, s.cfg.MaxQueued)
 	}
 	t := time.NewTimer(s.cfg.QueueWait)
 	defer t.Stop()
