@@ -95,6 +95,19 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 		}
 	}()
 
+	// A wave that fails leaves no pod to the next one (the node takes 110).
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		_ = bed.Client.CoreV1().Pods(g.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: label})
+		_ = framework.Poll(ctx, "the wave's pods gone", time.Second, 5*time.Minute, func(ctx context.Context) (bool, string, error) {
+			left, err := bed.Client.CoreV1().Pods(g.ns).List(ctx, metav1.ListOptions{LabelSelector: label})
+			if err != nil {
+				return false, "", err
+			}
+			return len(left.Items) == 0, fmt.Sprintf("%d left", len(left.Items)), nil
+		})
+	})
 	start := time.Now()
 	created := createLoadPods(t, g, mode, vols)
 	pods := waitAllRunning(t, bed, g.ns, label, len(created), 5*time.Minute)
