@@ -230,10 +230,9 @@ func loadPod(g *glusterEnv, name, mode, volume string) *corev1.Pod {
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{
 				Name: "main", Image: g.bed.Env.BaseImage, ImagePullPolicy: corev1.PullNever,
-				Command: []string{"sh", "-c", `trap 'exit 0' TERM
-echo "$0" > "/data/$0" && [ "$(cat "/data/$0")" = "$0" ] || { echo "failed $0"; exit 1; }
+				Command: []string{"sh", "-c", `echo "$0" > "/data/$0" && [ "$(cat "/data/$0")" = "$0" ] || { echo "failed $0"; exit 1; }
 echo "ok $0"
-while :; do sleep 1; done`, name},
+exec sleep infinity`, name},
 				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
 			}},
 			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{FlexVolume: &corev1.FlexVolumeSource{
