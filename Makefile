@@ -73,14 +73,20 @@ fuzz-long: ## Fuzz every target longer: FUZZLONG times its count (default 30, ab
 e2e: ## Run the end-to-end suite on a real single-node Kubernetes (root; installs, builds and caches the bed; test/README.md).
 	test/bed/e2e.sh
 
+.PHONY: e2e-load
+e2e-load: ## Run the load test alone: 100 pods with GlusterFS volumes at once, through the exec socket and CRI (root; ~15 min; BENCHMARKS.md).
+	E2E_TAGS=e2e_load E2E_RUN=TestLoad test/bed/e2e.sh
+
 .PHONY: verify
 verify: ## Check formatting, go vet and staticcheck (also of the e2e-tagged files).
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./...
+	$(GO) vet -tags e2e,e2e_load ./test/e2e/
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./...
+	$(GO) run $(STATICCHECK) -tags e2e,e2e_load ./test/e2e/
 
 .PHONY: bench
 bench: ## Run the benchmarks.

@@ -91,6 +91,7 @@ step "images" "$here/images.sh" all
 # the image builder's doing, not the bed's.
 "$here/sysctl-snapshot.sh" "$snapshot"
 
-gotest=(go test -tags e2e -count=1 -v -timeout "${E2E_TIMEOUT:-60m}")
+# E2E_TAGS adds build tags: e2e_load is the load test (make e2e-load).
+gotest=(go test -tags "e2e${E2E_TAGS:+,$E2E_TAGS}" -count=1 -v -timeout "${E2E_TIMEOUT:-60m}")
 [[ -z ${E2E_RUN:-} ]] || gotest+=(-run "$E2E_RUN")
 step "e2e suite (bed up+tests+down)" run_suite "${gotest[@]}" ./test/e2e/...
