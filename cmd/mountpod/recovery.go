@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/internal/metrics"
 	"github.com/mountcontainers/mountcontainers/internal/mountpod"
 	"github.com/mountcontainers/mountcontainers/internal/recovery"
 	"github.com/mountcontainers/mountcontainers/internal/scope"
@@ -20,8 +21,8 @@ const envRecovery = "MOUNTPOD_RECOVERY"
 
 // startRecovery starts bringing back the dead FUSE mounts of cfg's plugins
 // (package recovery), unless MOUNTPOD_RECOVERY is false; it returns the
-// stop function.
-func startRecovery(ctx context.Context, cfg mountpod.Config) (func(), error) {
+// stop function. m, when not nil, observes the recoveries.
+func startRecovery(ctx context.Context, cfg mountpod.Config, m *metrics.Metrics) (func(), error) {
 	switch v := strings.TrimSpace(os.Getenv(envRecovery)); v {
 	case "", "true", "1", "on":
 	case "false", "0", "off":
@@ -32,6 +33,9 @@ func startRecovery(ctx context.Context, cfg mountpod.Config) (func(), error) {
 	}
 	log := cfg.Logger.With("component", "recovery")
 	r := &recovery.Recoverer{Dir: cfg.Dir, Plugins: cfg.Plugins, PodUID: cfg.Pod.PodUID, Logger: log}
+	if m != nil {
+		r.Observer = m
+	}
 	closeEvents := func() {}
 	if events, closeAll, err := scopeEvents(cfg.Plugins, log); err != nil {
 		log.Info("dead mounts are found by polling only", "why", err)
