@@ -201,6 +201,10 @@ func (m *Metrics) Handler() http.Handler {
 		MaxRequestsInFlight: 4,
 		Timeout:             10 * time.Second,
 		EnableOpenMetrics:   true,
+		// A few kilobytes on the node's network: compressing them is not
+		// worth the compressor's memory, which stays in the heap between
+		// scrapes (BENCHMARKS.md).
+		DisableCompression: true,
 	})
 }
 

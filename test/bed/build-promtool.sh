@@ -33,9 +33,11 @@ tmp="$dir.tmp.$$"
 rm -rf "$tmp"
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
-# Outside any module: GOFLAGS and GOWORK of the caller must not apply.
-(cd "$tmp" && GOFLAGS= GOWORK=off CGO_ENABLED=0 GOBIN="$tmp" \
-	go install -trimpath -tags remove_all_sd "github.com/prometheus/prometheus/cmd/promtool@$PROMTOOL_VERSION")
+# Outside any module: GOFLAGS and GOWORK of the caller must not apply. The
+# build flags are `go run`'s, so that a build cache warmed by
+# `go run -tags remove_all_sd .../promtool@$PROMTOOL_VERSION` serves.
+(cd "$tmp" && GOFLAGS= GOWORK=off GOBIN="$tmp" \
+	go install -tags remove_all_sd "github.com/prometheus/prometheus/cmd/promtool@$PROMTOOL_VERSION")
 [[ -x $tmp/promtool ]] || die "promtool build produced no executable"
 rm -rf "$dir"
 mv "$tmp" "$dir"
