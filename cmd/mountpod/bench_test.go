@@ -34,6 +34,9 @@ const clockTicks = 100
 //
 //	go test ./cmd/mountpod -run '^$' -bench ServeStorm -benchtime 10000x
 //
+// Each storm runs with metrics off and on (a loopback port, scraped once
+// before the RSS is read).
+//
 // Reported: writes/s (the storm's real rate), daemon-cpu-% (of one core, over the storm), daemon-cpu/writer-cpu
 // (the daemon's CPU time against the writer's own, measured in the same run),
 // rss-KiB (after start, before the storm) and peak-rss-KiB (VmHWM at the end).
