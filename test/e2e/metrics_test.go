@@ -41,7 +41,9 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	promtool := strings.TrimSpace(run(t, 15*time.Minute, filepath.Join(root, "test/bed/build-promtool.sh")))
+	// The script logs to stderr, which run combines: the path is the last line.
+	out := strings.Split(strings.TrimSpace(run(t, 15*time.Minute, filepath.Join(root, "test/bed/build-promtool.sh"))), "\n")
+	promtool := out[len(out)-1]
 	base := "http://" + net.JoinHostPort(bed.Env.NodeIP, metricsPort)
 
 	var before string
@@ -114,12 +116,12 @@ func TestMetrics(t *testing.T) {
 	start := time.Now()
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin = strings.NewReader(after)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var checked bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &checked, &checked
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("promtool check metrics: %v\n%s\nscraped:\n%s", err, out.String(), after)
+		t.Fatalf("promtool check metrics: %v\n%s\nscraped:\n%s", err, checked.String(), after)
 	}
-	t.Logf("promtool check metrics passed in %s: %q", time.Since(start).Round(time.Millisecond), strings.TrimSpace(out.String()))
+	t.Logf("promtool check metrics passed in %s: %q", time.Since(start).Round(time.Millisecond), strings.TrimSpace(checked.String()))
 
 	// The workload goes before the mount pod does (its cleanup), so that
 	// its volume is unmounted through the pod.
