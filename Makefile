@@ -7,7 +7,8 @@ SHELL := /usr/bin/env bash
 
 GO          ?= go
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS     := -s -w -X github.com/mountcontainers/mountcontainers/internal/version.Version=$(VERSION)
+REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS     := -s -w -X github.com/mountcontainers/mountcontainers/internal/version.Version=$(VERSION) -X github.com/mountcontainers/mountcontainers/internal/version.Revision=$(REVISION)
 BIN         ?= bin
 # urfave_cli_no_docs leaves out urfave/cli's man-page generator, grpcnotrace
 # gRPC's x/net/trace debug pages (and html/template): processes start faster
@@ -18,7 +19,6 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a run with
 # "context deadline exceeded" when a duration ends under load (go.dev/issue/75804).
 FUZZTIME    ?= 200000x
-REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 IMAGE       ?= localhost/mountcontainers/mountpod:$(VERSION)
 IMAGE_ARGS  := -f images/Dockerfile --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE)
 

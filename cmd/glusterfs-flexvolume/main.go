@@ -56,6 +56,7 @@ func run(ctx context.Context) int {
 		Timeout:  s.TimeoutDuration(),
 		ExecMode: s.Mode(),
 		Logger:   log,
+		Observer: mcexec.LogObserver(log),
 	})
 	defer r.Close()
 	e, err := r.For(s.Plugin)

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +33,9 @@ const clockTicks = 100
 // one write. For the figure in BENCHMARKS.md (a 10 s storm):
 //
 //	go test ./cmd/mountpod -run '^$' -bench ServeStorm -benchtime 10000x
+//
+// Each storm runs with metrics off and on (a loopback port, scraped once
+// before the RSS is read).
 //
 // Reported: writes/s (the storm's real rate), daemon-cpu-% (of one core, over the storm), daemon-cpu/writer-cpu
 // (the daemon's CPU time against the writer's own, measured in the same run),
@@ -64,73 +70,100 @@ func BenchmarkServeStorm(b *testing.B) {
 		{"unrelated", "kubernetes.io/cephfs", foreign, true},
 	}
 	for _, s := range storms {
-		b.Run(s.name, func(b *testing.B) {
-			// A short path: serve runs its exec service, as by default.
-			dir := filepath.Join(shortTempDir(b), "plugin-containers")
-			cmd := exec.Command(bin, "serve")
-			cmd.Env = append(os.Environ(),
-				"POD_NAMESPACE="+pod.PodNamespace, "POD_NAME="+pod.PodName, "POD_UID="+pod.PodUID, "CONTAINER_NAME="+pod.ContainerName,
-				"PLUGIN_CONTAINERS_DIR="+dir, "MOUNTPOD_PLUGINS=kubernetes.io/rbd,kubernetes.io/glusterfs", "MOUNTPOD_REQUIRE_TOOLS=")
-			var logs bytes.Buffer
-			cmd.Stderr = &logs
-			if err := cmd.Start(); err != nil {
+		for _, withMetrics := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/metrics=%t", s.name, withMetrics), func(b *testing.B) {
+				serveStorm(b, bin, want, s.target, s.content, s.atomic, withMetrics)
+			})
+		}
+	}
+}
+
+// serveStorm is one storm of BenchmarkServeStorm: with metrics, serve
+// listens on a free loopback port and is scraped once before the RSS is
+// read, as Prometheus would have done by then.
+func serveStorm(b *testing.B, bin string, want registration.Registration, target string, content []byte, atomic, withMetrics bool) {
+	// A short path: serve runs its exec service, as by default.
+	dir := filepath.Join(shortTempDir(b), "plugin-containers")
+	metricsAddr := ""
+	if withMetrics {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		metricsAddr = l.Addr().String()
+		l.Close()
+	}
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(),
+		"POD_NAMESPACE="+pod.PodNamespace, "POD_NAME="+pod.PodName, "POD_UID="+pod.PodUID, "CONTAINER_NAME="+pod.ContainerName,
+		"PLUGIN_CONTAINERS_DIR="+dir, "MOUNTPOD_PLUGINS=kubernetes.io/rbd,kubernetes.io/glusterfs", "MOUNTPOD_REQUIRE_TOOLS=",
+		"MOUNTPOD_METRICS_ADDRESS="+metricsAddr)
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("mountpod serve: %v\n%s", err, logs.String())
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if r, ok, _ := registration.Read(dir, "kubernetes.io/glusterfs"); ok && r == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("not registered within 10s\n%s", logs.String())
+		}
+	}
+	if withMetrics {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			b.Fatalf("scrape: %v\n%s", err, logs.String())
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	time.Sleep(time.Second) // settle: steady state
+	pid := cmd.Process.Pid
+	rss := procStatusKiB(b, pid, "VmRSS")
+
+	path, _ := registration.Path(dir, target)
+	tmp := filepath.Join(dir, ".storm.tmp")
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu0, writer0 := procCPU(b, pid), threadCPU(b)
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		// Pace to stormRate without drifting.
+		if d := time.Until(start.Add(time.Duration(i) * time.Second / stormRate)); d > 0 {
+			time.Sleep(d)
+		}
+		if atomic {
+			if err := os.WriteFile(tmp, content, 0o644); err != nil {
 				b.Fatal(err)
 			}
-			defer func() {
-				cmd.Process.Signal(syscall.SIGTERM)
-				if err := cmd.Wait(); err != nil {
-					b.Errorf("mountpod serve: %v\n%s", err, logs.String())
-				}
-			}()
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				if r, ok, _ := registration.Read(dir, "kubernetes.io/glusterfs"); ok && r == want {
-					break
-				}
-				if time.Now().After(deadline) {
-					b.Fatalf("not registered within 10s\n%s", logs.String())
-				}
+			if err := os.Rename(tmp, path); err != nil {
+				b.Fatal(err)
 			}
-			time.Sleep(time.Second) // settle: steady state
-			pid := cmd.Process.Pid
-			rss := procStatusKiB(b, pid, "VmRSS")
-
-			path, _ := registration.Path(dir, s.target)
-			tmp := filepath.Join(dir, ".storm.tmp")
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			cpu0, writer0 := procCPU(b, pid), threadCPU(b)
-			b.ResetTimer()
-			start := time.Now()
-			for i := range b.N {
-				// Pace to stormRate without drifting.
-				if d := time.Until(start.Add(time.Duration(i) * time.Second / stormRate)); d > 0 {
-					time.Sleep(d)
-				}
-				if s.atomic {
-					if err := os.WriteFile(tmp, s.content, 0o644); err != nil {
-						b.Fatal(err)
-					}
-					if err := os.Rename(tmp, path); err != nil {
-						b.Fatal(err)
-					}
-				} else if err := os.WriteFile(path, s.content, 0o644); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "writes/s")
-			// Let the last batch (at most MaxDelay behind) be handled.
-			time.Sleep(registration.DefaultMaxDelay + 100*time.Millisecond)
-			wall := time.Since(start)
-			b.StopTimer()
-			cpu, writer := procCPU(b, pid)-cpu0, threadCPU(b)-writer0
-			b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "daemon-cpu-%")
-			if writer > 0 {
-				b.ReportMetric(cpu.Seconds()/writer.Seconds(), "daemon-cpu/writer-cpu")
-			}
-			b.ReportMetric(float64(rss), "rss-KiB")
-			b.ReportMetric(float64(procStatusKiB(b, pid, "VmHWM")), "peak-rss-KiB")
-		})
+		} else if err := os.WriteFile(path, content, 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "writes/s")
+	// Let the last batch (at most MaxDelay behind) be handled.
+	time.Sleep(registration.DefaultMaxDelay + 100*time.Millisecond)
+	wall := time.Since(start)
+	b.StopTimer()
+	cpu, writer := procCPU(b, pid)-cpu0, threadCPU(b)-writer0
+	b.ReportMetric(100*cpu.Seconds()/wall.Seconds(), "daemon-cpu-%")
+	if writer > 0 {
+		b.ReportMetric(cpu.Seconds()/writer.Seconds(), "daemon-cpu/writer-cpu")
+	}
+	b.ReportMetric(float64(rss), "rss-KiB")
+	b.ReportMetric(float64(procStatusKiB(b, pid, "VmHWM")), "peak-rss-KiB")
 }
 
 // stormRate is the writes per second of BenchmarkServeStorm.

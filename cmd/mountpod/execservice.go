@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mountcontainers/mountcontainers/internal/execservice"
+	"github.com/mountcontainers/mountcontainers/internal/metrics"
 	"github.com/mountcontainers/mountcontainers/internal/mountpod"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 )
@@ -45,8 +46,9 @@ func execSocketFrom(c *cli.Context, dir, podUID string) (string, error) {
 
 // startExecService listens on cfg's exec socket and serves it until the
 // returned stop function is called; stop waits for the service to end. It
-// does nothing when the registration advertises no socket.
-func startExecService(cfg mountpod.Config) (stop func(), err error) {
+// does nothing when the registration advertises no socket. m, when not
+// nil, observes the calls.
+func startExecService(cfg mountpod.Config, m *metrics.Metrics) (stop func(), err error) {
 	if cfg.Pod.ExecSocket == "" {
 		return func() {}, nil
 	}
@@ -61,11 +63,16 @@ func startExecService(cfg mountpod.Config) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := execservice.NewServer(execservice.Config{
+	scfg := execservice.Config{
 		Identity: execservice.Identity{PodNamespace: cfg.Pod.PodNamespace, PodName: cfg.Pod.PodName, PodUID: cfg.Pod.PodUID, ContainerName: cfg.Pod.ContainerName},
 		Version:  version,
 		Logger:   log,
-	})
+		Plugins:  cfg.Plugins,
+	}
+	if m != nil {
+		scfg.Observer = m
+	}
+	srv := execservice.NewServer(scfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -40,6 +40,8 @@ func setPodEnv(t *testing.T) string {
 	t.Setenv("PLUGIN_CONTAINERS_DIR", dir)
 	t.Setenv("MOUNTPOD_PLUGINS", "kubernetes.io/rbd, kubernetes.io/glusterfs")
 	t.Setenv("MOUNTPOD_REQUIRE_TOOLS", "")
+	// Metrics on a free port of the loopback: never the node's 9641.
+	t.Setenv("MOUNTPOD_METRICS_ADDRESS", "127.0.0.1:0")
 	return dir
 }
 

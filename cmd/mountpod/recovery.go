@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mountcontainers/mountcontainers/internal/kubeevents"
+	"github.com/mountcontainers/mountcontainers/internal/metrics"
 	"github.com/mountcontainers/mountcontainers/internal/mountpod"
 	"github.com/mountcontainers/mountcontainers/internal/recovery"
 	"github.com/mountcontainers/mountcontainers/internal/scope"
@@ -22,8 +23,8 @@ const envRecovery = "MOUNTPOD_RECOVERY"
 
 // startRecovery starts bringing back the dead FUSE mounts of cfg's plugins
 // (package recovery), unless MOUNTPOD_RECOVERY is false; it returns the
-// stop function.
-func startRecovery(ctx context.Context, cfg mountpod.Config) (func(), error) {
+// stop function. m, when not nil, observes the recoveries.
+func startRecovery(ctx context.Context, cfg mountpod.Config, m *metrics.Metrics) (func(), error) {
 	switch v := strings.TrimSpace(os.Getenv(envRecovery)); v {
 	case "", "true", "1", "on":
 	case "false", "0", "off":
@@ -42,6 +43,9 @@ func startRecovery(ctx context.Context, cfg mountpod.Config) (func(), error) {
 		r.Reporter = recovery.EventReporter{Events: events,
 			MountPod: kubeevents.Object{Namespace: cfg.Pod.PodNamespace, Name: cfg.Pod.PodName, UID: cfg.Pod.PodUID}}
 		log.Info("recoveries are reported as Kubernetes Events on the workload pods and on this pod")
+	}
+	if m != nil {
+		r.Observer = m
 	}
 	closeEvents := func() {}
 	if events, closeAll, err := scopeEvents(cfg.Plugins, log); err != nil {

@@ -16,7 +16,7 @@ func serveCommand(logTo io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "Check the required tools, register this container for every plugin, install the host-side driver and shim if asked, and keep the registrations until SIGTERM or SIGINT, then remove those that still name this pod. Meanwhile log the live FUSE mounts (adopting those of earlier pods: nothing is ever unmounted or killed) and remove the scopes whose mount and processes are gone; bring back in place, on the node and in every container using it, a recorded FUSE mount whose daemon died (MOUNTPOD_RECOVERY=false turns that off).",
-		Flags: slices.Concat(settingsFlags(), installFlags(), mountFlags()),
+		Flags: slices.Concat(settingsFlags(), installFlags(), mountFlags(), []cli.Flag{metricsFlag()}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit("serve takes no arguments", exitUsage)
@@ -30,11 +30,16 @@ func serveCommand(logTo io.Writer) *cli.Command {
 			if err := inst.Validate(); err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
+			m, stopMetrics := startMetrics(c.String("metrics-address"), cfg.Plugins, cfg.Logger)
+			defer stopMetrics()
+			if m != nil {
+				cfg.Observer = m
+			}
 			// The exec service is a fast path: a socket that cannot listen
 			// (something else at its path, a directory of the wrong owner)
 			// must not keep the pod from serving through CRI ExecSync, so
 			// the registrations then advertise no socket.
-			stopExec, err := startExecService(cfg)
+			stopExec, err := startExecService(cfg, m)
 			if err != nil {
 				cfg.Logger.Error("exec service cannot listen: registering without execSocket, volume hosts use CRI ExecSync",
 					"socket", filepath.Join(cfg.Dir, cfg.Pod.ExecSocket), "err", err)
@@ -48,12 +53,12 @@ func serveCommand(logTo io.Writer) *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
-			stopKeeper, err := startMountKeeper(c.Context, c, cfg.Logger)
+			stopKeeper, err := startMountKeeper(c.Context, c, cfg.Logger, surveyObserver(m, cfg.Dir))
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			defer stopKeeper()
-			stopRecovery, err := startRecovery(c.Context, cfg)
+			stopRecovery, err := startRecovery(c.Context, cfg, m)
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}

@@ -51,8 +51,9 @@ func surveyOptions(c *cli.Context) (o livemount.Options, scopeErr error, err err
 }
 
 // startMountKeeper starts the keeper of the live mounts (see
-// livemount.Keeper) and returns its stop function.
-func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger) (func(), error) {
+// livemount.Keeper) and returns its stop function; observe, when not nil,
+// gets each survey.
+func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger, observe func(livemount.Report, []livemount.Scope)) (func(), error) {
 	o, scopeErr, err := surveyOptions(c)
 	if err != nil {
 		return nil, err
@@ -69,7 +70,7 @@ func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger) (fu
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&livemount.Keeper{Options: o, Logger: log}).Run(ctx)
+		(&livemount.Keeper{Options: o, Logger: log, Observe: observe}).Run(ctx)
 	}()
 	return func() {
 		cancel()

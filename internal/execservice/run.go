@@ -32,7 +32,8 @@ type run struct {
 	stdoutTruncated, stderrTruncated atomic.Bool
 
 	sendMu sync.Mutex
-	closed bool // no more sends: the Exit went out
+	closed bool      // no more sends: the Exit went out
+	exit   *api.Exit // the Exit sent, for the observer
 }
 
 // send sends one message unless the call is over.
@@ -50,7 +51,11 @@ func (r *run) finish(e *api.Exit) error {
 	r.sendMu.Lock()
 	defer r.sendMu.Unlock()
 	r.closed = true
-	return r.stream.Send(&api.ExecResponse{Msg: &api.ExecResponse_Exit{Exit: e}})
+	if err := r.stream.Send(&api.ExecResponse{Msg: &api.ExecResponse_Exit{Exit: e}}); err != nil {
+		return err
+	}
+	r.exit = e
+	return nil
 }
 
 // do runs the command of the Start to its end: it starts the command, sends

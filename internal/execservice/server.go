@@ -84,6 +84,12 @@ type Config struct {
 	// MaxOutput is the most of each output stream a call gets:
 	// execserver.MaxOutput (16 MiB, as CRI ExecSync) when zero.
 	MaxOutput int
+	// Plugins are the plugins the pod serves: a call naming one of them
+	// is observed under its name, any other under [PluginOther].
+	Plugins []string
+	// Observer, when set, is told of every call (the mount pod's
+	// metrics).
+	Observer Observer
 }
 
 // Server is the exec service. Create it with [NewServer].
@@ -182,13 +188,24 @@ func (s *Server) Exec(stream api.Exec_ExecServer) error {
 	if err != nil {
 		return err
 	}
+	plugin, tool := s.pluginLabel(start.GetPlugin()), toolName(start.GetArgv()[0])
 	release, err := s.acquire(stream.Context())
 	if err != nil {
+		if s.cfg.Observer != nil && status.Code(err) == codes.ResourceExhausted {
+			s.cfg.Observer.ExecRefused(plugin, tool, ResultBusy)
+		}
 		return err
 	}
 	defer release()
 	r := &run{s: s, stream: stream, start: start, timeout: timeout}
-	return r.do()
+	if s.cfg.Observer == nil {
+		return r.do()
+	}
+	began := time.Now()
+	s.cfg.Observer.ExecStarted(plugin, tool)
+	err = r.do()
+	s.cfg.Observer.ExecEnded(plugin, tool, resultOf(r.exit), time.Since(began))
+	return err
 }
 
 // checkStart validates the first message of a call before anything runs

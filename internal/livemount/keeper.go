@@ -17,6 +17,10 @@ type Keeper struct {
 	Options Options
 	Period  time.Duration
 	Logger  *slog.Logger
+	// Observe, when set, gets each survey's report (the mount pod's
+	// metrics) after the scopes of gone mounts were removed, and the
+	// scopes removed; it must not block.
+	Observe func(r Report, removed []Scope)
 }
 
 // Run keeps the mounts until ctx ends.
@@ -38,14 +42,18 @@ func (k *Keeper) Run(ctx context.Context) {
 		} else {
 			prev = k.logChanges(log, prev, r, first)
 			first = false
+			var removed []Scope
 			if k.Options.Scopes != nil {
-				removed, err := RemoveEmptyOrphans(k.Options.Scopes, r)
+				removed, err = RemoveEmptyOrphans(k.Options.Scopes, r)
 				for _, s := range removed {
 					log.Info("removed the scope of a mount that is gone", "plugin", s.Plugin, "scope", s.Name, "cgroup", s.Cgroup)
 				}
 				if err != nil {
 					log.Warn("removing empty scopes failed", "err", err)
 				}
+			}
+			if k.Observe != nil {
+				k.Observe(r, removed)
 			}
 		}
 		select {

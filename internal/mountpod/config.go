@@ -43,6 +43,9 @@ type Config struct {
 	// ResyncPeriod is how often every registration is re-read without an
 	// event (DefaultResyncPeriod if zero).
 	ResyncPeriod time.Duration
+	// Observer, when set, is told of each plugin's registration state and
+	// of the daemon's repairs (the mount pod's metrics).
+	Observer Observer
 }
 
 // normalize validates c and returns a copy with defaults filled in, the

@@ -283,6 +283,8 @@ func (d *Daemon) yield(plugin string, r registration.Registration) {
 	d.yielded[plugin] = r
 	delete(d.failing, plugin)
 	d.mu.Unlock()
+	d.observeState(plugin, StateYielded)
+	d.observeEvent(plugin, EventYielded)
 	d.log.Warn("another pod registered for the plugin; yielding: this pod is not ready for it while that registration stays",
 		"plugin", plugin, "otherPod", r.PodNamespace+"/"+r.PodName, "otherPodUID", r.PodUID, "otherContainer", r.ContainerName)
 }
@@ -328,9 +330,17 @@ func (d *Daemon) write(plugin, what string) error {
 	if err := registration.Write(d.cfg.Dir, plugin, d.cfg.Pod); err != nil {
 		d.log.Error("cannot write registration", "plugin", plugin, "path", path, "err", err)
 		d.setFailing(plugin, true)
+		d.observeState(plugin, StateFailing)
 		return err
 	}
 	d.setFailing(plugin, false)
+	d.observeState(plugin, StateRegistered)
+	switch what {
+	case "re-created":
+		d.observeEvent(plugin, EventRecreated)
+	case "restored":
+		d.observeEvent(plugin, EventRestored)
+	}
 	d.log.Info(what, "plugin", plugin, "path", path)
 	return nil
 }
@@ -339,6 +349,7 @@ func (d *Daemon) write(plugin, what string) error {
 func (d *Daemon) removeOwned() error {
 	var errs []error
 	for _, p := range d.cfg.Plugins {
+		d.observeState(p, StateUnregistered)
 		path, _ := registration.Path(d.cfg.Dir, p)
 		removed, err := registration.RemoveIfOwned(d.cfg.Dir, p, d.cfg.Pod.PodUID)
 		switch {

@@ -105,6 +105,9 @@ type Recoverer struct {
 	// Reporter, when set, hears of every recovery and failed attempt
 	// (the mount pod records Kubernetes Events from it), besides the log.
 	Reporter Reporter
+	// Observer, when set, is told of dead mounts and recoveries (the
+	// mount pod's metrics).
+	Observer Observer
 
 	// MountInfo is the mount table to read; default /proc/self/mountinfo.
 	MountInfo string
@@ -292,6 +295,8 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 		res.Action = "not-recoverable"
 		if !r.warned[rec.Target] {
 			r.warned[rec.Target] = true
+			r.observeDead(rec.Plugin)
+			r.observeAttempt(rec.Plugin, OutcomeNotRecoverable)
 			r.log().Error("FUSE mount is dead and cannot come back by itself", "path", rec.Target, "plugin", rec.Plugin, "why", rec.NotRecoverable, "err", err)
 		}
 		return res
@@ -300,6 +305,7 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 	if a == nil {
 		a = &attempt{}
 		r.state[rec.Target] = a
+		r.observeDead(rec.Plugin)
 	}
 	if time.Now().Before(a.next) {
 		res.Action = "waiting"
@@ -316,15 +322,18 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 		delete(r.state, rec.Target)
 		clearState(dir, rec.Target)
 		res.Action = "dropped"
+		r.observeAttempt(rec.Plugin, OutcomeUnmounted)
 		r.log().Info("a dead mount was unmounted by its volume host during its recovery: left unmounted", "path", rec.Target, "plugin", rec.Plugin)
 		return res
 	}
 	if rerr != nil {
 		res.Action, res.Err = "failed", rerr
+		r.observeAttempt(rec.Plugin, OutcomeFailed)
 		r.failed(rec, a, rerr)
 		return res
 	}
 	delete(r.state, rec.Target)
+	r.observeAttempt(rec.Plugin, OutcomeRecovered)
 	res.Action = "recovered"
 	attrs := []any{"path", rec.Target, "plugin", rec.Plugin, "source", rec.Source, "was", err.Error(), "foundBy", r.woken, "took", res.Took.Round(time.Millisecond),
 		"remount", res.Remount.Round(time.Millisecond), "attach", res.Attach.Round(time.Millisecond)}
@@ -382,11 +391,13 @@ func (r *Recoverer) retryAttach(ctx context.Context, dir string, rec mountrecord
 	res.Took, res.Attached = time.Since(start), attached
 	if err != nil {
 		res.Action, res.Err = "failed", err
+		r.observeAttempt(rec.Plugin, OutcomeFailed)
 		r.failed(rec, a, err)
 		return res
 	}
 	delete(r.state, rec.Target)
 	clearState(dir, rec.Target)
+	r.observeAttempt(rec.Plugin, OutcomeRecovered)
 	res.Action = "recovered"
 	r.log().Warn("FUSE mount is back in every container that used it", "path", rec.Target, "plugin", rec.Plugin, "containers", len(attached))
 	return res

@@ -40,6 +40,8 @@ type Cmd struct {
 	started  bool
 	waited   bool
 	stopped  bool
+	observed bool      // the observer was told
+	began    time.Time // when the decision was asked for
 	decision Decision
 	host     utilexec.Cmd
 	cancel   context.CancelFunc
@@ -147,9 +149,12 @@ func (c *Cmd) Output() ([]byte, error) {
 		return nil, err
 	}
 	if h != nil {
-		return h.Output()
+		out, err := h.Output()
+		c.observe(err)
+		return out, err
 	}
 	res := c.runContainer(d)
+	c.observe(res.err)
 	if c.stderr != nil {
 		if _, werr := c.stderr.Write(res.stderr); werr != nil && res.err == nil {
 			res.err = werr
@@ -173,9 +178,12 @@ func (c *Cmd) CombinedOutput() ([]byte, error) {
 		return nil, err
 	}
 	if h != nil {
-		return h.CombinedOutput()
+		out, err := h.CombinedOutput()
+		c.observe(err)
+		return out, err
 	}
 	res := c.runContainer(d)
+	c.observe(res.err)
 	return combine(res.stdout, res.stderr), res.err
 }
 
@@ -197,12 +205,14 @@ func (c *Cmd) Start() error {
 		c.e.r.forget(c.e.plugin, d.ContainerID)
 		if d, err = c.e.r.decide(c.ctx, c.e.plugin, false); err != nil {
 			c.failPipes(err)
+			c.observe(err)
 			return err
 		}
 		c.setDecision(d)
 		if d.Via == ViaSocket {
 			if err := c.startStreaming(d); err != nil {
 				c.failPipes(err)
+				c.observe(err)
 				return err
 			}
 			return nil
@@ -230,6 +240,7 @@ func (c *Cmd) Start() error {
 		}
 		if err := h.Start(); err != nil {
 			c.failPipes(err)
+			c.observe(err)
 			return err
 		}
 		return nil
@@ -258,6 +269,7 @@ func (c *Cmd) Start() error {
 		c.mu.Lock()
 		c.res = res
 		c.mu.Unlock()
+		c.observe(res.err)
 	}()
 	return nil
 }
@@ -274,14 +286,18 @@ func (c *Cmd) Wait() error {
 	case waited:
 		return errors.New("exec: Wait was already called")
 	case h != nil:
-		return h.Wait()
+		err := h.Wait()
+		c.observe(err)
+		return err
 	case done == nil:
 		return errors.New("exec: not started")
 	}
 	<-done
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.res.err
+	err := c.res.err
+	c.mu.Unlock()
+	c.observe(err)
+	return err
 }
 
 // Stop stops a started command. On the host it signals the process.
@@ -318,8 +334,12 @@ func (c *Cmd) begin() (Decision, utilexec.Cmd, error) {
 	if c.name == "" {
 		return Decision{}, nil, errors.New("exec: no command")
 	}
+	c.mu.Lock()
+	c.began = time.Now()
+	c.mu.Unlock()
 	d, err := c.e.r.decide(c.ctx, c.e.plugin, true)
 	if err != nil {
+		c.observe(err)
 		return d, nil, err
 	}
 	c.setDecision(d)

@@ -134,6 +134,22 @@
 // of sockets that are gone (replaced mount pods) and all but the 8 most
 // recently used idle ones.
 //
+// # Observing commands
+//
+// [Options].Observer, when set, is told of every command a [Cmd] runs, once,
+// when its result is known: an [ExecEvent] with the plugin, the base name of
+// the executable ([ToolName]: never the arguments, which may hold secrets),
+// the [Path] it took (socket, cri, host, or none when no decision could be
+// taken), the decision, the duration from the decision to the result, the
+// exit code and the error, which [ExecEvent.Result] classifies in a few
+// values fit for a metric label. Run, Output and CombinedOutput report when
+// they return; Start and Wait when the command ends (through the exec socket
+// and ExecSync) or at Wait (on the host). LookPath's probe is not a command
+// and is not reported. The observer is called on the goroutine that learns
+// the result and must not block. This package has no metrics dependency: a
+// volume host connects the observer to its own metrics, and [LogObserver]
+// logs one record per command (the Flexvolume driver and the shim use it).
+//
 // # Host
 //
 // On the host, commands are the host executor's: k8s.io/utils/exec by

@@ -87,6 +87,10 @@ type Options struct {
 	// SocketTimeout bounds the Identity call that checks an exec socket;
 	// default [DefaultSocketTimeout].
 	SocketTimeout time.Duration
+	// Observer, when set, is told of every command's way, result and
+	// duration (never its arguments); see "Observing commands" in the
+	// package documentation. [LogObserver] logs them.
+	Observer Observer
 	// ProcRoot is the procfs of the caller's own PID namespace, where the
 	// cgroups of the process serving an exec socket are read (see "Exec
 	// fast path" in the package documentation); default /proc.
@@ -117,6 +121,7 @@ type Resolver struct {
 	socketTimeout time.Duration
 	procRoot      string
 	sockets       map[string]*socketEntry // socket path -> client
+	observer      Observer
 }
 
 // cached is the running container found for a registration.
@@ -147,6 +152,7 @@ func NewResolver(opts Options) *Resolver {
 		socketTimeout:  opts.SocketTimeout,
 		procRoot:       opts.ProcRoot,
 		sockets:        map[string]*socketEntry{},
+		observer:       opts.Observer,
 	}
 	if r.mode == "" {
 		r.mode = ModeAuto

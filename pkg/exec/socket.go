@@ -245,7 +245,7 @@ func (r *Resolver) startSocket(ctx context.Context, d Decision, call socketCall)
 		call.publish(cancel)
 	}
 	p, err := c.Start(callCtx, execserver.Command{
-		Argv: call.argv, Env: call.env, Dir: call.dir, Timeout: call.timeout,
+		Plugin: d.Plugin, Argv: call.argv, Env: call.env, Dir: call.dir, Timeout: call.timeout,
 		ExpectPodUID: d.Registration.PodUID, ExpectContainer: d.Registration.ContainerName,
 		Stdin: call.stdin, Stdout: call.stdout, Stderr: call.stderr,
 	})
@@ -377,6 +377,7 @@ func (c *Cmd) startStreaming(d Decision) error {
 		c.mu.Lock()
 		c.res = result{err: err}
 		c.mu.Unlock()
+		c.observe(err)
 	}()
 	return nil
 }

@@ -119,6 +119,9 @@ type Command struct {
 	// ExpectPodUID and ExpectContainer, when set, must be the service's or
 	// nothing runs (and Start's error wraps [ErrNotStarted]).
 	ExpectPodUID, ExpectContainer string
+	// Plugin is the volume plugin the command runs for; the service uses
+	// it in its metrics and logs only.
+	Plugin string
 	// Stdin, when not nil, is copied to the command's standard input, then
 	// closed; nil gives it /dev/null.
 	Stdin io.Reader
@@ -183,7 +186,7 @@ func (c *Client) Start(ctx context.Context, cmd Command) (*Process, error) {
 	}
 	start := &api.Start{
 		Argv: cmd.Argv, Env: cmd.Env, SetEnv: cmd.Env != nil, Dir: cmd.Dir,
-		ExpectPodUid: cmd.ExpectPodUID, ExpectContainerName: cmd.ExpectContainer,
+		ExpectPodUid: cmd.ExpectPodUID, ExpectContainerName: cmd.ExpectContainer, Plugin: cmd.Plugin,
 		HasStdin: cmd.Stdin != nil,
 	}
 	if cmd.Timeout > 0 {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # e2e.sh: the one entry point of the end-to-end tests (the Makefile calls it).
-#   setup.sh (packages) -> build-kube.sh (cached) -> images.sh all (cached) ->
+#   setup.sh (packages) -> build-kube.sh, build-promtool.sh (cached) ->
+#   images.sh all (cached) ->
 #   go test -tags e2e ./test/e2e/... (the suite brings the bed up and down) ->
 #   down.sh again and check-clean.sh (nothing of the bed is left on the host).
 # Exits non-zero on any failure; prints timings and image sizes at the end.
@@ -86,6 +87,7 @@ if [[ -e $BED_DIR/env || -e $BED_DIR/state ]] || bed_leftovers; then
 	"$here/down.sh"
 fi
 step "build kubernetes $(kube_version)" "$here/build-kube.sh" >/dev/null
+step "build promtool" "$here/build-promtool.sh" >/dev/null
 step "images" "$here/images.sh" all
 # After the builds: buildah creates /etc/cni/net.d on its first run, which is
 # the image builder's doing, not the bed's.

@@ -84,6 +84,9 @@ spec:
           valueFrom: {fieldRef: {fieldPath: metadata.uid}}
         - {name: CONTAINER_NAME, value: mount}
         - {name: MOUNTPOD_PLUGINS, value: %q}
+        # Metrics off: the node's port 9641 is the deploy/glusterfs mount
+        # pod's (TestMetrics scrapes it); host-network pods share ports.
+        - {name: MOUNTPOD_METRICS_ADDRESS, value: ""}
 `, d.Image, strings.Join(d.Plugins, ","))
 	if d.RegistrationDir != "" {
 		fmt.Fprintf(&b, "        - {name: PLUGIN_CONTAINERS_DIR, value: %q}\n", d.RegistrationDir)

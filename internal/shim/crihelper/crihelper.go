@@ -82,12 +82,15 @@ func resolver(cfg *shim.Config, stderr io.Writer) *mcexec.Resolver {
 		level = slog.LevelDebug
 	}
 	mode, _ := mcexec.ParseExecMode(cfg.ExecMode) // checked by the shim's flags
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	return mcexec.NewResolver(mcexec.Options{
 		ExecMode: mode,
 		Dir:      cfg.RegistrationDir,
 		Endpoint: cfg.RuntimeEndpoint,
 		Host:     host,
 		Timeout:  cfg.Timeout,
-		Logger:   slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		Logger:   log,
+		// One debug record per command (with -v); never its arguments.
+		Observer: mcexec.LogObserver(log),
 	})
 }

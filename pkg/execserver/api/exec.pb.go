@@ -344,7 +344,11 @@ type Start struct {
 	ExpectContainerName string `protobuf:"bytes,7,opt,name=expect_container_name,json=expectContainerName,proto3" json:"expect_container_name,omitempty"`
 	// has_stdin says the client will send standard input; when false the
 	// command's standard input is /dev/null.
-	HasStdin      bool `protobuf:"varint,8,opt,name=has_stdin,json=hasStdin,proto3" json:"has_stdin,omitempty"`
+	HasStdin bool `protobuf:"varint,8,opt,name=has_stdin,json=hasStdin,proto3" json:"has_stdin,omitempty"`
+	// plugin is the volume plugin on whose behalf the command runs. It is
+	// information for the server's metrics and logs only: it grants nothing,
+	// and a server labels a plugin it does not serve as "other".
+	Plugin        string `protobuf:"bytes,9,opt,name=plugin,proto3" json:"plugin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -433,6 +437,13 @@ func (x *Start) GetHasStdin() bool {
 		return x.HasStdin
 	}
 	return false
+}
+
+func (x *Start) GetPlugin() string {
+	if x != nil {
+		return x.Plugin
+	}
+	return ""
 }
 
 type CloseStdin struct {
@@ -797,7 +808,7 @@ const file_exec_proto_rawDesc = "" +
 	"\vclose_stdin\x18\x03 \x01(\v2#.mountcontainers.exec.v1.CloseStdinH\x00R\n" +
 	"closeStdin\x129\n" +
 	"\x06signal\x18\x04 \x01(\v2\x1f.mountcontainers.exec.v1.SignalH\x00R\x06signalB\x05\n" +
-	"\x03msg\"\xee\x01\n" +
+	"\x03msg\"\x86\x02\n" +
 	"\x05Start\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x10\n" +
 	"\x03env\x18\x02 \x03(\tR\x03env\x12\x17\n" +
@@ -807,7 +818,8 @@ const file_exec_proto_rawDesc = "" +
 	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x12$\n" +
 	"\x0eexpect_pod_uid\x18\x06 \x01(\tR\fexpectPodUid\x122\n" +
 	"\x15expect_container_name\x18\a \x01(\tR\x13expectContainerName\x12\x1b\n" +
-	"\thas_stdin\x18\b \x01(\bR\bhasStdin\"\f\n" +
+	"\thas_stdin\x18\b \x01(\bR\bhasStdin\x12\x16\n" +
+	"\x06plugin\x18\t \x01(\tR\x06plugin\"\f\n" +
 	"\n" +
 	"CloseStdin\" \n" +
 	"\x06Signal\x12\x16\n" +

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+// serveUntilRegistered runs serve until both plugins are registered, then
+// calls during, stops serve and returns its exit code and log.
+func serveUntilRegistered(t *testing.T, dir string, during func()) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var code int
+	var stderr string
+	go func() {
+		defer close(done)
+		code, _, stderr = runApp(ctx, "serve")
+	}()
+	registered := func() bool {
+		for _, p := range []string{"kubernetes.io/rbd", "kubernetes.io/glusterfs"} {
+			if _, ok, err := registration.Read(dir, p); err != nil || !ok {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(10 * time.Second); !registered(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("not registered within 10s (exit %d):\n%s", code, stderr)
+		}
+	}
+	during()
+	cancel()
+	<-done
+	return code, stderr
+}
+
+// freeAddr returns a loopback address nothing listens on (now).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestServeMetrics(t *testing.T) {
+	dir := setPodEnv(t)
+	addr := freeAddr(t)
+	t.Setenv("MOUNTPOD_METRICS_ADDRESS", addr)
+	var text string
+	code, stderr := serveUntilRegistered(t, dir, func() {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Errorf("GET /metrics: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		text = string(b)
+	})
+	if code != 0 {
+		t.Fatalf("serve exited %d:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		`mountcontainers_registration_state{plugin="kubernetes.io/rbd",state="registered"} 1`,
+		`mountcontainers_registration_state{plugin="kubernetes.io/glusterfs",state="registered"} 1`,
+		`mountcontainers_build_info{`,
+		`process_resident_memory_bytes `,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in /metrics:\n%s", want, text)
+		}
+	}
+}
+
+// TestServeMetricsPortTaken: a metrics address that cannot be bound (another
+// mount pod of the node on the same port) is logged, naming the address,
+// and the pod serves all the same.
+func TestServeMetricsPortTaken(t *testing.T) {
+	dir := setPodEnv(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	t.Setenv("MOUNTPOD_METRICS_ADDRESS", l.Addr().String())
+	code, stderr := serveUntilRegistered(t, dir, func() {})
+	if code != 0 {
+		t.Fatalf("serve exited %d:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "metrics cannot listen") || !strings.Contains(stderr, l.Addr().String()) {
+		t.Errorf("the log does not say the metrics could not listen on %s:\n%s", l.Addr(), stderr)
+	}
+}
+
+func TestServeMetricsOff(t *testing.T) {
+	dir := setPodEnv(t)
+	t.Setenv("MOUNTPOD_METRICS_ADDRESS", "")
+	code, stderr := serveUntilRegistered(t, dir, func() {})
+	if code != 0 || !strings.Contains(stderr, "metrics are off") {
+		t.Fatalf("serve exited %d; want 0 and a log that metrics are off:\n%s", code, stderr)
+	}
+}

@@ -1,0 +1,215 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+	"github.com/mountcontainers/mountcontainers/test/framework"
+)
+
+// metricsPort is the glusterfs mount pod's metrics port (deploy/base's
+// default; deploy/rbd uses 9642).
+const metricsPort = "9641"
+
+// TestMetrics scrapes the glusterfs mount pod of deploy/glusterfs at the
+// node's address (the pod is on the node's network) from this process,
+// before and after a workload mounts a GlusterFS volume through it over
+// the exec socket: the plugin's registration gauge is 1, the exec counter
+// of the mount tool went up (and its histogram, and nothing stays in
+// flight), the live mount is counted, no argument of any command shows,
+// and the Prometheus project's own promtool finds the text valid.
+func TestMetrics(t *testing.T) {
+	bed := framework.Current(t)
+	g := setupGlusterfs(t, bed)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The script logs to stderr, which run combines: the path is the last line.
+	out := strings.Split(strings.TrimSpace(run(t, 15*time.Minute, filepath.Join(root, "test/bed/build-promtool.sh"))), "\n")
+	promtool := out[len(out)-1]
+	base := "http://" + net.JoinHostPort(bed.Env.NodeIP, metricsPort)
+
+	var before string
+	if err := framework.Poll(context.Background(), "metrics at "+base, 200*time.Millisecond, time.Minute,
+		func(context.Context) (bool, string, error) {
+			text, err := get(base + "/metrics")
+			before = text
+			return err == nil, fmt.Sprint(err), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := get(base + "/healthz"); err != nil || h != "ok\n" {
+		t.Fatalf("GET /healthz = %q, %v", h, err)
+	}
+	registered := sampleOf{"mountcontainers_registration_state", map[string]string{"plugin": glusterPlugin, "state": "registered"}}
+	if v := registered.value(t, before); v != 1 {
+		t.Fatalf("%s = %v, want 1", registered, v)
+	}
+	mounts := sampleOf{"mountcontainers_exec_commands_total", map[string]string{"plugin": glusterPlugin, "tool": "mount", "result": "ok"}}
+	mountDurations := sampleOf{"mountcontainers_exec_duration_seconds_count", map[string]string{"plugin": glusterPlugin, "tool": "mount"}}
+	mountsBefore, durationsBefore := mounts.valueOr(before, 0), mountDurations.valueOr(before, 0)
+	build := sampleOf{"mountcontainers_build_info", nil}
+	if v := build.value(t, before); v != 1 {
+		t.Fatalf("%s = %v, want 1", build, v)
+	}
+
+	g.setDriverMode(t, mcexec.ModeSocket)
+	p := g.workload(t, "metrics")
+	dir := g.volumeDir(p)
+	if fs := hostMount(t, dir); fs != "fuse.glusterfs" {
+		t.Fatalf("host mount table: %s is %q, want fuse.glusterfs", dir, fs)
+	}
+	live := sampleOf{"mountcontainers_live_mounts", map[string]string{"plugin": glusterPlugin}}
+	var after string
+	// The live-mount gauge moves at the keeper's next survey (every 10 s).
+	if err := framework.Poll(context.Background(), "metrics after the mount", time.Second, time.Minute,
+		func(context.Context) (bool, string, error) {
+			text, err := get(base + "/metrics")
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			after = text
+			n := live.valueOr(text, 0)
+			return n >= 1, fmt.Sprintf("%s = %v", live, n), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if v := mounts.valueOr(after, 0); v < mountsBefore+1 {
+		t.Errorf("%s went from %v to %v, want at least one more", mounts, mountsBefore, v)
+	}
+	if v := mountDurations.valueOr(after, 0); v < durationsBefore+1 {
+		t.Errorf("%s went from %v to %v, want at least one more", mountDurations, durationsBefore, v)
+	}
+	inFlight := sampleOf{"mountcontainers_exec_in_flight_commands", map[string]string{"plugin": glusterPlugin}}
+	if v := inFlight.value(t, after); v != 0 {
+		t.Errorf("%s = %v after the mount, want 0", inFlight, v)
+	}
+	if v := registered.value(t, after); v != 1 {
+		t.Errorf("%s = %v after the mount, want 1", registered, v)
+	}
+	// The mount's arguments (its server, volume, target) never show.
+	for _, arg := range []string{bed.Env.NodeName + ":", glusterVolume, dir, "log-level"} {
+		if strings.Contains(after, arg) {
+			t.Errorf("the scrape shows %q, an argument of the mount", arg)
+		}
+	}
+	t.Logf("after the workload's mount: %s %v -> %v, %s %v, %s %v",
+		mounts, mountsBefore, mounts.valueOr(after, 0), live, live.valueOr(after, 0), registered, registered.valueOr(after, 0))
+
+	start := time.Now()
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(after)
+	var checked bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &checked, &checked
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s\nscraped:\n%s", err, checked.String(), after)
+	}
+	t.Logf("promtool check metrics passed in %s: %q", time.Since(start).Round(time.Millisecond), strings.TrimSpace(checked.String()))
+
+	// The workload goes before the mount pod does (its cleanup), so that
+	// its volume is unmounted through the pod.
+	if err := bed.Client.CoreV1().Pods(g.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bed.WaitPodGone(t, g.ns, p.Name, p.UID, 2*time.Minute)
+	if err := framework.Poll(context.Background(), "unmount of "+dir, 200*time.Millisecond, time.Minute,
+		func(context.Context) (bool, string, error) {
+			fs := hostMount(t, dir)
+			return fs == "", fmt.Sprintf("mount %q", fs), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// get returns the body of a GET of url, which must answer 200.
+func get(url string) (string, error) {
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return string(b), nil
+}
+
+// sampleOf names a series of the text exposition format: a metric name and
+// some of its labels.
+type sampleOf struct {
+	name   string
+	labels map[string]string
+}
+
+func (s sampleOf) String() string {
+	var l []string
+	for k, v := range s.labels {
+		l = append(l, fmt.Sprintf("%s=%q", k, v))
+	}
+	return s.name + "{" + strings.Join(l, ",") + "}"
+}
+
+var labelPair = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
+
+// lookup returns the value of the first line of text that is s.
+func (s sampleOf) lookup(text string) (float64, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, s.name+"{") && !strings.HasPrefix(line, s.name+" ") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		series, value := line[:i], line[i+1:]
+		have := map[string]string{}
+		for _, m := range labelPair.FindAllStringSubmatch(series, -1) {
+			have[m[1]] = m[2]
+		}
+		match := true
+		for k, v := range s.labels {
+			match = match && have[k] == v
+		}
+		if !match {
+			continue
+		}
+		f, err := strconv.ParseFloat(value, 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func (s sampleOf) value(t *testing.T, text string) float64 {
+	t.Helper()
+	v, ok := s.lookup(text)
+	if !ok {
+		t.Fatalf("no %s in the scrape:\n%s", s, text)
+	}
+	return v
+}
+
+func (s sampleOf) valueOr(text string, def float64) float64 {
+	if v, ok := s.lookup(text); ok {
+		return v
+	}
+	return def
+}
