@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -23,8 +22,9 @@ const envRecovery = "MOUNTPOD_RECOVERY"
 
 // startRecovery starts bringing back the dead FUSE mounts of cfg's plugins
 // (package recovery), unless MOUNTPOD_RECOVERY is false; it returns the
-// stop function. m, when not nil, observes the recoveries.
-func startRecovery(ctx context.Context, cfg mountpod.Config, m *metrics.Metrics) (func(), error) {
+// stop function. m, when not nil, observes the recoveries; events, when
+// not nil, records them as Kubernetes Events.
+func startRecovery(ctx context.Context, cfg mountpod.Config, m *metrics.Metrics, events *kubeevents.Recorder) (func(), error) {
 	switch v := strings.TrimSpace(os.Getenv(envRecovery)); v {
 	case "", "true", "1", "on":
 	case "false", "0", "off":
@@ -35,14 +35,8 @@ func startRecovery(ctx context.Context, cfg mountpod.Config, m *metrics.Metrics)
 	}
 	log := cfg.Logger.With("component", "recovery")
 	r := &recovery.Recoverer{Dir: cfg.Dir, Plugins: cfg.Plugins, PodUID: cfg.Pod.PodUID, Logger: log}
-	host, _ := os.Hostname()
-	events, err := kubeevents.InCluster("mountpod", host, log)
-	if err != nil {
-		log.Info("recoveries are reported in this log only, not as Kubernetes Events", "why", err)
-	} else {
-		r.Reporter = recovery.EventReporter{Events: events,
-			MountPod: kubeevents.Object{Namespace: cfg.Pod.PodNamespace, Name: cfg.Pod.PodName, UID: cfg.Pod.PodUID}}
-		log.Info("recoveries are reported as Kubernetes Events on the workload pods and on this pod")
+	if events != nil {
+		r.Reporter = recovery.EventReporter{Events: events, MountPod: selfObject(cfg)}
 	}
 	if m != nil {
 		r.Observer = m
@@ -60,7 +54,7 @@ func startRecovery(ctx context.Context, cfg mountpod.Config, m *metrics.Metrics)
 		defer close(done)
 		r.Run(ctx)
 	}()
-	return func() { cancel(); <-done; closeEvents(); events.Close(2 * time.Second) }, nil
+	return func() { cancel(); <-done; closeEvents() }, nil
 }
 
 // scopeEvents watches the scopes of plugins, when scopes are on; closeAll
@@ -103,4 +97,23 @@ func reattachCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// startEvents returns the recorder of this pod's Kubernetes Events, or nil
+// (logged) when the pod has no token or is not in a cluster: the log then
+// says everything, and nothing else changes.
+func startEvents(cfg mountpod.Config) *kubeevents.Recorder {
+	host, _ := os.Hostname()
+	events, err := kubeevents.InCluster("mountpod", host, cfg.Logger.With("component", "events"))
+	if err != nil {
+		cfg.Logger.Info("no Kubernetes Events: this pod's log alone reports yields and recoveries", "why", err)
+		return nil
+	}
+	cfg.Logger.Info("yields, take-backs and recoveries are also reported as Kubernetes Events")
+	return events
+}
+
+// selfObject is this pod, as Events name it.
+func selfObject(cfg mountpod.Config) kubeevents.Object {
+	return kubeevents.Object{Namespace: cfg.Pod.PodNamespace, Name: cfg.Pod.PodName, UID: cfg.Pod.PodUID}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -35,6 +36,15 @@ func serveCommand(logTo io.Writer) *cli.Command {
 			if m != nil {
 				cfg.Observer = m
 			}
+			// Kubernetes Events on this pod and on the workload pods whose
+			// mounts come back, when the pod has a token (deploy/base/rbac.yaml).
+			events := startEvents(cfg)
+			defer events.Close(2 * time.Second)
+			var evObs *mountpod.EventObserver
+			if events != nil {
+				evObs = &mountpod.EventObserver{Next: cfg.Observer, Events: events, Pod: selfObject(cfg)}
+				cfg.Observer = evObs
+			}
 			// The exec service is a fast path: a socket that cannot listen
 			// (something else at its path, a directory of the wrong owner)
 			// must not keep the pod from serving through CRI ExecSync, so
@@ -58,7 +68,7 @@ func serveCommand(logTo io.Writer) *cli.Command {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			defer stopKeeper()
-			stopRecovery, err := startRecovery(c.Context, cfg, m)
+			stopRecovery, err := startRecovery(c.Context, cfg, m, events)
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
@@ -82,6 +92,10 @@ func serveCommand(logTo io.Writer) *cli.Command {
 				}
 			}
 			err = <-done
+			var missing *mountpod.MissingToolsError
+			if evObs != nil && errors.As(err, &missing) {
+				evObs.ToolsMissing(missing)
+			}
 			if err = errors.Join(installErr, err); err != nil {
 				cfg.Logger.Error("mountpod failed", "err", err)
 				return cli.Exit("", exitFailure)

@@ -21,7 +21,9 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/atomicfile"
 	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/mountpod"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 
@@ -67,6 +69,7 @@ func TestGlusterfs(t *testing.T) {
 	})
 	t.Run("BadOptionsNameTheField", g.testBadOptions)
 	t.Run("ServersOutsideTheAllowListRefused", g.testAllowedServers)
+	t.Run("YieldAndTakeBackAreEvents", g.testYieldEvents)
 	// What a mount pod's end does to a live mount, with scopes and without
 	// (the negative control), is TestScopes'.
 }
@@ -589,6 +592,38 @@ spec:
 			return false, last, nil
 		})
 	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testYieldEvents: another pod's registration for the plugin makes the
+// mount pod yield, and its removal makes it register again; each is a
+// Kubernetes Event on the mount pod (its ServiceAccount may create Events).
+func (g *glusterEnv) testYieldEvents(t *testing.T) {
+	bed := g.bed
+	mp := g.mountPod(t)
+	const plugin = glusterPlugin
+	other := registration.Registration{PodNamespace: g.ns, PodName: "mountpod-usurper", PodUID: "00000000-0000-4000-8000-0000000000e3", ContainerName: "mount"}
+	if err := registration.Write(bed.Env.RegistrationDir, plugin, other); err != nil {
+		t.Fatal(err)
+	}
+	removed := false
+	t.Cleanup(func() {
+		if !removed {
+			_, _ = registration.RemoveIfOwned(bed.Env.RegistrationDir, plugin, other.PodUID)
+		}
+	})
+	waitPodEvents(t, bed, mp.Namespace, mp.Name, mountpod.ReasonYielded, 1, plugin, "yields")
+	if _, err := registration.RemoveIfOwned(bed.Env.RegistrationDir, plugin, other.PodUID); err != nil {
+		t.Fatal(err)
+	}
+	removed = true
+	waitPodEvents(t, bed, mp.Namespace, mp.Name, mountpod.ReasonTakenBack, 1, plugin)
+	if err := framework.Poll(context.Background(), "the mount pod registered again", 250*time.Millisecond, 30*time.Second,
+		func(context.Context) (bool, string, error) {
+			r, ok, err := registration.Read(bed.Env.RegistrationDir, plugin)
+			return ok && err == nil && r.PodUID == string(mp.UID), fmt.Sprintf("%+v %t %v", r, ok, err), nil
+		}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -606,7 +606,7 @@ func waitPodEvents(t *testing.T, bed *framework.Bed, ns, pod, reason string, n i
 			count := 0
 			for _, ev := range evs.Items {
 				last = append(last, ev.Source.Component+" "+ev.Type+": "+ev.Message)
-				ok := ev.Source.Component == "mountpod" && ev.Type == corev1.EventTypeWarning
+				ok := ev.Source.Component == "mountpod"
 				for _, s := range says {
 					ok = ok && strings.Contains(ev.Message, s)
 				}
