@@ -748,7 +748,12 @@ func (r *rolloutEnv) testBadImage(t *testing.T) {
 	}
 
 	// Fix the DaemonSet: back to the good template (a newer revision of it).
-	r.patchDS(t, types.JSONPatchType, `[{"op":"test","path":"/spec/template/spec/containers/0/env/6/name","value":"MOUNTPOD_REQUIRE_TOOLS"},{"op":"remove","path":"/spec/template/spec/containers/0/env/6"}]`)
+	ds, err := r.bed.Client.AppsV1().DaemonSets(r.ns).Get(context.Background(), rolloutDS, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ds.Spec.Template.Spec.Containers[0].Env, func(e corev1.EnvVar) bool { return e.Name == "MOUNTPOD_REQUIRE_TOOLS" })
+	r.patchDS(t, types.JSONPatchType, fmt.Sprintf(`[{"op":"test","path":"/spec/template/spec/containers/0/env/%[1]d/name","value":"MOUNTPOD_REQUIRE_TOOLS"},{"op":"remove","path":"/spec/template/spec/containers/0/env/%[1]d"}]`, i))
 	stdout, _, code := r.runRollout(t, "--resume", "-o", "json")
 	if code != 0 {
 		t.Fatalf("resume: exit %d", code)
