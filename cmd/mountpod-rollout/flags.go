@@ -5,12 +5,13 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/internal/logging"
 	"github.com/mountcontainers/mountcontainers/internal/rollout"
 )
 
 // flags are the command's flags.
 func flags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "kubeconfig", EnvVars: []string{"KUBECONFIG"}, Usage: "Kubeconfig file (in-cluster configuration if empty and running in a pod)."},
 		&cli.StringFlag{Name: "context", Usage: "Kubeconfig context to use."},
 		&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}, Value: "kube-system", Usage: "Namespace of the DaemonSet."},
@@ -38,7 +39,7 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: "poll-interval", Value: 2 * time.Second, Usage: "How often waits look again."},
 		&cli.DurationFlag{Name: "lock-lease", Value: time.Minute, Usage: "Duration of the rollout lock, a Lease named after the DaemonSet in its namespace (whole seconds): another rollout takes it over once it has seen it unrenewed that long. It is renewed every sixth of it; after two thirds of it without a successful renewal this rollout stops acting."},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "Progress format: text, or json (one object per line)."},
-	}
+	}, logging.Flags()...)
 }
 
 // optionsFrom returns the rollout's options for the flags and argument of c.

@@ -14,7 +14,6 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -64,9 +63,4 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			return rolloutAction(c, stdout, stderr)
 		},
 	}
-}
-
-// newLogger logs text records to w.
-func newLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, nil))
 }
