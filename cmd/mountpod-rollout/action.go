@@ -77,8 +77,9 @@ func checkArgs(c *cli.Context) error {
 	return nil
 }
 
-// kubeClient connects as the kubeconfig file (or the in-cluster
-// configuration) says, in kubeContext if set.
+// kubeClient connects as kubectl would: with the kubeconfig file if set,
+// otherwise the files of $KUBECONFIG (a list, merged) or ~/.kube/config,
+// otherwise the in-cluster configuration; in kubeContext if set.
 func kubeClient(kubeconfig, kubeContext string) (*rest.Config, kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig
