@@ -32,6 +32,13 @@ help: ## Show this help.
 build: ## Build every binary into ./bin.
 	$(GO) build -trimpath -tags '$(BUILD_TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
+# kubectl runs kubectl-mountpod_rollout as "kubectl mountpod-rollout" and
+# kubectl-mountpod-rollout as "kubectl mountpod rollout" (docs/upgrade.md).
+.PHONY: kubectl-plugin
+kubectl-plugin: build ## Link bin/kubectl-mountpod_rollout (and -rollout) to mountpod-rollout, for kubectl.
+	ln -sfn mountpod-rollout $(BIN)/kubectl-mountpod_rollout
+	ln -sfn mountpod-rollout $(BIN)/kubectl-mountpod-rollout
+
 .PHONY: test
 test: verify unit fuzz e2e ## Run all tests: verify, unit tests (with -race), a short fuzz run and the end-to-end suite (root).
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/mountcontainers/mountcontainers/internal/logging"
 	"github.com/mountcontainers/mountcontainers/internal/rollout"
 )
 
@@ -23,6 +24,10 @@ func rolloutAction(c *cli.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
+	log, err := logging.FromFlags(c, stderr, exitUsage)
+	if err != nil {
+		return err
+	}
 	cfg, client, err := kubeClient(c.String("kubeconfig"), c.String("context"))
 	if err != nil {
 		return cli.Exit("mountpod-rollout: "+err.Error(), exitUsage)
@@ -34,7 +39,7 @@ func rolloutAction(c *cli.Context, stdout, stderr io.Writer) error {
 		Mounts:   exec,
 		Status:   exec,
 		Progress: rep,
-		Logger:   newLogger(stderr),
+		Logger:   log,
 		Options:  optionsFrom(c),
 	}
 	_, err = r.Run(c.Context)
@@ -72,8 +77,9 @@ func checkArgs(c *cli.Context) error {
 	return nil
 }
 
-// kubeClient connects as the kubeconfig file (or the in-cluster
-// configuration) says, in kubeContext if set.
+// kubeClient connects as kubectl would: with the kubeconfig file if set,
+// otherwise the files of $KUBECONFIG (a list, merged) or ~/.kube/config,
+// otherwise the in-cluster configuration; in kubeContext if set.
 func kubeClient(kubeconfig, kubeContext string) (*rest.Config, kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig

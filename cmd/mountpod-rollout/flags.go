@@ -5,14 +5,18 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/internal/logging"
 	"github.com/mountcontainers/mountcontainers/internal/rollout"
 )
 
 // flags are the command's flags.
 func flags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "kubeconfig", EnvVars: []string{"KUBECONFIG"}, Usage: "Kubeconfig file (in-cluster configuration if empty and running in a pod)."},
-		&cli.StringFlag{Name: "context", Usage: "Kubeconfig context to use."},
+	return append([]cli.Flag{
+		// kubectl's connection flags with kubectl's meanings, so that the
+		// command works as a kubectl plugin (docs/upgrade.md); only the
+		// namespace's default differs: the mount pods' kube-system.
+		&cli.StringFlag{Name: "kubeconfig", Usage: "Path to the kubeconfig file; without it $KUBECONFIG (a list of files, merged) or ~/.kube/config, else the in-cluster configuration when running in a pod."},
+		&cli.StringFlag{Name: "context", Usage: "The name of the kubeconfig context to use (default: its current-context)."},
 		&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}, Value: "kube-system", Usage: "Namespace of the DaemonSet."},
 		&cli.IntFlag{Name: "max-unavailable", Value: 1, Usage: "How many nodes to upgrade at once."},
 		&cli.StringFlag{Name: "strategy", Value: string(rollout.StrategyDrain), Usage: "How a node's mount pod is replaced: drain (taint the node, evict the pods using the plugin's volumes, wait until their mounts are gone, replace the pod, remove the taint), or in-place (where every live mount is scoped, replace the pod under them, without taint or eviction, and check that they all survived)."},
@@ -38,7 +42,7 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: "poll-interval", Value: 2 * time.Second, Usage: "How often waits look again."},
 		&cli.DurationFlag{Name: "lock-lease", Value: time.Minute, Usage: "Duration of the rollout lock, a Lease named after the DaemonSet in its namespace (whole seconds): another rollout takes it over once it has seen it unrenewed that long. It is renewed every sixth of it; after two thirds of it without a successful renewal this rollout stops acting."},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "Progress format: text, or json (one object per line)."},
-	}
+	}, logging.Flags()...)
 }
 
 // optionsFrom returns the rollout's options for the flags and argument of c.

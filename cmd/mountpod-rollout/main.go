@@ -14,9 +14,10 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -42,7 +43,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return cliexit.Code(stderr, "mountpod-rollout", newApp(stdout, stderr).RunContext(ctx, args), exitUsage)
+	app := newApp(stdout, stderr)
+	app.HelpName = helpName(args)
+	return cliexit.Code(stderr, "mountpod-rollout", app.RunContext(ctx, args), exitUsage)
 }
 
 // newApp returns the application; its one action is [rolloutAction].
@@ -66,7 +69,18 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 }
 
-// newLogger logs text records to w.
-func newLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, nil))
+// helpName is how the usage names the command invoked as args[0]: as a
+// kubectl plugin (docs/upgrade.md) "kubectl mountpod-rollout" for
+// kubectl-mountpod_rollout and "kubectl mountpod rollout" for
+// kubectl-mountpod-rollout, kubectl's mapping of file names to commands;
+// otherwise mountpod-rollout.
+func helpName(args []string) string {
+	if len(args) == 0 {
+		return "mountpod-rollout"
+	}
+	base := filepath.Base(args[0])
+	if plugin, ok := strings.CutPrefix(base, "kubectl-"); ok && plugin != "" {
+		return "kubectl " + strings.ReplaceAll(strings.ReplaceAll(plugin, "-", " "), "_", "-")
+	}
+	return "mountpod-rollout"
 }

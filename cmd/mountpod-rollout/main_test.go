@@ -55,6 +55,8 @@ func TestUsageErrors(t *testing.T) {
 		{"unscoped with drain", []string{"--unscoped", "refuse", "ds"}, "--unscoped applies to --strategy in-place only"},
 		{"missing kubeconfig", []string{"--kubeconfig", filepath.Join(t.TempDir(), "none"), "ds"}, "kubeconfig"},
 		{"unknown context", []string{"--context", "nope", "ds"}, "kubeconfig"},
+		{"bad log format", []string{"--log-format", "yaml", "ds"}, `--log-format: log format "yaml": want text or json`},
+		{"bad log level", []string{"--log-level", "loud", "ds"}, `--log-level: log level "loud"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,7 +16,6 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -63,9 +62,4 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		// main, not the library, turns errors into exit codes.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
-}
-
-// newLogger logs text records to w.
-func newLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, nil))
 }

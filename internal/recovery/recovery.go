@@ -337,8 +337,13 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 	res.Action = "recovered"
 	attrs := []any{"path", rec.Target, "plugin", rec.Plugin, "source", rec.Source, "was", err.Error(), "foundBy", r.woken, "took", res.Took.Round(time.Millisecond),
 		"remount", res.Remount.Round(time.Millisecond), "attach", res.Attach.Round(time.Millisecond)}
-	for _, at := range attached {
-		attrs = append(attrs, "container", at.String())
+	if len(attached) > 0 {
+		// One key for them all: "container" is a container's name.
+		mounts := make([]string, len(attached))
+		for i, at := range attached {
+			mounts[i] = at.String()
+		}
+		attrs = append(attrs, "attached", mounts)
 	}
 	r.log().Warn("FUSE mount came back after its daemon died; files open at the time must be reopened", attrs...)
 	if r.Reporter != nil {

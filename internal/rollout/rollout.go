@@ -222,11 +222,22 @@ func (r *Rollout) runNodes(ctx context.Context, t *target, plan *Plan) *Error {
 	return first
 }
 
-// report sends e with the total time filled in.
+// report sends e with the total time filled in, and logs it at debug
+// level: the progress goes to its reader, the log may go elsewhere.
 func (r *Rollout) report(e Event) {
 	e.Time = r.now()
 	e.TotalSeconds = e.Time.Sub(r.start).Seconds()
 	r.Progress.Event(e)
+	if r.log.Enabled(context.Background(), slog.LevelDebug) {
+		attrs := []any{"node", e.Node, "step", string(e.Step), "status", string(e.Status), "totalSeconds", e.TotalSeconds}
+		if e.StepSeconds > 0 {
+			attrs = append(attrs, "stepSeconds", e.StepSeconds)
+		}
+		if e.Message != "" {
+			attrs = append(attrs, "message", e.Message)
+		}
+		r.log.Debug("rollout step", attrs...)
+	}
 }
 
 // event records a Kubernetes Event on ds; failing to is only logged.

@@ -52,8 +52,11 @@ type Config struct {
 	HostMode string
 	// HostRoot is where the host's root is mounted in nsenter mode.
 	HostRoot string
-	// Verbose logs each decision to stderr.
+	// Verbose logs each decision to stderr: log level debug.
 	Verbose bool
+	// LogLevel and LogFormat are the log's level (empty: warn, or debug
+	// when Verbose) and format (empty: text); see [Config.Logger].
+	LogLevel, LogFormat string
 	// ExecMode is how commands reach a live mount container: "auto" (the
 	// exec socket when it answers for the registered pod, else CRI
 	// ExecSync), "cri" or "socket"; see package exec.
@@ -153,7 +156,7 @@ func newApp(stdio IO, b Backend, unknown *string) *cli.App {
 }
 
 func globalFlags(cfg *Config) []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{
 			Name: "runtime-endpoint", Usage: "CRI runtime endpoint (unix socket); empty probes containerd, CRI-O and cri-dockerd.",
 			EnvVars: []string{EnvRuntimeEndpoint}, Destination: &cfg.RuntimeEndpoint,
@@ -182,7 +185,7 @@ func globalFlags(cfg *Config) []cli.Flag {
 			Name: "exec-mode", Usage: "How commands reach a live mount container: auto (its exec socket when that answers for the registered pod, else CRI ExecSync), cri (always ExecSync) or socket (the exec socket or an error).",
 			EnvVars: []string{EnvExecMode}, Value: ExecModes[0], Destination: &cfg.ExecMode,
 		},
-	}
+	}, logFlags(cfg)...)
 }
 
 func (cfg *Config) check() error {
@@ -205,5 +208,5 @@ func (cfg *Config) check() error {
 		n := len(ExecModes)
 		return cli.Exit(fmt.Sprintf("--exec-mode %q: want %s or %s", cfg.ExecMode, strings.Join(ExecModes[:n-1], ", "), ExecModes[n-1]), ExitShimFailed)
 	}
-	return nil
+	return cfg.checkLog()
 }

@@ -42,10 +42,9 @@ func (l *launcher) Run(ctx context.Context, cfg *Config, plugin string, argv []s
 		// judges it (and reports a bad one exactly as it would alone).
 		registered, err := registration.Exists(cfg.RegistrationDir, plugin)
 		if err == nil && !registered {
-			if cfg.Verbose {
-				slog.New(slog.NewTextHandler(stdio.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).DebugContext(ctx,
-					"exec decision", "decision", "plugin "+plugin+": host (not registered)")
-			}
+			// The keys of package exec's Decision, which the helper logs.
+			cfg.Logger(stdio.Stderr).DebugContext(ctx, "exec decision", slog.Group("decision",
+				"plugin", plugin, "where", "host", "reason", "not registered"))
 			host := hostTarget{newSelfSkippingExec()}
 			return RunUtility(ctx, cfg, plugin, argv, stdio, func(context.Context) (Target, error) { return host, nil })
 		}

@@ -151,6 +151,8 @@ func multiCall(ctx context.Context, tool string, args []string, stdio IO, b Back
 		HostRoot:        envOr(EnvHostRoot, m.HostRoot, "/host"),
 		Timeout:         DefaultTimeout,
 		Verbose:         os.Getenv(EnvVerbose) != "",
+		LogLevel:        os.Getenv(EnvLogLevel),
+		LogFormat:       os.Getenv(EnvLogFormat),
 		ExecMode:        envOr(EnvExecMode, "", ExecModes[0]),
 	}
 	if v := os.Getenv(EnvTimeout); v != "" {

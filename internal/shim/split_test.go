@@ -71,7 +71,7 @@ func shimAlone(t *testing.T) string {
 func TestHostFallbackNeedsNoHelper(t *testing.T) {
 	bin := shimAlone(t)
 	r := run(t, noRuntime(t), "", bin, "--verbose", "--registration-dir", t.TempDir(), "run", "--plugin", "kubernetes.io/rbd", "--", "sh", "-c", "echo ok; exit 5")
-	if r.code != 5 || r.stdout != "ok\n" || !strings.Contains(r.stderr, "kubernetes.io/rbd: host (not registered)") {
+	if r.code != 5 || r.stdout != "ok\n" || !strings.Contains(r.stderr, `decision.plugin=kubernetes.io/rbd decision.where=host decision.reason="not registered"`) {
 		t.Fatalf("code %d, stdout %q, stderr %q; want 5, ok and the decision logged", r.code, r.stdout, r.stderr)
 	}
 }

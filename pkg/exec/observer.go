@@ -102,7 +102,7 @@ func (e ExecEvent) LogValue() slog.Value {
 	attrs := []slog.Attr{
 		slog.String("plugin", e.Plugin),
 		slog.String("tool", e.Tool),
-		slog.String("path", string(e.Path)),
+		slog.String("via", string(e.Path)),
 		slog.String("result", string(e.Result())),
 		slog.Duration("took", e.Duration.Round(time.Microsecond)),
 	}

@@ -160,5 +160,5 @@ func ExampleLogObserver() {
 	obs := LogObserver(log)
 	obs.ObserveExec(ExecEvent{Plugin: "kubernetes.io/glusterfs", Tool: ToolName("/usr/bin/mount"), Path: PathSocket, ExitCode: 0})
 	// Output:
-	// level=DEBUG msg=exec command.plugin=kubernetes.io/glusterfs command.tool=mount command.path=socket command.result=ok command.took=0s command.exitCode=0
+	// level=DEBUG msg=exec command.plugin=kubernetes.io/glusterfs command.tool=mount command.via=socket command.result=ok command.took=0s command.exitCode=0
 }

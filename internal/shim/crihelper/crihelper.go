@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 
 	"github.com/urfave/cli/v2"
 
@@ -77,12 +76,8 @@ func resolver(cfg *shim.Config, stderr io.Writer) *mcexec.Resolver {
 	if cfg.HostMode == shim.HostModeNsenter {
 		host = mcexec.NewNsenter(cfg.HostRoot)
 	}
-	level := slog.LevelWarn
-	if cfg.Verbose {
-		level = slog.LevelDebug
-	}
 	mode, _ := mcexec.ParseExecMode(cfg.ExecMode) // checked by the shim's flags
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := cfg.Logger(stderr)
 	return mcexec.NewResolver(mcexec.Options{
 		ExecMode: mode,
 		Dir:      cfg.RegistrationDir,
