@@ -66,15 +66,19 @@ func runShim(t *testing.T, env []string, bin string, args ...string) shimResult 
 }
 
 // shimLog splits the verbose shim's standard error into its "exec
-// decision" log lines and the rest (the utility's own standard error).
+// decision" log lines, its other log records (one per command), and the
+// rest (the utility's own standard error), which it returns.
 func shimLog(stderr string) (decisions []string, rest string) {
 	var b strings.Builder
 	for _, line := range strings.SplitAfter(stderr, "\n") {
-		if strings.HasPrefix(line, "time=") && strings.Contains(line, `msg="exec decision"`) {
+		record := strings.HasPrefix(line, "time=") && strings.Contains(line, " level=") && strings.Contains(line, " msg=")
+		switch {
+		case record && strings.Contains(line, `msg="exec decision"`):
 			decisions = append(decisions, strings.TrimSpace(line))
-			continue
+		case record:
+		default:
+			b.WriteString(line)
 		}
-		b.WriteString(line)
 	}
 	return decisions, b.String()
 }
