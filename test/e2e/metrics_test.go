@@ -70,7 +70,9 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("%s = %v, want 1", build, v)
 	}
 
-	g.setDriverMode(t, mcexec.ModeSocket)
+	mp := g.mountPod(t)
+	mountCtr := bed.RunningContainerID(t, mp.UID, "mount", 30*time.Second)
+	driverLog := g.setDriverMode(t, mcexec.ModeSocket)
 	p := g.workload(t, "metrics")
 	dir := g.volumeDir(p)
 	if fs := hostMount(t, dir); fs != "fuse.glusterfs" {
@@ -136,6 +138,9 @@ func TestMetrics(t *testing.T) {
 		}); err != nil {
 		t.Fatal(err)
 	}
+	// The counters above are the exec service's: the driver's log says the
+	// mount and the unmount took the socket, in the mount container.
+	checkDriverLog(t, driverLog, dir, mountCtr, mcexec.ViaSocket)
 }
 
 // get returns the body of a GET of url, which must answer 200.
