@@ -54,7 +54,7 @@ FUZZ_TARGETS := \
 	./internal/mountrecord:FuzzDecode \
 	./internal/scope:FuzzValidatePluginName:100000x \
 	./internal/scope:FuzzParseMemoryLimit:100000x \
-	./pkg/execserver:FuzzPlainUID:50000x \
+	./internal/execsocket:FuzzPlainUID:50000x \
 	./internal/flexvolume:FuzzParseOptions:30000x \
 	./internal/flexvolume:FuzzServerPolicy:20000x \
 	./internal/flexvolume:FuzzDecodeSettings:25000x \

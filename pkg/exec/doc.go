@@ -11,11 +11,30 @@
 // # Decision
 //
 // Every command is placed when it starts, never from a cached answer: the
-// registration is read afresh ([registration.Read]) and, if there is one, the
-// runtime is asked for the registered pod's container (ListContainers with
-// the labels io.kubernetes.pod.uid and io.kubernetes.container.name, state
-// RUNNING), whose pod name and namespace labels must match the
-// registration.
+// registration is read afresh ([registration.Read]) and, if there is one,
+// the registered container's liveness is established by the first of these
+// that can prove it:
+//
+//  1. The mount pod's exec socket (see "Exec fast path"), unless the exec
+//     mode is [ModeCRI]: a process answering on the socket the registration
+//     names, in a root-only directory, as root, whose Identity answer names
+//     the registered pod UID, name, namespace and container, and which the
+//     kernel places in a container of the registered pod (its cgroups,
+//     below), is a running process of that container. The runtime is not
+//     asked; the [Decision]'s ContainerID is the one the cgroup names, its
+//     Endpoint is empty and its ViaReason ends with "runtime not asked".
+//  2. Otherwise the runtime: ListContainers with the labels
+//     io.kubernetes.pod.uid and io.kubernetes.container.name, state
+//     RUNNING, whose pod name and namespace labels must match the
+//     registration.
+//
+// The socket cannot prove liveness when the registration names no socket,
+// the socket is missing, untrusted or refuses the connection (a stopped
+// container), the service answers for another pod or container, the kernel
+// puts the serving process elsewhere, or its cgroups cannot be told from
+// the caller's namespaces: in each case the runtime decides, exactly as if
+// there were no socket. kubelet-exec-shim applies the same rule in the same
+// order, so a command is placed alike through the library and the shim.
 //
 //   - Running: the command runs in it, through the mount pod's exec socket
 //     or CRI ExecSync (see "Exec fast path").
@@ -82,8 +101,9 @@
 //
 // A registration may advertise the mount pod's exec service (package
 // execserver) in its execSocket field. With [ModeAuto] (the default) a
-// command goes through that socket only when the registration is live by
-// the rule above (its container found running) AND the socket passes
+// command goes through that socket when the socket itself proves the
+// registered container live (step 1 above), or when the registration is live
+// by the runtime's answer (step 2) AND the socket passes
 // [execserver.CheckSocket] (root-owned, not group- or world-writable on the
 // way, a socket) AND the service's Identity answer names the registered pod
 // UID, container, name and namespace AND the process serving the socket
@@ -103,15 +123,20 @@
 // ([Options].ProcRoot/<pid>/cgroup, /proc by default): one cgroup path must
 // contain the registered container's ID, as every CRI runtime names a
 // container's cgroup (cgroupfs .../pod<UID>/<ID>, systemd
-// ...cri-containerd-<ID>.scope, crio-<ID>.scope). A process elsewhere (in
+// ...cri-containerd-<ID>.scope, crio-<ID>.scope); for step 1, the cgroup
+// right below the registered pod's (cgroupfs pod<UID>, systemd
+// ...-pod<UID with _>.slice) must be a container's, whose 64-digit ID it
+// names. A process elsewhere (in
 // another container, on the node) makes the decision ExecSync, ViaReason
 // naming its PID and cgroup ([ModeSocket]: an error). The check needs the
 // serving process to be visible in the caller's PID namespace: it is from
 // the node (the driver, the shim, the kubelet) and from a caller with
 // hostPID. When it is not (SO_PEERCRED gives PID 0, no /proc entry, an
 // unreadable one) or every cgroup path is "/" (the caller is inside that
-// cgroup namespace), the check cannot be made and the Identity answer
-// decides alone, as it did before the check. ProcRoot must be the procfs of
+// cgroup namespace), the check cannot be made: the socket proves nothing by
+// itself (step 1 does not apply), and once the runtime has found the
+// container running, the Identity answer decides alone, as it did before the
+// check. ProcRoot must be the procfs of
 // the caller's own PID namespace, or PIDs would name other processes.
 //
 // Through the socket a command costs a gRPC stream and a fork/exec (about

@@ -1,18 +1,12 @@
 package exec
 
 import (
-	"bufio"
-	"bytes"
+	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
-)
 
-// maxCgroupFile bounds what is read of /proc/<pid>/cgroup.
-const maxCgroupFile = 64 << 10
+	"github.com/mountcontainers/mountcontainers/internal/execsocket"
+)
 
 // checkPeer returns why the process serving an exec socket, pid as
 // SO_PEERCRED gave it, is not in the container containerID, or "" when it
@@ -26,38 +20,32 @@ const maxCgroupFile = 64 << 10
 // caller sees the process from inside its cgroup namespace): then the
 // Identity answer alone decides, as before this check existed.
 func (r *Resolver) checkPeer(pid int, containerID string) string {
-	if pid <= 0 || containerID == "" {
+	if containerID == "" {
 		return ""
 	}
-	path := filepath.Join(r.procRoot, strconv.Itoa(pid), "cgroup")
-	f, err := os.Open(path)
+	paths, err := execsocket.Cgroups(r.procRoot, pid)
 	if err != nil {
-		r.log.Debug("exec socket: cannot read the serving process's cgroups; identity answer only", "pid", pid, "err", err)
-		return ""
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxCgroupFile))
-	if err != nil {
-		r.log.Debug("exec socket: cannot read the serving process's cgroups; identity answer only", "pid", pid, "err", err)
-		return ""
-	}
-	var shown string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		// hierarchy-ID:controllers:path
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 || parts[2] == "/" || parts[2] == "" {
-			continue
+		if pid > 0 {
+			r.log.Debug("exec socket: cannot read the serving process's cgroups; identity answer only", "pid", pid, "err", err)
 		}
-		if strings.Contains(parts[2], containerID) {
+		return ""
+	}
+	for _, p := range paths {
+		if strings.Contains(p, containerID) {
 			return ""
 		}
-		if shown == "" {
-			shown = parts[2]
-		}
 	}
-	if shown == "" {
-		return ""
+	return fmt.Sprintf("the process serving it (pid %d) is not in container %s: its cgroup is %s", pid, containerID, paths[0])
+}
+
+// provePeer returns the container of the registered pod that the process
+// serving an exec socket (pid) is in, when the kernel says so; see
+// execsocket.PodContainer. It returns "" and why not otherwise, and
+// cannotTell when that could not be told from here.
+func (r *Resolver) provePeer(pid int, podUID string) (id, why string, cannotTell bool) {
+	id, err := execsocket.PodContainer(r.procRoot, pid, podUID)
+	if err != nil {
+		return "", err.Error(), errors.Is(err, execsocket.ErrCannotTell)
 	}
-	return fmt.Sprintf("the process serving it (pid %d) is not in container %s: its cgroup is %s", pid, containerID, shown)
+	return id, "", false
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mountcontainers/mountcontainers/internal/execservice"
 )
 
 // fakeProc writes a process table under dir in which this process (which
@@ -109,4 +111,78 @@ func ownCgroupNamed(t *testing.T) bool {
 		}
 	}
 	return false
+}
+
+// TestSocketProvesLiveness: when the process serving the registration's
+// exec socket answers for the registered pod and container and the kernel
+// puts it in a container of that pod, the runtime is not asked at all:
+// not even when it is down. Anything short of that asks it.
+func TestSocketProvesLiveness(t *testing.T) {
+	id := strings.Repeat("0123456789", 6) + "dead" // not containing the runtime's "abc"
+	inPod := "0::/kubepods/besteffort/pod" + testReg.PodUID + "/" + id + "\n"
+	other := testIdentity
+	other.PodUID = "11111111-2222-4333-8444-555555555555"
+	tests := []struct {
+		name     string
+		id       execservice.Identity
+		mode     ExecMode
+		cgroup   string
+		listDown bool
+		asked    bool // the runtime is asked
+		where    string
+		via      Via
+		reason   string
+		wantErr  error
+	}{
+		{name: "proved", id: testIdentity, cgroup: inPod, where: id, via: ViaSocket, reason: "runtime not asked"},
+		{name: "proved, socket mode", id: testIdentity, mode: ModeSocket, cgroup: inPod, where: id, via: ViaSocket, reason: "runtime not asked"},
+		{name: "proved, runtime down", id: testIdentity, cgroup: inPod, listDown: true, where: id, via: ViaSocket, reason: "runtime not asked"},
+		{name: "cri mode asks the runtime", id: testIdentity, mode: ModeCRI, cgroup: inPod, asked: true, where: "abc", via: ViaExecSync, reason: viaModeCRI},
+		{name: "another pod answers", id: other, cgroup: inPod, asked: true, where: "abc", via: ViaExecSync, reason: "answers for pod"},
+		{name: "served from another pod's cgroup", id: testIdentity, cgroup: "0::/kubepods/besteffort/pod" + other.PodUID + "/" + id + "\n", asked: true, where: "abc", via: ViaExecSync, reason: "is not in container abc"},
+		{name: "cannot tell", id: testIdentity, cgroup: "0::/\n", asked: true, where: "abc", via: ViaSocket, reason: viaSocketOK},
+		{name: "cannot tell, runtime down", id: testIdentity, cgroup: "0::/\n", listDown: true, asked: true, wantErr: ErrRuntimeUnavailable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newSocketEnv(t, tc.id)
+			if tc.listDown {
+				e.rt.SetListError(errors.New("runtime down"))
+			}
+			r := e.resolver(t, Options{ExecMode: tc.mode, ProcRoot: fakeProc(t, t.TempDir(), tc.cgroup)})
+			d, err := r.Resolve(context.Background(), testPlugin)
+			if asked := e.rt.ListCalls() > 0; asked != tc.asked {
+				t.Errorf("runtime asked: %v, want %v", asked, tc.asked)
+			}
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Resolve = %s, %v; want %v", d, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.ContainerID != tc.where || d.Via != tc.via || !strings.Contains(d.ViaReason, tc.reason) {
+				t.Fatalf("Resolve = %s; want container %s via %s (%s)", d, tc.where, tc.via, tc.reason)
+			}
+			if d.Via == ViaSocket && !tc.asked && d.Endpoint != "" {
+				t.Errorf("Endpoint = %q for a decision that asked no runtime", d.Endpoint)
+			}
+			if tc.via != ViaSocket {
+				return
+			}
+			// A command goes through the socket, cached or not.
+			ex, _ := r.For(testPlugin)
+			for i := 0; i < 2; i++ {
+				out, err := ex.Command("echo", "hi").Output()
+				if err != nil || string(out) != "hi\n" {
+					t.Fatalf("echo hi = %q, %v", out, err)
+				}
+			}
+			if n := len(e.rt.ExecRequests()); n != 0 {
+				t.Errorf("%d ExecSync calls; want none", n)
+			}
+		})
+	}
 }

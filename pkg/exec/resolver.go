@@ -350,6 +350,23 @@ func (r *Resolver) resolve(ctx context.Context, plugin string, useCache bool) (D
 		}
 	}
 	r.forget(plugin, "")
+	// A process of the registered container answering on its exec socket
+	// proves the container runs: the runtime is asked only when the socket
+	// cannot prove it (see "Decision").
+	var probe socketProbe
+	if r.mode != ModeCRI {
+		probe = r.probeSocket(ctx, reg)
+		if probe.proved() {
+			d.ContainerID, d.Reason = probe.containerID, ReasonRunning
+			d.Via, d.ViaReason, d.Socket = ViaSocket, fmt.Sprintf(viaSocketProved, shortID(probe.containerID), probe.pid), probe.path
+			r.remember(plugin, reg, d)
+			return d, nil
+		}
+		if probe.why == "" {
+			r.log.DebugContext(ctx, "exec socket answers, but the kernel does not prove its container runs; asking the runtime",
+				"plugin", plugin, "pid", probe.pid, "why", probe.proofWhy)
+		}
+	}
 	d.Endpoint = r.endpoint
 	conn, err := r.connection()
 	if err != nil {
@@ -380,14 +397,22 @@ func (r *Resolver) resolve(ctx context.Context, plugin string, useCache bool) (D
 	}
 	d.ContainerID = c.GetId()
 	d.Reason = ReasonRunning
-	if err := r.chooseVia(ctx, &d, reg); err != nil {
+	if err := r.chooseVia(&d, reg, probe); err != nil {
 		return d, err
 	}
+	r.remember(plugin, reg, d)
+	return d, nil
+}
+
+// remember caches d, a decision for a running container, for reg.
+func (r *Resolver) remember(plugin string, reg registration.Registration, d Decision) {
 	r.mu.Lock()
 	r.cache[plugin] = cached{reg: reg, containerID: d.ContainerID, endpoint: d.Endpoint, via: d.Via, viaReason: d.ViaReason, socket: d.Socket}
 	r.mu.Unlock()
-	return d, nil
 }
+
+// shortID is a container ID as the runtimes' tools show it: 12 digits.
+func shortID(id string) string { return id[:min(12, len(id))] }
 
 // forget drops the cached container of plugin (only if it is containerID,
 // when that is not empty).

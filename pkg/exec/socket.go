@@ -80,19 +80,80 @@ var errSocketGone = errors.New("exec socket unusable")
 // Reasons of a Via.
 const (
 	viaSocketOK       = "exec socket answers for the registered pod and container"
+	viaSocketProved   = viaSocketOK + ", served from its container %s (pid %d): runtime not asked"
 	viaModeCRI        = "exec mode cri"
 	viaNoSocket       = "the registration advertises no exec socket"
 	viaSocketPrefix   = "exec socket not used: "
 	viaSocketMismatch = "exec socket answers for pod %s/%s (uid %s, container %s), not the registered one"
 )
 
-// chooseVia decides how to reach d's running container.
-func (r *Resolver) chooseVia(ctx context.Context, d *Decision, reg registration.Registration) error {
+// socketProbe is what the registration's exec socket said when asked
+// before a decision.
+type socketProbe struct {
+	path string // the checked socket path; "" when it is not usable
+	why  string // why the socket cannot be used; "" when it answers for the registration
+	pid  int    // the serving process, as SO_PEERCRED gave it
+
+	// containerID is the registered pod's container that the serving
+	// process is in, as the kernel tells it (its cgroups); "" when that is
+	// not so or cannot be told here (proofWhy says which).
+	containerID string
+	proofWhy    string
+}
+
+// proved reports whether the probe proves the registered container is
+// running: its exec service answered for the registered pod and container,
+// and the kernel puts the process serving it in a container of that pod.
+func (p socketProbe) proved() bool { return p.why == "" && p.containerID != "" }
+
+// probeSocket asks reg's exec socket whom it serves, and the kernel which
+// container serves it.
+func (r *Resolver) probeSocket(ctx context.Context, reg registration.Registration) socketProbe {
+	if reg.ExecSocket == "" {
+		return socketProbe{why: viaNoSocket}
+	}
+	path, err := execserver.CheckSocket(r.dir, reg.ExecSocket)
+	if err != nil {
+		return socketProbe{why: viaSocketPrefix + err.Error()}
+	}
+	p := socketProbe{path: path}
+	c, release, err := r.socketClient(path)
+	if err != nil {
+		p.why = viaSocketPrefix + err.Error()
+		return p
+	}
+	defer release()
+	ictx, cancel := context.WithTimeout(ctx, r.socketTimeout)
+	defer cancel()
+	id, err := c.Identity(ictx)
+	if err != nil {
+		p.why = viaSocketPrefix + err.Error()
+		return p
+	}
+	if id.GetPodUid() != reg.PodUID || id.GetContainerName() != reg.ContainerName ||
+		id.GetPodName() != reg.PodName || id.GetPodNamespace() != reg.PodNamespace {
+		p.why = viaSocketPrefix + fmt.Sprintf(viaSocketMismatch, id.GetPodNamespace(), id.GetPodName(), id.GetPodUid(), id.GetContainerName())
+		return p
+	}
+	p.pid = c.PeerPID()
+	p.containerID, p.proofWhy, _ = r.provePeer(p.pid, reg.PodUID)
+	return p
+}
+
+// chooseVia decides how to reach d's running container, found through the
+// runtime, by what the exec socket said before (p).
+func (r *Resolver) chooseVia(d *Decision, reg registration.Registration, p socketProbe) error {
 	if r.mode == ModeCRI {
 		d.Via, d.ViaReason = ViaExecSync, viaModeCRI
 		return nil
 	}
-	why := r.checkSocket(ctx, d, reg)
+	d.Socket = p.path
+	why := p.why
+	if why == "" {
+		if w := r.checkPeer(p.pid, d.ContainerID); w != "" {
+			why = viaSocketPrefix + w
+		}
+	}
 	if why == "" {
 		d.Via, d.ViaReason = ViaSocket, viaSocketOK
 		return nil
@@ -103,38 +164,6 @@ func (r *Resolver) chooseVia(ctx context.Context, d *Decision, reg registration.
 	}
 	d.Via, d.ViaReason = ViaExecSync, why
 	return nil
-}
-
-// checkSocket returns why reg's exec socket cannot be used, or "" if it
-// can; it sets d.Socket.
-func (r *Resolver) checkSocket(ctx context.Context, d *Decision, reg registration.Registration) string {
-	if reg.ExecSocket == "" {
-		return viaNoSocket
-	}
-	path, err := execserver.CheckSocket(r.dir, reg.ExecSocket)
-	if err != nil {
-		return viaSocketPrefix + err.Error()
-	}
-	d.Socket = path
-	c, release, err := r.socketClient(path)
-	if err != nil {
-		return viaSocketPrefix + err.Error()
-	}
-	defer release()
-	ictx, cancel := context.WithTimeout(ctx, r.socketTimeout)
-	defer cancel()
-	id, err := c.Identity(ictx)
-	if err != nil {
-		return viaSocketPrefix + err.Error()
-	}
-	if id.GetPodUid() != reg.PodUID || id.GetContainerName() != reg.ContainerName ||
-		id.GetPodName() != reg.PodName || id.GetPodNamespace() != reg.PodNamespace {
-		return viaSocketPrefix + fmt.Sprintf(viaSocketMismatch, id.GetPodNamespace(), id.GetPodName(), id.GetPodUid(), id.GetContainerName())
-	}
-	if why := r.checkPeer(c.PeerPID(), d.ContainerID); why != "" {
-		return viaSocketPrefix + why
-	}
-	return ""
 }
 
 // maxSocketClients is how many exec-socket clients a resolver keeps

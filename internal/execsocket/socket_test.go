@@ -1,4 +1,4 @@
-package execserver
+package execsocket
 
 import (
 	"net"
