@@ -105,17 +105,17 @@ type Conn struct {
 	henc *hpack.Encoder
 	hbuf bytes.Buffer
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	nextID   uint32
-	streams  map[uint32]*stream
-	sendConn int64 // the service's connection window
-	initWin  int64 // the service's initial stream window
-	maxSend  int   // the service's largest frame
-	goAway   uint32
+	mu        sync.Mutex
+	cond      *sync.Cond
+	nextID    uint32
+	streams   map[uint32]*stream
+	sendConn  int64 // the service's connection window
+	initWin   int64 // the service's initial stream window
+	maxSend   int   // the service's largest frame
+	goAway    uint32
 	gotGoAway bool
-	err      error // the connection's end
-	done     chan struct{}
+	err       error // the connection's end
+	done      chan struct{}
 }
 
 // stream is one call.
@@ -125,7 +125,7 @@ type stream struct {
 	in      chan event    // to the caller, in order
 	gone    chan struct{} // closed when the caller gave the call up
 	ended   bool          // the service's side is closed
-	buf     []byte     // a partial gRPC message
+	buf     []byte        // a partial gRPC message
 }
 
 // event is a message or the end of a call.

@@ -28,6 +28,7 @@ const HelperName = BinaryName + "-cri"
 // been run in the first place.
 type launcher struct {
 	args []string // the shim's own, handed on as they are
+	proc string   // procfs, "/proc" when empty (tests give another)
 }
 
 var _ Backend = (*launcher)(nil)
@@ -37,19 +38,45 @@ func (l *launcher) Run(ctx context.Context, cfg *Config, plugin string, argv []s
 		fmt.Fprintf(stdio.Stderr, "%s: %v\n", BinaryName, err)
 		return ExitShimFailed
 	}
-	if cfg.HostMode == HostModeOS {
-		// Whatever is at the registration's path, the helper reads and
-		// judges it (and reports a bad one exactly as it would alone).
-		registered, err := registration.Exists(cfg.RegistrationDir, plugin)
-		if err == nil && !registered {
-			// The keys of package exec's Decision, which the helper logs.
-			cfg.Logger(stdio.Stderr).DebugContext(ctx, "exec decision", slog.Group("decision",
-				"plugin", plugin, "where", "host", "reason", "not registered"))
-			host := hostTarget{newSelfSkippingExec()}
-			return RunUtility(ctx, cfg, plugin, argv, stdio, func(context.Context) (Target, error) { return host, nil })
+	// Whatever is at the registration's path, the helper reads and judges
+	// it (and reports a bad one exactly as it would alone).
+	registered, err := registration.Exists(cfg.RegistrationDir, plugin)
+	if err == nil && !registered && cfg.HostMode == HostModeOS {
+		// The keys of package exec's Decision, which the helper logs.
+		cfg.Logger(stdio.Stderr).DebugContext(ctx, "exec decision", slog.Group("decision",
+			"plugin", plugin, "where", "host", "reason", "not registered"))
+		host := hostTarget{newSelfSkippingExec()}
+		return RunUtility(ctx, cfg, plugin, argv, stdio, func(context.Context) (Target, error) { return host, nil })
+	}
+	if err == nil && registered && cfg.ExecMode != "cri" {
+		// A live exec socket proves the container runs (package exec's
+		// rule, step 1): no helper, no runtime.
+		log := cfg.Logger(stdio.Stderr)
+		live, why := proveLive(ctx, cfg, plugin, l.procRoot())
+		if live == nil {
+			log.DebugContext(ctx, "exec socket does not prove the registration live; the runtime decides", "plugin", plugin, "why", why)
+			return l.handover(fmt.Sprintf("plugin %s", plugin), stdio)
 		}
+		defer live.conn.Close()
+		live.log = log
+		live.logDecision(ctx, log)
+		code, notStarted := runUtility(ctx, cfg, plugin, argv, stdio, func(context.Context) (Target, error) { return live, nil })
+		if !notStarted {
+			return code
+		}
+		// The socket went away or turned to another pod before the
+		// command started: decided afresh, once, as package exec does.
+		log.DebugContext(ctx, "exec socket unusable before the command started; the runtime decides", "plugin", plugin)
 	}
 	return l.handover(fmt.Sprintf("plugin %s", plugin), stdio)
+}
+
+// procRoot is the procfs of the shim's PID namespace.
+func (l *launcher) procRoot() string {
+	if l.proc != "" {
+		return l.proc
+	}
+	return "/proc"
 }
 
 func (l *launcher) Status(_ context.Context, _ *Config, _, _ string, stdio IO) error {

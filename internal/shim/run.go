@@ -12,6 +12,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/mountcontainers/mountcontainers/internal/cliexit"
+	"github.com/mountcontainers/mountcontainers/internal/execwire"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -56,6 +57,14 @@ type Target interface {
 // cfg.Timeout, and returns the exit code: the utility's own, or one of the
 // shim's after a diagnostic on stderr. resolve gets the bounded context.
 func RunUtility(ctx context.Context, cfg *Config, plugin string, argv []string, stdio IO, resolve func(context.Context) (Target, error)) int {
+	code, _ := runUtility(ctx, cfg, plugin, argv, stdio, resolve)
+	return code
+}
+
+// runUtility is RunUtility that reports, instead of failing, a command
+// through the exec socket that certainly did not start (notStarted): then
+// it wrote nothing and read no standard input.
+func runUtility(ctx context.Context, cfg *Config, plugin string, argv []string, stdio IO, resolve func(context.Context) (Target, error)) (code int, notStarted bool) {
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(stdio.Stderr, "%s: %s\n", BinaryName, fmt.Sprintf(format, args...))
 		return code
@@ -66,9 +75,9 @@ func RunUtility(ctx context.Context, cfg *Config, plugin string, argv []string, 
 	t, err := resolve(tctx)
 	if err != nil {
 		if tctx.Err() != nil {
-			return fail(interruptedOr(ctx, ExitTimeout), "%s: %v", argv[0], err)
+			return fail(interruptedOr(ctx, ExitTimeout), "%s: %v", argv[0], err), false
 		}
-		return fail(ExitShimFailed, "%v", err)
+		return fail(ExitShimFailed, "%v", err), false
 	}
 	cmd := t.CommandContext(tctx, argv[0], argv[1:]...)
 	cmd.SetStdout(stdio.Stdout)
@@ -82,19 +91,22 @@ func RunUtility(ctx context.Context, cfg *Config, plugin string, argv []string, 
 	}
 	err = cmd.Run()
 	if err == nil {
-		return 0
+		return 0, false
 	}
 	if ctx.Err() != nil {
-		return fail(interruptedOr(ctx, ExitShimFailed), "%s: interrupted", argv[0])
+		return fail(interruptedOr(ctx, ExitShimFailed), "%s: interrupted", argv[0]), false
 	}
 	if tctx.Err() == context.DeadlineExceeded {
-		return fail(ExitTimeout, "%s (plugin %s, %s): timed out after %s", argv[0], plugin, t.Where(), cfg.Timeout)
+		return fail(ExitTimeout, "%s (plugin %s, %s): timed out after %s", argv[0], plugin, t.Where(), cfg.Timeout), false
 	}
-	code := exitCodeOf(err)
+	if errors.Is(err, execwire.ErrNotStarted) {
+		return 0, true
+	}
+	code = exitCodeOf(err)
 	if isExitStatus(err) {
-		return code // the utility's own code; its stderr said why
+		return code, false // the utility's own code; its stderr said why
 	}
-	return fail(code, "%s (plugin %s, %s): %v", argv[0], plugin, t.Where(), err)
+	return fail(code, "%s (plugin %s, %s): %v", argv[0], plugin, t.Where(), err), false
 }
 
 // interruptedOr returns 130 when ctx was cancelled by a signal, else code.

@@ -13,6 +13,7 @@ import (
 
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/mountcontainers/mountcontainers/internal/execsocket"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -80,7 +81,7 @@ var errSocketGone = errors.New("exec socket unusable")
 // Reasons of a Via.
 const (
 	viaSocketOK       = "exec socket answers for the registered pod and container"
-	viaSocketProved   = viaSocketOK + ", served from its container %s (pid %d): runtime not asked"
+	viaSocketProved   = execsocket.ProvedReason
 	viaModeCRI        = "exec mode cri"
 	viaNoSocket       = "the registration advertises no exec socket"
 	viaSocketPrefix   = "exec socket not used: "
