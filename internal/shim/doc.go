@@ -7,10 +7,18 @@
 //
 // kubelet-exec-shim does not link the container runtime's client (gRPC,
 // protobuf and the CRI API, whose package initialisation alone costs more
-// than a host fallback): when a plugin has no registration it runs the
-// command on the host itself. Whenever the runtime is needed (a registration
-// exists, trusted or not; status; host mode nsenter) it replaces its process
-// with [HelperName] next to it, passing its arguments and environment on.
+// than a host fallback). It serves the two common cases itself: a plugin
+// with no registration runs on the host, and a registration whose exec
+// socket proves its container live (package exec's "Decision", step 1: the
+// service answers for the registered pod and container, and the kernel
+// places the serving process in a container of that pod) runs the command
+// through the socket, spoken by package execwire without gRPC. Whenever the
+// runtime is needed (a registration the socket cannot prove live, trusted or
+// not; --exec-mode cri; status; host mode nsenter with no registration) it
+// replaces its process with [HelperName] next to it, passing its arguments
+// and environment on. A command the exec socket refused before it started
+// (the service busy, gone, or another pod's by then) is handed over too, as
+// package exec decides such a command afresh.
 // The helper (package shim/crihelper) is the whole shim with a backend that
 // decides through package exec, so it decides, reports and exits exactly as
 // the shim would. It is run only when it is a regular file owned by root (or

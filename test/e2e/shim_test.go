@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,9 +21,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/mountcontainers/mountcontainers/internal/execservice"
 	"github.com/mountcontainers/mountcontainers/internal/shim"
 	"github.com/mountcontainers/mountcontainers/internal/shimtest"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
@@ -94,6 +97,11 @@ func checkShimPath(t *testing.T, decisions []string, id string, via mcexec.Via) 
 		if !strings.Contains(d, `decision.where="container `+id+`"`) || !strings.Contains(d, " decision.via="+string(via)+" ") {
 			t.Errorf("decision %q; want container %s via %s", d, id, via)
 		}
+		// Through a live socket the shim proves the container running
+		// itself; through ExecSync the runtime decides.
+		if proved := strings.Contains(d, "runtime not asked"); proved != (via == mcexec.ViaSocket) {
+			t.Errorf("decision %q: the socket proved the container live: %v; want %v", d, proved, via == mcexec.ViaSocket)
+		}
 	}
 }
 
@@ -127,6 +135,60 @@ func TestShim(t *testing.T) {
 			s.test(t)
 		})
 	}
+
+	t.Run("the runtime decides when the socket cannot prove the pod live", func(t *testing.T) {
+		// A registration no mount pod looks after, naming the live pod, with
+		// an exec socket that cannot prove it: the shim hands the command
+		// to its helper, the runtime finds the container running, and the
+		// command runs there through ExecSync.
+		const plugin = "e2e.mountcontainers.io/unproved"
+		path, _ := registration.Path(bed.Env.RegistrationDir, plugin)
+		t.Cleanup(func() { os.Remove(path) })
+		id := bed.RunningContainerID(t, pod.UID, "mount", time.Minute)
+		live := execservice.Identity{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: string(pod.UID), ContainerName: "mount"}
+		other := live
+		other.PodName, other.PodUID = "mount-other", "00000000-1111-4222-8333-444444444444"
+		for _, tc := range []struct {
+			name, reason string
+			socket       func(t *testing.T) string // the socket, relative to the registration directory
+		}{
+			{"socket of another pod", "answers for pod " + pod.Namespace + "/mount-other", func(t *testing.T) string {
+				return serveExecAs(t, bed, "unproved-other.sock", other)
+			}},
+			{"impostor on the node answering as the pod", "is not in container " + id, func(t *testing.T) string {
+				return serveExecAs(t, bed, "unproved-impostor.sock", live)
+			}},
+			{"socket gone", "connection refused", func(t *testing.T) string {
+				rel := execserver.SocketDir + "/unproved-gone.sock"
+				l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(bed.Env.RegistrationDir, rel), Net: "unix"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.SetUnlinkOnClose(false)
+				l.Close()
+				t.Cleanup(func() { os.Remove(filepath.Join(bed.Env.RegistrationDir, rel)) })
+				return rel
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				reg := registration.Registration{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: string(pod.UID), ContainerName: "mount", ExecSocket: tc.socket(t)}
+				if err := registration.Write(bed.Env.RegistrationDir, plugin, reg); err != nil {
+					t.Fatal(err)
+				}
+				r := runShim(t, slices.Concat(env, []string{shim.EnvVerbose + "=1"}), bin, "run", "--plugin", plugin, "--", "sh", "-c", `echo "$POD_UID"`)
+				decisions, stderr := shimLog(r.stderr)
+				if r.code != 0 || r.stdout != string(pod.UID)+"\n" {
+					t.Fatalf("code %d, stdout %q, stderr %q; want the pod's UID %s", r.code, r.stdout, stderr, pod.UID)
+				}
+				checkShimPath(t, decisions, id, mcexec.ViaExecSync)
+				for _, d := range decisions {
+					if !strings.Contains(d, tc.reason) {
+						t.Errorf("decision %q does not say why the socket was not used (%q)", d, tc.reason)
+					}
+				}
+			})
+		}
+	})
 
 	t.Run("untrusted registrations", func(t *testing.T) {
 		// A registration no mount pod looks after, naming the live pod.
@@ -334,4 +396,25 @@ func stopContainer(t *testing.T, bed *framework.Bed, id string) {
 	if _, err := bed.CRI(t).StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 2}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// serveExecAs serves an exec service answering as id, from this test
+// process on the node, at name in the registration directory's socket
+// directory, until the test ends; it returns the socket relative to the
+// registration directory.
+func serveExecAs(t *testing.T, bed *framework.Bed, name string, id execservice.Identity) string {
+	t.Helper()
+	rel := execserver.SocketDir + "/" + name
+	l, err := execservice.Listen(filepath.Join(bed.Env.RegistrationDir, rel), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		execservice.NewServer(execservice.Config{Identity: id}).Serve(ctx, l)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return rel
 }
