@@ -256,6 +256,13 @@ func (c *Conn) send(ctx context.Context, s *stream, msg []byte, endStream bool) 
 	data := make([]byte, 5+len(msg))
 	binary.BigEndian.PutUint32(data[1:], uint32(len(msg)))
 	copy(data[5:], msg)
+	// A wait for window ends with ctx too.
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
 	for len(data) > 0 {
 		c.mu.Lock()
 		for c.err == nil && !s.ended && ctx.Err() == nil && (c.sendConn <= 0 || s.sendWin <= 0) {

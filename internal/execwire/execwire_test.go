@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mountcontainers/mountcontainers/internal/execservice"
+	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
 	"github.com/mountcontainers/mountcontainers/internal/execwire"
 )
 
@@ -28,25 +29,11 @@ func serve(t *testing.T, cfg execservice.Config) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	path := filepath.Join(dir, "s.sock")
-	l, err := execservice.Listen(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
 	if cfg.Identity == (execservice.Identity{}) {
 		cfg.Identity = testIdentity
 	}
 	cfg.Version = "v-test"
-	cfg.StopTimeout = 100 * time.Millisecond
-	go func() {
-		defer close(done)
-		execservice.NewServer(cfg).Serve(ctx, l)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	execservicetest.Serve(t, path, cfg)
 	return path
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mountcontainers/mountcontainers/internal/execservice"
+	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
 	"github.com/mountcontainers/mountcontainers/internal/livemount"
 	"github.com/mountcontainers/mountcontainers/internal/mountpod"
 	"github.com/mountcontainers/mountcontainers/internal/recovery"
@@ -87,17 +88,7 @@ func TestExecService(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
 	path := filepath.Join(base, "x.sock")
-	l, err := execservice.Listen(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		execservice.NewServer(execservice.Config{Plugins: []string{plugin}, Observer: m}).Serve(ctx, l)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	execservicetest.Serve(t, path, execservice.Config{Plugins: []string{plugin}, Observer: m})
 	c, err := execserver.Dial(path)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mountcontainers/mountcontainers/internal/execservice"
+	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -46,21 +47,8 @@ func newLiveEnv(t *testing.T, id execservice.Identity, svc execservice.Config, c
 	if id == (execservice.Identity{}) {
 		id = execservice.Identity{PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName}
 	}
-	l, err := execservice.Listen(filepath.Join(dir, reg.ExecSocket), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	svc.Identity, svc.StopTimeout = id, 100*time.Millisecond
-	go func() {
-		defer close(done)
-		execservice.NewServer(svc).Serve(ctx, l)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	svc.Identity = id
+	execservicetest.Serve(t, filepath.Join(dir, reg.ExecSocket), svc)
 	if cgroup == "" {
 		cgroup = "0::/kubepods/besteffort/pod" + reg.PodUID + "/" + liveContainerID + "\n"
 	}

@@ -1,20 +1,18 @@
 package shim_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	"github.com/mountcontainers/mountcontainers/internal/execservice"
+	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
 	"github.com/mountcontainers/mountcontainers/internal/shim"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -96,21 +94,9 @@ func liveRegistration(t *testing.T, plugin string) (registration.Registration, [
 	// holds on the real process table.
 	rt.SetContainers(crifake.Container(ownContainerID(t), reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
 	rt.SetExec(crifake.RunLocally)
-	l, err := execservice.Listen(filepath.Join(dir, reg.ExecSocket), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		execservice.NewServer(execservice.Config{Identity: execservice.Identity{
-			PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
-		}, StopTimeout: 100 * time.Millisecond}).Serve(ctx, l)
-	}()
-	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
+	stop := execservicetest.Serve(t, filepath.Join(dir, reg.ExecSocket), execservice.Config{Identity: execservice.Identity{
+		PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
+	}})
 	return reg, []string{"CONTAINER_RUNTIME_ENDPOINT=" + endpoint, "PLUGIN_CONTAINERS_DIR=" + dir}, stop
 }
 

@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	"github.com/mountcontainers/mountcontainers/internal/execservice"
+	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -46,19 +46,9 @@ func socketBenchTargets(b *testing.B) (viaSocket, viaCRI *Exec) {
 	if err := registration.Write(dir, testPlugin, reg); err != nil {
 		b.Fatal(err)
 	}
-	l, err := execservice.Listen(filepath.Join(dir, reg.ExecSocket), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		execservice.NewServer(execservice.Config{Identity: execservice.Identity{
-			PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
-		}}).Serve(ctx, l)
-	}()
-	b.Cleanup(func() { cancel(); <-done })
+	execservicetest.Serve(b, filepath.Join(dir, reg.ExecSocket), execservice.Config{Identity: execservice.Identity{
+		PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
+	}})
 	opts.Dir = dir
 	// The service runs in this process, not in the container: no process
 	// table, so the peer check cannot tell and the Identity answer decides.

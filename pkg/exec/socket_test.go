@@ -16,6 +16,7 @@ import (
 
 	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	"github.com/mountcontainers/mountcontainers/internal/execservice"
+	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -60,22 +61,7 @@ func newSocketEnv(t *testing.T, id execservice.Identity) *socketEnv {
 // socket and returns its stop function.
 func (e *socketEnv) serve(t *testing.T, id execservice.Identity) func() {
 	t.Helper()
-	l, err := execservice.Listen(filepath.Join(e.dir, e.reg.ExecSocket), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		execservice.NewServer(execservice.Config{Identity: id, StopTimeout: 100 * time.Millisecond}).Serve(ctx, l)
-	}()
-	stop := func() {
-		cancel()
-		<-done
-	}
-	t.Cleanup(stop)
-	return stop
+	return execservicetest.Serve(t, filepath.Join(e.dir, e.reg.ExecSocket), execservice.Config{Identity: id})
 }
 
 var testIdentity = execservice.Identity{PodNamespace: testReg.PodNamespace, PodName: testReg.PodName, PodUID: testReg.PodUID, ContainerName: testReg.ContainerName}

@@ -14,6 +14,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/mountcontainers/mountcontainers/internal/execservice"
+	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 )
 
@@ -21,22 +22,7 @@ import (
 // is called (which removes the socket).
 func serveSocket(t *testing.T, path string) func() {
 	t.Helper()
-	l, err := execservice.Listen(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		execservice.NewServer(execservice.Config{Identity: testIdentity, StopTimeout: 100 * time.Millisecond}).Serve(ctx, l)
-	}()
-	stop := func() {
-		cancel()
-		<-done
-	}
-	t.Cleanup(stop)
-	return stop
+	return execservicetest.Serve(t, path, execservice.Config{Identity: testIdentity})
 }
 
 // TestSocketClientsPruned: a resolver that meets one mount pod after

@@ -20,6 +20,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/mountcontainers/mountcontainers/internal/execservice"
+	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/execserver"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -192,19 +193,9 @@ func TestFastPath(t *testing.T) {
 		stale := reg
 		stale.PodUID = "00000000-1111-4222-8333-444444444444"
 		stalePath := filepath.Join(bed.Env.RegistrationDir, execserver.SocketName(stale.PodUID))
-		l, err := execservice.Listen(stalePath, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			execservice.NewServer(execservice.Config{Identity: execservice.Identity{
-				PodNamespace: stale.PodNamespace, PodName: stale.PodName, PodUID: stale.PodUID, ContainerName: stale.ContainerName,
-			}}).Serve(ctx, l)
-		}()
-		defer func() { cancel(); <-done }()
+		defer execservicetest.Serve(t, stalePath, execservice.Config{Identity: execservice.Identity{
+			PodNamespace: stale.PodNamespace, PodName: stale.PodName, PodUID: stale.PodUID, ContainerName: stale.ContainerName,
+		}})()
 		forged := reg
 		forged.ExecSocket = execserver.SocketName(stale.PodUID)
 		// The mount pod restores its registration at once: resolve right
@@ -243,19 +234,9 @@ func TestFastPath(t *testing.T) {
 		// of this test, on the node, in no container) is not: the resolver
 		// checks the serving process's cgroups.
 		impostorPath := filepath.Join(bed.Env.RegistrationDir, execserver.SocketDir, "impostor.sock")
-		l, err := execservice.Listen(impostorPath, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			execservice.NewServer(execservice.Config{Identity: execservice.Identity{
-				PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
-			}}).Serve(ctx, l)
-		}()
-		defer func() { cancel(); <-done }()
+		defer execservicetest.Serve(t, impostorPath, execservice.Config{Identity: execservice.Identity{
+			PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
+		}})()
 		forged := reg
 		forged.ExecSocket = execserver.SocketDir + "/impostor.sock"
 		refused := 0

@@ -22,6 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/mountcontainers/mountcontainers/internal/execservice"
+	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
 	"github.com/mountcontainers/mountcontainers/internal/shim"
 	"github.com/mountcontainers/mountcontainers/internal/shimtest"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
@@ -405,16 +406,6 @@ func stopContainer(t *testing.T, bed *framework.Bed, id string) {
 func serveExecAs(t *testing.T, bed *framework.Bed, name string, id execservice.Identity) string {
 	t.Helper()
 	rel := execserver.SocketDir + "/" + name
-	l, err := execservice.Listen(filepath.Join(bed.Env.RegistrationDir, rel), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		execservice.NewServer(execservice.Config{Identity: id}).Serve(ctx, l)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	execservicetest.Serve(t, filepath.Join(bed.Env.RegistrationDir, rel), execservice.Config{Identity: id})
 	return rel
 }
