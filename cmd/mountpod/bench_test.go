@@ -35,15 +35,22 @@ const clockTicks = 100
 //	go test ./cmd/mountpod -run '^$' -bench ServeStorm -benchtime 10000x
 //
 // Each storm runs with metrics off and on (a loopback port, scraped once
-// before the RSS is read).
+// before the RSS is read). The binary is built as the image builds it
+// (releaseBuild): a default build links libc through cgo and is about
+// 2.5 MiB larger in memory.
+//
+// With MOUNTPOD_BENCH_BASE set to a git revision, the binary of that
+// revision is built the same way and runs every storm too, interleaved,
+// as "base/..." sub-benchmarks: before and after in the same run.
 //
 // Reported: writes/s (the storm's real rate), daemon-cpu-% (of one core, over the storm), daemon-cpu/writer-cpu
 // (the daemon's CPU time against the writer's own, measured in the same run),
-// rss-KiB (after start, before the storm) and peak-rss-KiB (VmHWM at the end).
+// rss-KiB (after start, before the storm), end-rss-KiB (after the storm,
+// scraped again with metrics on) and peak-rss-KiB (VmHWM at the end).
 func BenchmarkServeStorm(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "mountpod")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
+	bins := []struct{ prefix, path string }{{"", buildRelease(b, ".")}}
+	if rev := os.Getenv("MOUNTPOD_BENCH_BASE"); rev != "" {
+		bins = append(bins, struct{ prefix, path string }{"base/", buildRevision(b, rev)})
 	}
 	want := pod
 	want.ExecSocket = execserver.SocketName(pod.PodUID)
@@ -71,11 +78,61 @@ func BenchmarkServeStorm(b *testing.B) {
 	}
 	for _, s := range storms {
 		for _, withMetrics := range []bool{false, true} {
-			b.Run(fmt.Sprintf("%s/metrics=%t", s.name, withMetrics), func(b *testing.B) {
-				serveStorm(b, bin, want, s.target, s.content, s.atomic, withMetrics)
-			})
+			for _, bin := range bins {
+				b.Run(fmt.Sprintf("%s%s/metrics=%t", bin.prefix, s.name, withMetrics), func(b *testing.B) {
+					serveStorm(b, bin.path, want, s.target, s.content, s.atomic, withMetrics)
+				})
+			}
 		}
 	}
+}
+
+// releaseBuild are the flags of images/Dockerfile's go build, but the
+// version's -X flags.
+var releaseBuild = []string{"build", "-trimpath", "-tags", "urfave_cli_no_docs,grpcnotrace", "-ldflags", "-s -w"}
+
+// buildRelease builds the mountpod command in dir (cmd/mountpod of a
+// module) as the image does, with CGO_ENABLED=0, and returns the binary.
+func buildRelease(b *testing.B, dir string) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "mountpod")
+	cmd := exec.Command("go", append(releaseBuild, "-o", bin, ".")...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build in %s: %v\n%s", dir, err, out)
+	}
+	return bin
+}
+
+// buildRevision builds cmd/mountpod of the repository's revision rev (git
+// archive into a temporary directory) as buildRelease does.
+func buildRevision(b *testing.B, rev string) string {
+	b.Helper()
+	src := b.TempDir()
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		b.Fatalf("git rev-parse --show-toplevel: %v", err)
+	}
+	// From the top: in a subdirectory, git archive archives that only.
+	archive := exec.Command("git", "archive", "--format=tar", rev)
+	archive.Dir = strings.TrimSpace(string(top))
+	tar := exec.Command("tar", "-x", "-C", src)
+	if tar.Stdin, err = archive.StdoutPipe(); err != nil {
+		b.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	archive.Stderr, tar.Stderr = &stderr, &stderr
+	if err := tar.Start(); err != nil {
+		b.Fatal(err)
+	}
+	if err := archive.Run(); err != nil {
+		b.Fatalf("git archive %s: %v\n%s", rev, err, stderr.String())
+	}
+	if err := tar.Wait(); err != nil {
+		b.Fatalf("tar: %v\n%s", err, stderr.String())
+	}
+	return buildRelease(b, filepath.Join(src, "cmd", "mountpod"))
 }
 
 // serveStorm is one storm of BenchmarkServeStorm: with metrics, serve
@@ -117,7 +174,10 @@ func serveStorm(b *testing.B, bin string, want registration.Registration, target
 			b.Fatalf("not registered within 10s\n%s", logs.String())
 		}
 	}
-	if withMetrics {
+	scrape := func() {
+		if !withMetrics {
+			return
+		}
 		resp, err := http.Get("http://" + metricsAddr + "/metrics")
 		if err != nil {
 			b.Fatalf("scrape: %v\n%s", err, logs.String())
@@ -125,6 +185,7 @@ func serveStorm(b *testing.B, bin string, want registration.Registration, target
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
+	scrape()
 	time.Sleep(time.Second) // settle: steady state
 	pid := cmd.Process.Pid
 	rss := procStatusKiB(b, pid, "VmRSS")
@@ -163,6 +224,9 @@ func serveStorm(b *testing.B, bin string, want registration.Registration, target
 		b.ReportMetric(cpu.Seconds()/writer.Seconds(), "daemon-cpu/writer-cpu")
 	}
 	b.ReportMetric(float64(rss), "rss-KiB")
+	scrape()
+	time.Sleep(time.Second)
+	b.ReportMetric(float64(procStatusKiB(b, pid, "VmRSS")), "end-rss-KiB")
 	b.ReportMetric(float64(procStatusKiB(b, pid, "VmHWM")), "peak-rss-KiB")
 }
 
