@@ -116,7 +116,15 @@ func (c *cgroupfs) prepare(h Hierarchy, prel, rel string) error {
 				return err
 			}
 		}
-		if dir == filepath.Join(h.Path, prel) && c.cfg.MemoryLimit > 0 && h.Memory {
+		if dir != filepath.Join(h.Path, prel) {
+			continue
+		}
+		if h.CPU {
+			// One more scope if this one is new: the weight is in place
+			// before the process arrives.
+			c.weigh(h, prel, btoi(!exists(filepath.Join(h.Path, rel))))
+		}
+		if c.cfg.MemoryLimit > 0 && h.Memory {
 			if err := c.limitMemory(h, prel); err != nil {
 				return err
 			}
@@ -148,6 +156,104 @@ func copyCpuset(parent, dir string) error {
 	return nil
 }
 
+// CPU weight of one process at the default nice level, and the largest
+// weight, in cgroup v1 (cpu.shares) and v2 (cpu.weight).
+const (
+	sharesPerProcess = 1024
+	maxShares        = 1 << 18
+	weightPerProcess = 100
+	maxWeight        = 10000
+)
+
+// weigh gives the plugin's parent prel in h the CPU weight of as many
+// processes at the default nice level as it has scopes (counting more
+// that are about to be made), and Config.Parent, which holds the parents
+// of every plugin, the weight of all their scopes; at least one process
+// each: cpu.shares in v1, cpu.weight in v2 (after enabling the cpu
+// controller in every ancestor's cgroup.subtree_control).
+//
+// A cgroup competes for CPU with its siblings as one entity whatever it
+// holds. At the default weight, every mount of every plugin together
+// would weigh as much as one process beside Config.Parent (on a node
+// without systemd, each process of the root cgroup): under load each
+// mount's helpers and FUSE daemon got a small fraction of what they get
+// without a scope (BENCHMARKS.md, "A node under load"). This way a scope
+// does not change what its mount weighs.
+//
+// Best effort: a mount is not refused because its weight could not be set
+// (cgroup v2 refuses the cpu controller while real-time processes sit in
+// other cgroups). Place and Remove of other plugins may count at the same
+// time; the next one corrects what they miss.
+func (c *cgroupfs) weigh(h Hierarchy, prel string, more int) {
+	if h.V2 && enableController(h, prel, "cpu") != nil {
+		return
+	}
+	mine := more + countScopes(filepath.Join(h.Path, prel))
+	all := more
+	parent := filepath.Join(h.Path, path.Dir(prel))
+	if entries, err := os.ReadDir(parent); err == nil {
+		for _, e := range entries {
+			if e.IsDir() {
+				all += countScopes(filepath.Join(parent, e.Name()))
+			}
+		}
+	}
+	setWeight(h, filepath.Join(h.Path, prel), mine)
+	setWeight(h, parent, all)
+}
+
+// countScopes returns how many scopes dir holds.
+func countScopes(dir string) int {
+	n := 0
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if e.IsDir() && ValidName(e.Name()) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// setWeight gives the cgroup dir of h the CPU weight of n processes (at
+// least one, at most what the kernel takes), ignoring errors.
+func setWeight(h Hierarchy, dir string, n int) {
+	n = max(n, 1)
+	if h.V2 {
+		_ = writeFile(filepath.Join(dir, "cpu.weight"), strconv.Itoa(min(n*weightPerProcess, maxWeight)), false)
+		return
+	}
+	_ = writeFile(filepath.Join(dir, "cpu.shares"), strconv.Itoa(min(n*sharesPerProcess, maxShares)), false)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// enableController enables controller in the cgroup.subtree_control of
+// every ancestor of prel in the v2 hierarchy h (none of them holds
+// processes), so that prel has its files.
+func enableController(h Hierarchy, prel, controller string) error {
+	dir := h.Path
+	for _, name := range strings.Split(prel, "/") {
+		ctl := filepath.Join(dir, "cgroup.subtree_control")
+		cur, err := os.ReadFile(ctl)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if !slices.Contains(strings.Fields(string(cur)), controller) {
+			if err := writeFile(ctl, "+"+controller, false); err != nil {
+				return err
+			}
+		}
+		dir = filepath.Join(dir, name)
+	}
+	return nil
+}
+
 // limitMemory sets the memory limit of prel in h: memory.limit_in_bytes in
 // v1; memory.max in v2, after enabling the memory controller in every
 // ancestor's cgroup.subtree_control (none of them holds processes).
@@ -156,21 +262,10 @@ func (c *cgroupfs) limitMemory(h Hierarchy, prel string) error {
 	if !h.V2 {
 		return writeFile(filepath.Join(h.Path, prel, "memory.limit_in_bytes"), limit, false)
 	}
-	dir := h.Path
-	for _, name := range strings.Split(prel, "/") {
-		ctl := filepath.Join(dir, "cgroup.subtree_control")
-		cur, err := os.ReadFile(ctl)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		if !slices.Contains(strings.Fields(string(cur)), "memory") {
-			if err := writeFile(ctl, "+memory", false); err != nil {
-				return err
-			}
-		}
-		dir = filepath.Join(dir, name)
+	if err := enableController(h, prel, "memory"); err != nil {
+		return err
 	}
-	return writeFile(filepath.Join(dir, "memory.max"), limit, false)
+	return writeFile(filepath.Join(h.Path, prel, "memory.max"), limit, false)
 }
 
 func (c *cgroupfs) List(plugin string) ([]Scope, error) {
@@ -267,6 +362,11 @@ func (c *cgroupfs) Remove(plugin, name string) error {
 					return fmt.Errorf("%w (or child cgroups): %w", ErrPopulated, err)
 				}
 				return err
+			}
+		}
+		for _, h := range c.layout.Hierarchies {
+			if h.CPU && exists(filepath.Join(h.Path, prel)) {
+				c.weigh(h, prel, 0)
 			}
 		}
 		return nil

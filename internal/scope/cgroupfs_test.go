@@ -2,6 +2,7 @@ package scope
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -34,10 +35,12 @@ func TestDetectLayout(t *testing.T) {
 				name += "(cpuset)"
 			case h.Memory:
 				name += "(memory)"
+			case h.CPU:
+				name += "(cpu)"
 			}
 			got = append(got, name)
 		}
-		want := []string{"blkio", "cpu,cpuacct", "cpuset(cpuset)", "devices", "freezer", "memory(memory)", "pids", "systemd", "unified(v2)"}
+		want := []string{"blkio", "cpu,cpuacct(cpu)", "cpuset(cpuset)", "devices", "freezer", "memory(memory)", "pids", "systemd", "unified(v2)"}
 		if l.Unified || !slices.Equal(got, want) {
 			t.Errorf("layout = unified %v, %q; want hybrid %q", l.Unified, got, want)
 		}
@@ -48,7 +51,7 @@ func TestDetectLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []Hierarchy{{Path: root, V2: true, Memory: true}}; !l.Unified || !slices.Equal(l.Hierarchies, want) {
+		if want := []Hierarchy{{Path: root, V2: true, Memory: true, CPU: true}}; !l.Unified || !slices.Equal(l.Hierarchies, want) {
 			t.Errorf("layout = %+v; want unified %+v", l, want)
 		}
 	})
@@ -159,6 +162,116 @@ func TestPlaceUnified(t *testing.T) {
 	if got := readTrim(t, filepath.Join(root, "system.slice/mountcontainers/kubernetes.io~glusterfs/cgroup.subtree_control")); got != "" {
 		t.Errorf("the plugin's parent enabled %q for its scopes; only the parent is limited", got)
 	}
+}
+
+// TestCPUWeight: the plugin's parent weighs as many processes as it has
+// scopes, at least one, as scopes come and go; only in the hierarchy with
+// the cpu controller.
+func TestCPUWeight(t *testing.T) {
+	t.Run("hybrid", func(t *testing.T) {
+		root := fakeHybrid(t)
+		m := newFake(t, Config{CgroupRoot: root})
+		shares := func() string {
+			return readTrim(t, filepath.Join(root, "cpu,cpuacct/mountcontainers/kubernetes.io~glusterfs/cpu.shares"))
+		}
+		a, err := m.Place(glusterfs, targetA, 4242)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := shares(); got != "1024" {
+			t.Errorf("cpu.shares with one scope = %q, want 1024", got)
+		}
+		if _, err := m.Place(glusterfs, targetA, 4243); err != nil {
+			t.Fatal(err)
+		}
+		if got := shares(); got != "1024" {
+			t.Errorf("cpu.shares after joining the same scope = %q, want 1024", got)
+		}
+		b, err := m.Place(glusterfs, targetB, 4343)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := shares(); got != "2048" {
+			t.Errorf("cpu.shares with two scopes = %q, want 2048", got)
+		}
+		// Another plugin's scope weighs in the common parent only.
+		if _, err := m.Place("kubernetes.io/cephfs", targetB, 4444); err != nil {
+			t.Fatal(err)
+		}
+		if got := shares(); got != "2048" {
+			t.Errorf("cpu.shares with two scopes of this plugin, one of another = %q, want 2048", got)
+		}
+		if got := readTrim(t, filepath.Join(root, "cpu,cpuacct/mountcontainers/cpu.shares")); got != "3072" {
+			t.Errorf("cpu.shares of the parent of every plugin with three scopes = %q, want 3072", got)
+		}
+		for _, f := range []string{"cpu,cpuacct/cpu.shares", "cpu,cpuacct/mountcontainers/kubernetes.io~glusterfs/" + Name(targetA) + "/cpu.shares", "memory/mountcontainers/kubernetes.io~glusterfs/cpu.shares", "memory/mountcontainers/cpu.shares"} {
+			if got := readTrim(t, filepath.Join(root, f)); got != "" && got != "1024" {
+				t.Errorf("%s = %q; only the parents are weighed, in the cpu hierarchy", f, got)
+			}
+		}
+		exitAll(t, a)
+		if err := m.Remove(glusterfs, a.Name); err != nil {
+			t.Fatal(err)
+		}
+		if got := shares(); got != "1024" {
+			t.Errorf("cpu.shares after removing one of two scopes = %q, want 1024", got)
+		}
+		exitAll(t, b)
+		if err := m.Remove(glusterfs, b.Name); err != nil {
+			t.Fatal(err)
+		}
+		if got := shares(); got != "1024" {
+			t.Errorf("cpu.shares with no scope left = %q, want 1024 (one process)", got)
+		}
+		if got := readTrim(t, filepath.Join(root, "cpu,cpuacct/mountcontainers/cpu.shares")); got != "1024" {
+			t.Errorf("cpu.shares of the parent of every plugin with one scope left = %q, want 1024", got)
+		}
+	})
+	t.Run("hybrid, many", func(t *testing.T) {
+		root := fakeHybrid(t)
+		m := newFake(t, Config{CgroupRoot: root})
+		for i := range 300 {
+			if _, err := m.Place(glusterfs, fmt.Sprintf("%s/%d", targetA, i), 1000+i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := readTrim(t, filepath.Join(root, "cpu,cpuacct/mountcontainers/kubernetes.io~glusterfs/cpu.shares")); got != "262144" {
+			t.Errorf("cpu.shares with 300 scopes = %q, want the most cgroup v1 takes, 262144", got)
+		}
+	})
+	t.Run("unified", func(t *testing.T) {
+		root := fakeUnified(t)
+		m := newFake(t, Config{CgroupRoot: root, Parent: "system.slice/mountcontainers"})
+		for i, target := range []string{targetA, targetB} {
+			if _, err := m.Place(glusterfs, target, 0); err != nil {
+				t.Fatal(err)
+			}
+			want := strconv.Itoa(100 * (i + 1))
+			for _, dir := range []string{"system.slice/mountcontainers/kubernetes.io~glusterfs", "system.slice/mountcontainers"} {
+				if got := readTrim(t, filepath.Join(root, dir, "cpu.weight")); got != want {
+					t.Errorf("%s/cpu.weight with %d scopes = %q, want %s", dir, i+1, got, want)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(root, "system.slice/cpu.weight")); err == nil {
+				t.Error("system.slice/cpu.weight written: above Parent is not this package's")
+			}
+		}
+		for _, dir := range []string{"", "system.slice", "system.slice/mountcontainers"} {
+			if got := readTrim(t, filepath.Join(root, dir, "cgroup.subtree_control")); got != "+cpu" {
+				t.Errorf("%s/cgroup.subtree_control = %q, want +cpu", dir, got)
+			}
+		}
+	})
+	t.Run("unified without cpu", func(t *testing.T) {
+		root := writeTree(t, t.TempDir(), map[string]string{"cgroup.controllers": "memory pids\n", "cgroup.procs": "", "cgroup.subtree_control": ""})
+		m := newFake(t, Config{CgroupRoot: root})
+		if _, err := m.Place(glusterfs, targetA, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(root, "mountcontainers/kubernetes.io~glusterfs/cpu.weight")); err == nil {
+			t.Error("cpu.weight written without the cpu controller")
+		}
+	})
 }
 
 func TestMemoryLimitNeedsTheController(t *testing.T) {

@@ -40,7 +40,12 @@
 // memory controller in the ancestors' cgroup.subtree_control). The PID is
 // written to cgroup.procs in every hierarchy only once all are ready.
 // Place and Remove of one plugin serialise on a flock(2) of the plugin's
-// parent in the first hierarchy, across processes.
+// parent in the first hierarchy, across processes. Both also set the CPU
+// weight of the plugin's parent to that of as many processes as it holds
+// scopes, and of Config.Parent to that of all scopes below it (cpu.shares
+// in v1, cpu.weight in v2; best effort), so that a scope does not change
+// what its mount weighs when the CPU is contended (BENCHMARKS.md, "A node
+// under load").
 //
 // The systemd backend asks systemd, over D-Bus (go-systemd), for a transient
 // unit "<name>.scope" in the slice [SliceName] returns

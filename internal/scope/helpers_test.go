@@ -46,6 +46,7 @@ func fakeHybrid(t *testing.T) string {
 	files["cpuset/cpuset.cpus"] = "0-3\n"
 	files["cpuset/cpuset.mems"] = "0\n"
 	files["memory/memory.limit_in_bytes"] = "9223372036854771712\n"
+	files["cpu,cpuacct/cpu.shares"] = "1024\n"
 	writeTree(t, root, files)
 	for _, l := range []string{"cpu", "cpuacct"} {
 		if err := os.Symlink("cpu,cpuacct", filepath.Join(root, l)); err != nil {

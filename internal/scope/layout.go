@@ -37,6 +37,9 @@ type Hierarchy struct {
 	// Memory is true where the memory controller is: the v1 memory
 	// hierarchy, or the v2 one when its root offers memory.
 	Memory bool
+	// CPU is true where the cpu controller is: the v1 hierarchy with
+	// cpu.shares, or the v2 one when its root offers cpu.
+	CPU bool
 }
 
 // DetectLayout reads the layout of the cgroup hierarchies under root:
@@ -96,6 +99,7 @@ func hierarchyAt(dir string) (Hierarchy, error) {
 			return h, fmt.Errorf("read cgroup controllers: %w", err)
 		}
 		h.Memory = slices.Contains(strings.Fields(string(controllers)), "memory")
+		h.CPU = slices.Contains(strings.Fields(string(controllers)), "cpu")
 		return h, nil
 	}
 	if !exists(filepath.Join(dir, "release_agent")) {
@@ -103,6 +107,7 @@ func hierarchyAt(dir string) (Hierarchy, error) {
 	}
 	h.Cpuset = exists(filepath.Join(dir, "cpuset.cpus"))
 	h.Memory = exists(filepath.Join(dir, "memory.limit_in_bytes"))
+	h.CPU = exists(filepath.Join(dir, "cpu.shares"))
 	return h, nil
 }
 

@@ -119,6 +119,11 @@ func TestRealCgroupfs(t *testing.T) {
 				t.Errorf("memory.limit_in_bytes of the plugin's parent = %q, want 268435456", got)
 			}
 		}
+		if h.CPU && !h.V2 {
+			if got := readTrim(t, filepath.Join(h.Path, parent, "kubernetes.io~glusterfs", "cpu.shares")); got != "1024" {
+				t.Errorf("cpu.shares of the plugin's parent with one scope = %q, want 1024", got)
+			}
+		}
 	}
 
 	list, err := m.List(glusterfs)
