@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mountcontainers/mountcontainers/internal/shim"
+	"github.com/mountcontainers/mountcontainers/internal/shimtest"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 
@@ -23,6 +24,10 @@ import (
 // the median of each, and the socket path against the host fallback:
 //
 //	sudo BED_REUSE=1 go test -tags e2e -run '^$' -bench ShimLive -benchtime 300x ./test/e2e/
+//
+// With SHIM_BENCH_BASE set to a git revision, that revision's shim runs
+// too, on the host fallback and the socket path (base-shim-*): before and
+// after in the same run.
 func BenchmarkShimLive(b *testing.B) {
 	bed := framework.Current(b)
 	m, pod := startMountPod(b, bed, "shimbench")
@@ -61,7 +66,13 @@ func BenchmarkShimLive(b *testing.B) {
 		return time.Since(start)
 	}
 	helperBin := filepath.Join(filepath.Dir(shimBin), shim.HelperName)
-	var tTrue, tFallback, tRaw, tCRI, tHelper, tSocket []time.Duration
+	var baseBin string
+	if rev := os.Getenv("SHIM_BENCH_BASE"); rev != "" {
+		if baseBin, err = shimtest.BuildRevision(b.TempDir(), rev); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var tTrue, tFallback, tRaw, tCRI, tHelper, tSocket, tBaseFallback, tBaseSocket []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		tTrue = append(tTrue, timed(truePath))
@@ -70,6 +81,10 @@ func BenchmarkShimLive(b *testing.B) {
 		tCRI = append(tCRI, timed(shimBin, "--exec-mode", "cri", "run", "--plugin", m.plugin, "--", "true"))
 		tHelper = append(tHelper, timed(helperBin, "--exec-mode", "cri", "run", "--plugin", m.plugin, "--", "true"))
 		tSocket = append(tSocket, timed(shimBin, "--exec-mode", "socket", "run", "--plugin", m.plugin, "--", "true"))
+		if baseBin != "" {
+			tBaseFallback = append(tBaseFallback, timed(baseBin, "run", "--plugin", "e2e.mountcontainers.io/unregistered", "--", "true"))
+			tBaseSocket = append(tBaseSocket, timed(baseBin, "--exec-mode", "socket", "run", "--plugin", m.plugin, "--", "true"))
+		}
 	}
 	b.StopTimer()
 	median := func(ds []time.Duration) float64 {
@@ -84,4 +99,8 @@ func BenchmarkShimLive(b *testing.B) {
 	b.ReportMetric(median(tHelper), "helper-cri-ms")
 	b.ReportMetric(median(tSocket), "shim-socket-ms")
 	b.ReportMetric(median(tSocket)/median(tFallback), "socket/host")
+	if baseBin != "" {
+		b.ReportMetric(median(tBaseFallback), "base-shim-host-ms")
+		b.ReportMetric(median(tBaseSocket), "base-shim-socket-ms")
+	}
 }
