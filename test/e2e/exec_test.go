@@ -431,7 +431,8 @@ func TestExecResolver(t *testing.T) {
 	})
 
 	t.Run("runtime unreachable fails closed", func(t *testing.T) {
-		r := mcexec.NewResolver(mcexec.Options{Dir: bed.Env.RegistrationDir, Endpoint: "unix:///nonexistent/cri.sock"})
+		// Whenever the runtime must decide: here, exec mode cri.
+		r := mcexec.NewResolver(mcexec.Options{Dir: bed.Env.RegistrationDir, Endpoint: "unix:///nonexistent/cri.sock", ExecMode: mcexec.ModeCRI})
 		defer r.Close()
 		y, err := r.For(m.plugin)
 		if err != nil {
@@ -440,6 +441,28 @@ func TestExecResolver(t *testing.T) {
 		err = y.Command("true").Run()
 		if !errors.Is(err, mcexec.ErrRuntimeUnavailable) || !strings.Contains(err.Error(), "/nonexistent/cri.sock") {
 			t.Errorf("err = %v", err)
+		}
+	})
+
+	t.Run("a live exec socket needs no runtime", func(t *testing.T) {
+		// The socket proves the container running: the runtime, unreachable
+		// here, is not asked.
+		r := mcexec.NewResolver(mcexec.Options{Dir: bed.Env.RegistrationDir, Endpoint: "unix:///nonexistent/cri.sock"})
+		defer r.Close()
+		y, err := r.For(m.plugin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := y.Resolve(context.Background())
+		if err != nil || d.Via != mcexec.ViaSocket || d.Endpoint != "" || !strings.Contains(d.ViaReason, "runtime not asked") {
+			t.Fatalf("Resolve = %s, %v; want via the exec socket, the runtime not asked", d, err)
+		}
+		if id := bed.RunningContainerID(t, types.UID(d.Registration.PodUID), "mount", time.Minute); d.ContainerID != id {
+			t.Errorf("the socket's cgroup names container %s; the runtime says %s", d.ContainerID, id)
+		}
+		out, err := y.Command("sh", "-c", `echo "$POD_UID"`).Output()
+		if err != nil || strings.TrimSpace(string(out)) != string(d.Registration.PodUID) {
+			t.Errorf("in the pod: %q, %v; want %s", out, err, d.Registration.PodUID)
 		}
 	})
 }
