@@ -395,6 +395,11 @@ func TestMountpodReplacement(t *testing.T) {
 		// down while the registration names its successor. Removals are
 		// watched for directly: the new pod would re-create a removed file
 		// within milliseconds, before any read could miss it.
+		//
+		// The old pod must be Ready first: the DaemonSet controller deletes
+		// an old pod that is not yet available at once, surge or not, and
+		// then the old pod would stop before its successor registers.
+		bed.WaitPod(t, s.ns, first.Name, true, 30*time.Second)
 		w := watchRegistration(t, bed.Env.RegistrationDir, file)
 		oldLog := followLog(t, bed, s.ns, first.Name)
 		bed.Kubectl(t, "patch", "daemonset", "-n", s.ns, "mountpod", "--type=merge", "-p",
