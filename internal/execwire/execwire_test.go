@@ -148,32 +148,17 @@ func TestNotStarted(t *testing.T) {
 
 func TestCancelKills(t *testing.T) {
 	c := dial(t, serve(t, execservice.Config{}))
-	dir := t.TempDir()
-	marker := filepath.Join(dir, "alive")
+	beat := execservicetest.NewHeartbeat(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Run(ctx, execwire.Command{Argv: []string{"sh", "-c", "while :; do touch " + marker + "; sleep 0.05; done"}})
+		_, err := c.Run(ctx, execwire.Command{Argv: beat.Argv()})
 		done <- err
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command never ran")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	beat.WaitBeating(t, 5*time.Second)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run after cancel: %v; want context.Canceled", err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	os.Remove(marker)
-	time.Sleep(300 * time.Millisecond)
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("the command still runs after its call was cancelled")
-	}
+	beat.CheckStopped(t)
 }

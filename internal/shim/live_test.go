@@ -175,33 +175,18 @@ func TestLiveSocketBusyHandsOver(t *testing.T) {
 // mount pod, as through the helper.
 func TestLiveSocketInterrupted(t *testing.T) {
 	e := newLiveEnv(t, execservice.Identity{}, execservice.Config{}, "")
-	marker := filepath.Join(t.TempDir(), "alive")
+	beat := execservicetest.NewHeartbeat(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var errOut bytes.Buffer
 	go func() {
 		l := &launcher{proc: e.proc}
-		done <- l.Run(ctx, e.cfg, e.plugin, []string{"sh", "-c", "while :; do touch " + marker + "; sleep 0.05; done"},
-			IO{Stdout: io.Discard, Stderr: &errOut})
+		done <- l.Run(ctx, e.cfg, e.plugin, beat.Argv(), IO{Stdout: io.Discard, Stderr: &errOut})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command never ran")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	beat.WaitBeating(t, 10*time.Second)
 	cancel()
 	if code := <-done; code != exitInterrupted {
 		t.Fatalf("code %d, stderr %q; want %d", code, errOut.String(), exitInterrupted)
 	}
-	time.Sleep(300 * time.Millisecond)
-	os.Remove(marker)
-	time.Sleep(300 * time.Millisecond)
-	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("the command still runs after the shim was interrupted")
-	}
+	beat.CheckStopped(t)
 }

@@ -310,6 +310,32 @@ func (s *shimInPod) test(t *testing.T) {
 		}
 	})
 
+	t.Run("the shim alone serves a live exec socket", func(t *testing.T) {
+		// A copy of kubelet-exec-shim without its helper: the exec socket
+		// path must not need it (the shim proves the pod live itself); the
+		// CRI path must (the shim does not link the runtime's client).
+		alone := filepath.Join(t.TempDir(), shim.BinaryName)
+		data, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(alone, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := runShim(t, s.env, alone, "run", "--plugin", m.plugin, "--", "sh", "-c", `echo "$POD_UID"`)
+		if s.via == mcexec.ViaSocket {
+			decisions, stderr := shimLog(r.stderr)
+			if r.code != 0 || r.stdout != string(pod.UID)+"\n" {
+				t.Fatalf("shim without its helper: code %d, stdout %q, stderr %q; want the pod's UID %s", r.code, r.stdout, stderr, pod.UID)
+			}
+			checkShimPath(t, decisions, s.id, s.via)
+			return
+		}
+		if r.code != shim.ExitShimFailed || !strings.Contains(r.stderr, shim.HelperName) {
+			t.Fatalf("shim without its helper, CRI path: code %d, stderr %q; want 125 naming %s", r.code, r.stderr, shim.HelperName)
+		}
+	})
+
 	t.Run("a file only in the image", func(t *testing.T) {
 		r := run(t, "tini", "--version")
 		if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "tini version") {
