@@ -263,6 +263,7 @@ func TestBadOptions(t *testing.T) {
 		{"not JSON", `{"server":`, "not a JSON object"},
 		{"not an object", `["a"]`, "not a JSON object"},
 		{"trailing", `{"server":"a","volume":"v"} {}`, "trailing"},
+		{"trailing brace", `{"server":"a","volume":"v"}}`, "trailing"},
 		{"no server", `{"volume":"v"}`, `"server"`},
 		{"empty server", `{"server":"","volume":"v"}`, `"server"`},
 		{"server injection", `{"server":"a;reboot","volume":"v"}`, `"server"`},

@@ -55,6 +55,8 @@ var optionSeeds = []string{
 	`{"server":"a","volume":"v","server":"127.0.0.1"}`,
 	`{"server":"a\u0000b","volume":"v"}`, "{\"server\":\"a\xffb\",\"volume\":\"v\"}",
 	`{"server":"a","volume":"v"} {}`, `["a"]`, `null`, ``,
+	`{}}`, `{"server":"a","volume":"v"}}`, `{"server":"a","volume":"v"}]`, // once read as one object
+
 	`{"server":"` + strings.Repeat("a.", 130) + `b","volume":"v"}`,
 	`{"server":"a","volume":"` + strings.Repeat("v", 129) + `"}`,
 }

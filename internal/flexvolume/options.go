@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/netip"
 	"regexp"
@@ -196,7 +197,7 @@ func decodeOptions(raw []byte) (map[string]string, error) {
 	if err := dec.Decode(&fields); err != nil {
 		return nil, fmt.Errorf("options are not a JSON object: %w", err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("options: trailing data after the JSON object")
 	}
 	vals := make(map[string]string, len(fields))
