@@ -292,7 +292,11 @@ func (n *nodeRun) drain(ctx context.Context) (string, error) {
 		return "", err
 	}
 	n.report(StepDrain, StatusInfo, time.Time{}, "evicting "+strings.Join(names, ", "))
-	refusals := &lastLine{}
+	// A refusal (a PodDisruptionBudget's, most often) is retried until the
+	// drain timeout: each is reported, so that a rollout that waits says why.
+	refusals := &lastLine{each: func(line string) {
+		n.report(StepDrain, StatusInfo, time.Time{}, "eviction refused, retrying: "+line)
+	}}
 	h := &drain.Helper{
 		Ctx:                  ctx,
 		Client:               n.r.Client,
@@ -573,6 +577,7 @@ type lastLine struct {
 	mu   sync.Mutex
 	buf  bytes.Buffer
 	last string
+	each func(line string) // when set, called with every complete line
 }
 
 // Write keeps the last complete line of what was written.
@@ -588,6 +593,9 @@ func (l *lastLine) Write(p []byte) (int, error) {
 		}
 		if s := strings.TrimSpace(line); s != "" {
 			l.last = s
+			if l.each != nil {
+				l.each(s)
+			}
 		}
 	}
 }

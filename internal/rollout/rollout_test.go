@@ -347,6 +347,17 @@ func TestPDBStopsRolloutWithTaintOn(t *testing.T) {
 	if ev := e.events()["RolloutFailed"]; !strings.HasPrefix(ev, "Warning") || !strings.Contains(ev, "disruption budget") {
 		t.Errorf("RolloutFailed event %q", ev)
 	}
+	// While it retried, the progress said why it waited.
+	refused := 0
+	for _, ev := range e.progress() {
+		if ev.Node == "n1" && ev.Step == rollout.StepDrain && ev.Status == rollout.StatusInfo &&
+			strings.HasPrefix(ev.Message, "eviction refused, retrying: ") && strings.Contains(ev.Message, "disruption budget") {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Errorf("no progress event reports the refused eviction: %s", e.out.String())
+	}
 
 	// Without --resume a new run refuses; once the budget allows, --resume finishes.
 	if _, err := e.run(nil); !rollout.IsRefused(err) || !strings.Contains(err.Error(), "--resume") {
