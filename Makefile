@@ -77,8 +77,12 @@ fuzz-long: ## Fuzz every target longer: FUZZLONG times its count (default 30, ab
 	@$(FUZZ_ENV) FUZZ_ALL= FUZZLONG='$(FUZZLONG)' test/fuzz.sh
 
 .PHONY: e2e
-e2e: ## Run the end-to-end suite on a real single-node Kubernetes (root; installs, builds and caches the bed; test/README.md).
+e2e: ## Run the end-to-end suites on a real Kubernetes of one node, then of three (root; installs, builds and caches the bed; test/README.md).
 	test/bed/e2e.sh
+
+.PHONY: e2e-nodes
+e2e-nodes: ## Run the three-node suite alone: rollouts that move writers between nodes (root; test/README.md).
+	E2E_SUITES=nodes test/bed/e2e.sh
 
 .PHONY: e2e-load
 e2e-load: ## Run the load test alone: 100 pods with GlusterFS volumes at once, through the exec socket and CRI (root; ~15 min; BENCHMARKS.md).

@@ -88,6 +88,7 @@ func kubeClient(kubeconfig, kubeContext string) (*rest.Config, kubernetes.Interf
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
 	}
+	rollout.SetClientDefaults(cfg)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, err

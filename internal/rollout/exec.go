@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -28,7 +29,17 @@ type PodExec struct {
 	// StatusCommand prints the live-mount report as JSON
 	// (DefaultStatusCommand if empty).
 	StatusCommand []string
+	// CallTimeout bounds one command, its streams included
+	// (DefaultCallTimeout if zero). A stream through the API server and
+	// the kubelet can stall after the command has exited; bounded, the
+	// waits that read a pod again and again ask anew instead of spending
+	// their whole time on one stalled call.
+	CallTimeout time.Duration
 }
+
+// DefaultCallTimeout is PodExec's bound of one command: the mount table and
+// the live-mount report take about a second through the API server.
+const DefaultCallTimeout = 30 * time.Second
 
 var (
 	_ MountLister  = (*PodExec)(nil)
@@ -91,8 +102,17 @@ func (p *PodExec) Run(ctx context.Context, pod *corev1.Pod, container string, cm
 	if err != nil {
 		return fail(err, "")
 	}
+	bound := p.CallTimeout
+	if bound <= 0 {
+		bound = DefaultCallTimeout
+	}
+	call, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
 	var stdout, stderr bytes.Buffer
-	if err := exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}); err != nil {
+	if err := exec.StreamWithContext(call, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}); err != nil {
+		if ctx.Err() == nil && errors.Is(call.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %s: %w", bound, err)
+		}
 		return fail(err, stderr.String())
 	}
 	return stdout.Bytes(), nil

@@ -18,12 +18,15 @@ mounts=$(bed_mounts)
 [[ -z $mounts ]] || problems+=("mounts: $(echo "$mounts" | tr '\n' ' ')")
 loops=$(bed_loops)
 [[ -z $loops ]] || problems+=("loop devices: $(echo "$loops" | tr '\n' ' ')")
-! ip link show "$BED_BRIDGE" >/dev/null 2>&1 || problems+=("bridge $BED_BRIDGE")
+for br in "$BED_BRIDGE" "$BED_NODE_BRIDGE"; do
+	! ip link show "$br" >/dev/null 2>&1 || problems+=("bridge $br")
+done
 rules=$(for t in nat filter mangle; do iptables -t "$t" -S 2>/dev/null; done | grep -E -- "$BED_BRIDGE|$BED_CNI_NETWORK" || true)
 [[ -z $rules ]] || problems+=("iptables rules: $rules")
 for cg in $(kubepods_cgroups); do
 	if [[ -e $cg ]]; then problems+=("cgroup $cg"); fi
 done
+for cg in $(node_cgroups); do problems+=("node cgroup $cg"); done
 for cg in $(scope_cgroups); do
 	if [[ -e $cg ]]; then problems+=("scope cgroup $cg (processes: $(scope_pids | tr '\n' ' '))"); fi
 done

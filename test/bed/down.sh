@@ -2,8 +2,9 @@
 # down.sh: tear the test bed down and leave nothing behind: every process of the
 # bed (components, containerd shims, containers and what they started), every
 # mount under $BED_DIR (deepest first, lazily, so dead FUSE mounts go too), loop
-# devices backed by files under $BED_DIR, the kubepods cgroups and the mounts'
-# scopes, the CNI bridge and
+# devices backed by files under $BED_DIR, the kubepods cgroups, the cgroup
+# roots of the nodes after the first and the mounts' scopes, the CNI bridge,
+# the nodes' bridge and
 # any iptables rule naming it, the sysctls the kubelet changed, and the host paths
 # the kubelet, containerd and CNI created. Then $BED_DIR is removed, except its
 # logs/ (BED_KEEP_LOGS=0 removes those too). Idempotent: safe to run twice.
@@ -54,12 +55,21 @@ component_pid() {
 		echo "$pid"
 	fi
 }
-mapfile -t pids < <(component_pid kubelet)
+# component_names PREFIX: the components whose pid files start with PREFIX
+# (kubelet, kubelet-2, ... on a bed of several nodes).
+component_names() {
+	local f
+	for f in "$STATE/pids/$1".pid "$STATE/pids/$1"-[0-9]*.pid; do
+		[[ -f $f ]] && basename "$f" .pid
+	done
+	return 0
+}
+mapfile -t pids < <(for c in $(component_names kubelet); do component_pid "$c"; done)
 stop_pids "${pids[@]}"
 # The API server shuts down slowly once etcd is gone: stop it before etcd.
 mapfile -t pids < <(for c in kube-scheduler kube-controller-manager kube-apiserver; do component_pid "$c"; done)
 stop_pids "${pids[@]}"
-mapfile -t pids < <(for c in etcd containerd; do component_pid "$c"; done)
+mapfile -t pids < <(for c in etcd $(component_names containerd); do component_pid "$c"; done)
 stop_pids "${pids[@]}"
 # What is left (containers, shims, their daemons) is killed outright.
 mode=own
@@ -120,6 +130,12 @@ if [[ -f $STATE/absent-cgroups ]]; then
 	done <"$STATE/absent-cgroups"
 fi
 
+# 4a. The cgroup roots of the nodes after the first, deepest first.
+for cg in $(node_cgroups); do
+	find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
+	[[ -d $cg ]] && { log "ERROR: cannot remove node cgroup $cg"; errors=$((errors + 1)); }
+done
+
 # 4b. The mounts' scopes, deepest first.
 for cg in $(scope_cgroups); do
 	[[ -d $cg ]] || continue
@@ -127,10 +143,13 @@ for cg in $(scope_cgroups); do
 	[[ -d $cg ]] && { log "ERROR: cannot remove scope cgroup $cg"; errors=$((errors + 1)); }
 done
 
-# 5. The CNI bridge, and any iptables rule that names it or the CNI network.
-if ip link show "$BED_BRIDGE" >/dev/null 2>&1; then
-	ip link delete "$BED_BRIDGE" || { log "ERROR: cannot delete bridge $BED_BRIDGE"; errors=$((errors + 1)); }
-fi
+# 5. The CNI bridge and the nodes' one, and any iptables rule that names the
+#    CNI bridge or network.
+for br in "$BED_BRIDGE" "$BED_NODE_BRIDGE"; do
+	if ip link show "$br" >/dev/null 2>&1; then
+		ip link delete "$br" || { log "ERROR: cannot delete bridge $br"; errors=$((errors + 1)); }
+	fi
+done
 for table in nat filter mangle; do
 	iptables -t "$table" -S 2>/dev/null | grep -E -- "$BED_BRIDGE|$BED_CNI_NETWORK" | grep '^-A ' |
 		while IFS= read -r rule; do
@@ -162,11 +181,13 @@ fi
 
 # 8. Sockets of the bed's containerd shims in /run/containerd/s (containerd 1.6
 #    puts them there whatever its state dir): sha256("<address>/<ns>/<id>").
-for task in "$BED_DIR"/containerd/state/io.containerd.runtime.v2.task/*/*; do
+for task in "$BED_DIR"/containerd/state/io.containerd.runtime.v2.task/*/* \
+	"$BED_DIR"/n/*/containerd/state/io.containerd.runtime.v2.task/*/*; do
 	[[ -d $task ]] || continue
 	id=$(basename "$task")
 	ns=$(basename "$(dirname "$task")")
-	sock=/run/containerd/s/$(printf '%s' "$BED_DIR/containerd/containerd.sock/$ns/$id" | sha256sum | cut -d' ' -f1)
+	ctrd=${task%/state/io.containerd.runtime.v2.task/*}
+	sock=/run/containerd/s/$(printf '%s' "$ctrd/containerd.sock/$ns/$id" | sha256sum | cut -d' ' -f1)
 	rm -f "$sock"
 done
 

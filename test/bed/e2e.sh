@@ -2,7 +2,8 @@
 # e2e.sh: the one entry point of the end-to-end tests (the Makefile calls it).
 #   setup.sh (packages) -> build-kube.sh, build-promtool.sh (cached) ->
 #   images.sh all (cached) ->
-#   go test -tags e2e ./test/e2e/... (the suite brings the bed up and down) ->
+#   go test -tags e2e ./test/e2e/... (the suite brings the bed up and down),
+#   then TestNodes on a bed of three nodes (E2E_SUITES) ->
 #   down.sh again and check-clean.sh (nothing of the bed is left on the host).
 # Exits non-zero on any failure; prints timings and image sizes at the end.
 # Environment: see test/README.md (BED_DIR, E2E_RUN, E2E_TIMEOUT, BED_KEEP, ...).
@@ -93,7 +94,31 @@ step "images" "$here/images.sh" all
 # the image builder's doing, not the bed's.
 "$here/sysctl-snapshot.sh" "$snapshot"
 
-# E2E_TAGS adds build tags: e2e_load is the load test (make e2e-load).
-gotest=(go test -tags "e2e${E2E_TAGS:+,$E2E_TAGS}" -count=1 -v -timeout "${E2E_TIMEOUT:-60m}")
-[[ -z ${E2E_RUN:-} ]] || gotest+=(-run "$E2E_RUN")
-step "e2e suite (bed up+tests+down)" run_suite "${gotest[@]}" ./test/e2e/...
+# Two suites, each on a bed of its own (E2E_SUITES picks): "one", every test
+# on a bed of one node; "nodes", TestNodes on a bed of three (build tag
+# e2e_nodes, BED_NODES=3). E2E_RUN or E2E_TAGS (e2e_load is the load test,
+# make e2e-load) narrow the first and leave the second out unless E2E_SUITES
+# names it.
+if [[ -n ${E2E_RUN:-}${E2E_TAGS:-} ]]; then
+	suites=${E2E_SUITES:-one}
+else
+	suites=${E2E_SUITES:-one}
+fi
+rc=0
+for suite in $suites; do
+	case $suite in
+	one)
+		gotest=(go test -tags "e2e${E2E_TAGS:+,$E2E_TAGS}" -count=1 -v -timeout "${E2E_TIMEOUT:-60m}")
+		[[ -z ${E2E_RUN:-} ]] || gotest+=(-run "$E2E_RUN")
+		step "e2e suite (bed up+tests+down)" run_suite env BED_NODES=1 "${gotest[@]}" ./test/e2e/... || rc=$?
+		;;
+	nodes)
+		step "e2e suite, 3 nodes (TestNodes)" run_suite env BED_NODES=3 \
+			go test -tags e2e,e2e_nodes -count=1 -v -timeout "${E2E_TIMEOUT:-60m}" -run '^TestNodes$' ./test/e2e/ || rc=$?
+		;;
+	*) die "E2E_SUITES: unknown suite $suite (one, nodes)" ;;
+	esac
+	# The next suite's bed would replace this one's component logs.
+	((rc == 0)) || break
+done
+exit "$rc"

@@ -282,12 +282,18 @@ build_image() {
 	bh rmi --prune >/dev/null 2>&1 || true
 }
 
-# import NAME...: import current archives into the bed's containerd.
+# import NAME...: import current archives into the containerd of every node
+# of the bed.
 import() {
-	local env=$BED_DIR/env name f
+	local env=$BED_DIR/env name f i sockets=()
 	[[ -f $env ]] || die "no running bed ($env missing)"
 	# shellcheck source=/dev/null
 	source "$env"
+	sockets=("$CRI_SOCKET")
+	for ((i = 2; i <= ${BED_NODES:-1}; i++)); do
+		f=NODE_${i}_CRI_SOCKET
+		sockets+=("${!f:?$env lacks $f}")
+	done
 	if (($# == 0)); then
 		set --
 		for f in "$CURRENT_DIR"/*.tar; do
@@ -297,9 +303,11 @@ import() {
 	for name in "$@"; do
 		f=$CURRENT_DIR/$name.tar
 		[[ -e $f ]] || die "no image archive for $name ($f); run images.sh first"
-		ctr -a "$CRI_SOCKET" -n k8s.io images import "$(readlink -f "$f")" >/dev/null ||
-			die "importing $f into containerd failed"
-		log "imported $name ($(readlink -f "$f"))"
+		for i in "${sockets[@]}"; do
+			ctr -a "$i" -n k8s.io images import "$(readlink -f "$f")" >/dev/null ||
+				die "importing $f into containerd ($i) failed"
+		done
+		log "imported $name ($(readlink -f "$f")) into ${#sockets[@]} node(s)"
 	done
 }
 

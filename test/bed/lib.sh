@@ -52,11 +52,18 @@ BED_HOST_PATHS=(/var/lib/kubelet/device-plugins /var/lib/kubelet/pod-resources /
 	/var/log/containers /var/log/pods /var/lib/cni /run/containerd /run/netns /var/run/kubernetes
 	/usr/libexec/kubernetes /opt/containerd /etc/cni)
 BED_BRIDGE=mcbed0
+# Nodes after the first (BED_NODES>1, up.sh): node i's address
+# $BED_NODE_NET.i on the bridge $BED_NODE_BRIDGE, its cgroup root
+# $BED_NODE_CGROUP_PREFIX<i> in every hierarchy.
+BED_NODE_BRIDGE=mcbednodes
+BED_NODE_NET=10.244.251
+BED_NODE_CGROUP_PREFIX=mcbed-node
 BED_CNI_NETWORK=mountcontainers-bed
 BED_POD_CIDR=10.244.250.0/24
 # The cgroup parent of the scopes the bed's mount pods make for FUSE mounts
 # (docs/scopes.md), in every hierarchy; down.sh kills what is left in it and
-# removes it.
+# removes it. With more nodes, node <name>'s mount pods use
+# $BED_SCOPE_PARENT-<name>.
 BED_SCOPE_PARENT=mountcontainers-bed
 
 # bed_pids own|kubepods prints the PIDs of every process that belongs to the
@@ -74,7 +81,7 @@ bed_pids() {
 	seeds=$(
 		grep -laF -- "$BED_DIR" /proc/[0-9]*/cmdline 2>/dev/null || true
 		if [[ $1 == kubepods ]]; then
-			grep -lE ':/kubepods(/|$)' /proc/[0-9]*/cgroup 2>/dev/null || true
+			grep -lE ":/($BED_NODE_CGROUP_PREFIX[0-9]+/)?kubepods(/|\$)" /proc/[0-9]*/cgroup 2>/dev/null || true
 		fi
 	)
 	seeds=$(awk -F/ '{print $3}' <<<"$seeds")
@@ -123,17 +130,24 @@ kubepods_cgroups() {
 	return 0
 }
 
-# scope_cgroups prints the bed's scope parent in every hierarchy (cgroup v1
-# controllers, and the cgroup2 one: the root itself or "unified" on a hybrid
-# host).
+# node_cgroups prints the cgroup roots of the nodes after the first that
+# exist, in every hierarchy.
+node_cgroups() {
+	local c
+	for c in /sys/fs/cgroup/*/"$BED_NODE_CGROUP_PREFIX"[0-9]*; do
+		[[ -d $c ]] && echo "$c"
+	done
+	return 0
+}
+
+# scope_cgroups prints the bed's scope parents (one per node) that exist, in
+# every hierarchy (cgroup v1 controllers, and the cgroup2 one: the root
+# itself or "unified" on a hybrid host).
 scope_cgroups() {
 	local c
-	if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
-		echo "/sys/fs/cgroup/$BED_SCOPE_PARENT"
-		return 0
-	fi
-	for c in /sys/fs/cgroup/*/; do
-		[[ -f ${c}cgroup.procs ]] && echo "${c}$BED_SCOPE_PARENT"
+	for c in /sys/fs/cgroup/"$BED_SCOPE_PARENT" /sys/fs/cgroup/"$BED_SCOPE_PARENT"-* \
+		/sys/fs/cgroup/*/"$BED_SCOPE_PARENT" /sys/fs/cgroup/*/"$BED_SCOPE_PARENT"-*; do
+		[[ -d $c ]] && echo "$c"
 	done
 	return 0
 }
@@ -149,5 +163,6 @@ scope_pids() {
 
 # bed_leftovers succeeds when anything of a bed is still there.
 bed_leftovers() {
-	[[ -n $(bed_pids own) || -n $(bed_mounts) || -n $(bed_loops) ]] || ip link show "$BED_BRIDGE" >/dev/null 2>&1
+	[[ -n $(bed_pids own) || -n $(bed_mounts) || -n $(bed_loops) || -n $(node_cgroups) ]] ||
+		ip link show "$BED_BRIDGE" >/dev/null 2>&1 || ip link show "$BED_NODE_BRIDGE" >/dev/null 2>&1
 }

@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
-# up.sh: start a single-node Kubernetes test bed on this machine, entirely under
-# $BED_DIR: a private containerd, etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler and a kubelet whose root directory stands in for /var/lib/kubelet.
+# up.sh: start a Kubernetes test bed on this machine, entirely under $BED_DIR:
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and $BED_NODES
+# nodes (default 1), each a private containerd and a kubelet whose root
+# directory stands in for /var/lib/kubelet.
+#
+# One node keeps the layout of a single-node bed ($BED_DIR/kubelet,
+# $BED_DIR/containerd, ...). With BED_NODES=N>1 every node has its own tree
+# $BED_DIR/n/<node>/ (kubelet root k/, volume plugin and shim directories,
+# containerd root, state and socket, runc root, pod logs), its own cgroup
+# root (the first node the host's, node i /mcbed-node<i> in every hierarchy),
+# ports and node IP: the first node the machine's address, node i 10.244.251.i
+# on the bridge $BED_NODE_BRIDGE (the kubelet refuses a loopback node IP).
+# $BED_DIR/n is one rshared mount, so a DaemonSet's hostPath of it serves
+# every node (test/demo/manifests.sh points each pod at its node's tree).
 # Needs root, the packages of setup.sh, the binaries of build-kube.sh and the image
 # archives of images.sh. A bed left over from an earlier run is torn down first.
 # On success it writes $BED_DIR/env (`export KEY=value` lines) for tests and people:
@@ -38,25 +49,52 @@ if [[ -e $BED_DIR/env || -e $BED_DIR/state ]] || bed_leftovers; then
 fi
 
 start_all=$(date +%s)
-NODE_NAME=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
+# The machine's host name resolves (to loopback): what a GlusterFS brick
+# names. One node is named after it; more are bed-1, bed-2, ...
+BED_HOST_NAME=$(hostname | tr '[:upper:]' '[:lower:]')
+NODE_NAME=${NODE_NAME:-$BED_HOST_NAME}
 NODE_IP=${NODE_IP:-$(ip -4 -o addr show scope global | awk '{sub(/\/.*/, "", $4); print $4; exit}')}
 [[ -n $NODE_IP ]] || die "no non-loopback IPv4 address for the node; set NODE_IP"
+
+BED_NODES=${BED_NODES:-1}
+[[ $BED_NODES =~ ^[1-9]$ ]] || die "BED_NODES=$BED_NODES: give a number of nodes from 1 to 9"
 
 PKI=$BED_DIR/pki
 LOGS=$BED_DIR/logs
 STATE=$BED_DIR/state
-CTRD=$BED_DIR/containerd
-CRI_SOCKET=$CTRD/containerd.sock
-KUBELET_ROOT=$BED_DIR/kubelet
-VOLUME_PLUGIN_DIR=$BED_DIR/volume-plugins
 API_PORT=16443
 ETCD_PORT=23790
 KUBECONFIG_ADMIN=$PKI/admin.kubeconfig
 KUBECTL=$KUBE_BIN/kubectl
 KUBE_VERSION=$(kube_version)
 
-mkdir -p "$PKI" "$STATE/pids" "$CTRD" "$BED_DIR/cni/net.d" "$BED_DIR/cni/ipam" "$BED_DIR/runc" \
-	"$BED_DIR/etcd" "$KUBELET_ROOT" "$VOLUME_PLUGIN_DIR" "$BED_DIR/pod-logs" "$BED_DIR/loop"
+# Node i's name, address, tree and ports; node 1 is the one the single-node
+# variables of the env file name (NODE_NAME, KUBELET_ROOT, CRI_SOCKET, ...).
+declare -a N_NAME N_IP N_DIR N_ROOT N_CGROUP
+for ((i = 1; i <= BED_NODES; i++)); do
+	if ((i == 1)); then
+		N_IP[i]=$NODE_IP N_CGROUP[i]=
+	else
+		N_IP[i]=$BED_NODE_NET.$i N_CGROUP[i]=$BED_NODE_CGROUP_PREFIX$i
+	fi
+	if ((BED_NODES == 1)); then
+		N_NAME[i]=$NODE_NAME N_DIR[i]=$BED_DIR N_ROOT[i]=$BED_DIR/kubelet
+	else
+		# Short names and paths: the exec sockets' paths under the kubelet
+		# root must fit a unix socket address (107 bytes).
+		N_NAME[i]=bed-$i N_DIR[i]=$BED_DIR/n/bed-$i N_ROOT[i]=$BED_DIR/n/bed-$i/k
+	fi
+done
+NODE_NAME=${N_NAME[1]}
+CTRD=${N_DIR[1]}/containerd
+CRI_SOCKET=$CTRD/containerd.sock
+KUBELET_ROOT=${N_ROOT[1]}
+VOLUME_PLUGIN_DIR=${N_DIR[1]}/volume-plugins
+
+mkdir -p "$PKI" "$STATE/pids" "$BED_DIR/cni/net.d" "$BED_DIR/cni/ipam" "$BED_DIR/etcd" "$BED_DIR/loop"
+for ((i = 1; i <= BED_NODES; i++)); do
+	mkdir -p "${N_DIR[i]}/containerd" "${N_DIR[i]}/runc" "${N_ROOT[i]}" "${N_DIR[i]}/volume-plugins" "${N_DIR[i]}/pod-logs"
+done
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 chmod 0700 "$PKI"
@@ -126,12 +164,16 @@ cert() {
 
 cert apiserver "/CN=kube-apiserver" serverAuth \
 	"IP:127.0.0.1,IP:$NODE_IP,IP:10.96.0.1,DNS:localhost,DNS:$NODE_NAME,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-cert kubelet-serving "/CN=$NODE_NAME" serverAuth "IP:$NODE_IP,IP:127.0.0.1,DNS:$NODE_NAME"
+# Node i's files are named <what> for node 1 and <what>-<i> for the others.
+sfx() { (($1 == 1)) || echo "-$1"; }
+for ((i = 1; i <= BED_NODES; i++)); do
+	cert "kubelet-serving$(sfx "$i")" "/CN=${N_NAME[i]}" serverAuth "IP:${N_IP[i]},IP:127.0.0.1,DNS:${N_NAME[i]}"
+	cert "node$(sfx "$i")" "/O=system:nodes/CN=system:node:${N_NAME[i]}" clientAuth
+done
 cert admin "/O=system:masters/CN=kubernetes-admin" clientAuth
 cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
 cert controller-manager "/CN=system:kube-controller-manager" clientAuth
 cert scheduler "/CN=system:kube-scheduler" clientAuth
-cert node "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
 openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
 openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
 
@@ -158,7 +200,8 @@ kubeconfig() {
 		current-context: bed
 	EOF
 }
-for k in admin controller-manager scheduler node; do kubeconfig "$k"; done
+for k in admin controller-manager scheduler; do kubeconfig "$k"; done
+for ((i = 1; i <= BED_NODES; i++)); do kubeconfig "node$(sfx "$i")"; done
 
 # --- containerd ---------------------------------------------------------------------
 cat >"$BED_DIR/cni/net.d/10-bed.conflist" <<EOF
@@ -182,58 +225,89 @@ cat >"$BED_DIR/cni/net.d/10-bed.conflist" <<EOF
 }
 EOF
 
-cat >"$CTRD/config.toml" <<EOF
-version = 2
-root = "$CTRD/root"
-state = "$CTRD/state"
-oom_score = 0
+# containerd_up I: write node I's containerd config, start it, and import
+# the image archives into it in the background (their PID in IMPORT_PID[I]).
+declare -a IMPORT_PID
+containerd_up() {
+	local i=$1 ctrd=${N_DIR[$1]}/containerd name
+	name=containerd$(sfx "$i")
+	cat >"$ctrd/config.toml" <<-EOF
+		version = 2
+		root = "$ctrd/root"
+		state = "$ctrd/state"
+		oom_score = 0
 
-[grpc]
-  address = "$CRI_SOCKET"
+		[grpc]
+		  address = "$ctrd/containerd.sock"
 
-[ttrpc]
-  address = "$CTRD/containerd.sock.ttrpc"
+		[ttrpc]
+		  address = "$ctrd/containerd.sock.ttrpc"
 
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$CTRD/opt"
+		[plugins."io.containerd.internal.v1.opt"]
+		  path = "$ctrd/opt"
 
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "localhost/mountcontainers/pause:dev"
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  disable_tcp_service = true
-  stream_server_address = "127.0.0.1"
-  enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        Root = "$BED_DIR/runc"
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "$BED_DIR/cni/net.d"
-EOF
+		[plugins."io.containerd.grpc.v1.cri"]
+		  sandbox_image = "localhost/mountcontainers/pause:dev"
+		  restrict_oom_score_adj = true
+		  netns_mounts_under_state_dir = true
+		  disable_tcp_service = true
+		  stream_server_address = "127.0.0.1"
+		  stream_server_port = "0"
+		  enable_selinux = false
+		  [plugins."io.containerd.grpc.v1.cri".containerd]
+		    snapshotter = "overlayfs"
+		    default_runtime_name = "runc"
+		    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+		      runtime_type = "io.containerd.runc.v2"
+		      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+		        Root = "${N_DIR[$i]}/runc"
+		        SystemdCgroup = false
+		  [plugins."io.containerd.grpc.v1.cri".cni]
+		    bin_dir = "/usr/lib/cni"
+		    conf_dir = "$BED_DIR/cni/net.d"
+	EOF
+	log "starting $name ($ctrd/containerd.sock)"
+	start "$name" containerd --config "$ctrd/config.toml"
+	wait_for "$name" 30 ctr -a "$ctrd/containerd.sock" version || fail "$name did not start" "$name"
+	# Image import (several seconds) overlaps with the control plane's start.
+	(
+		pids=()
+		for a in "$IMAGE_CACHE_DIR"/current/*.tar; do
+			f=$(readlink -f "$a")
+			{ ctr -a "$ctrd/containerd.sock" -n k8s.io images import "$f" || { echo "importing $f failed"; exit 1; }; } \
+				>"$LOGS/import-$(basename "$a" .tar)$(sfx "$i").log" 2>&1 &
+			pids+=($!)
+		done
+		for p in "${pids[@]}"; do wait "$p" || exit 1; done
+	) &
+	IMPORT_PID[i]=$!
+}
 
-log "starting containerd ($CRI_SOCKET)"
-start containerd containerd --config "$CTRD/config.toml"
-wait_for "containerd" 30 ctr -a "$CRI_SOCKET" version || fail "containerd did not start" containerd
-# Image import (several seconds) overlaps with the control plane's start.
-(
-	pids=()
-	for i in "$IMAGE_CACHE_DIR"/current/*.tar; do
-		a=$(readlink -f "$i")
-		{ ctr -a "$CRI_SOCKET" -n k8s.io images import "$a" || { echo "importing $a failed"; exit 1; }; } \
-			>"$LOGS/import-$(basename "$i" .tar).log" 2>&1 &
-		pids+=($!)
+# Nodes other than the first: their addresses, and their cgroup roots in
+# every hierarchy (the kubelet refuses a cgroup root that does not exist).
+if ((BED_NODES > 1)); then
+	ip link add "$BED_NODE_BRIDGE" type bridge || die "cannot add the nodes' bridge $BED_NODE_BRIDGE"
+	for ((i = 2; i <= BED_NODES; i++)); do
+		ip addr add "${N_IP[i]}/32" dev "$BED_NODE_BRIDGE"
 	done
-	for p in "${pids[@]}"; do wait "$p" || exit 1; done
-) &
-import_pid=$!
-import_logs=()
-for i in "$IMAGE_CACHE_DIR"/current/*.tar; do import_logs+=("import-$(basename "$i" .tar)"); done
+	ip link set "$BED_NODE_BRIDGE" up
+	for ((i = 2; i <= BED_NODES; i++)); do
+		for h in /sys/fs/cgroup/*/; do
+			[[ -f ${h}cgroup.procs ]] || continue
+			mkdir -p "$h${N_CGROUP[i]}"
+			if [[ -f ${h}cpuset.cpus ]]; then
+				cat "${h}cpuset.cpus" >"$h${N_CGROUP[i]}/cpuset.cpus"
+				cat "${h}cpuset.mems" >"$h${N_CGROUP[i]}/cpuset.mems"
+			fi
+		done
+	done
+	# One shared mount over every node's tree: hostPaths of it are
+	# Bidirectional-capable on every node.
+	mkdir -p "$BED_DIR/n"
+	mount --bind "$BED_DIR/n" "$BED_DIR/n"
+	mount --make-rshared "$BED_DIR/n"
+fi
+for ((i = 1; i <= BED_NODES; i++)); do containerd_up "$i"; done
 
 # --- etcd ---------------------------------------------------------------------------
 log "starting etcd (127.0.0.1:$ETCD_PORT)"
@@ -282,69 +356,87 @@ start kube-scheduler "$KUBE_BIN/kube-scheduler" \
 	--bind-address 127.0.0.1 --secure-port 10359 --cert-dir "$PKI/scheduler" \
 	--leader-elect=false --profiling=false --v=1
 
-# --- kubelet ------------------------------------------------------------------------
-wait "$import_pid" || fail "importing the image archives into containerd failed" "${import_logs[@]}"
-# The kubelet root stands in for /var/lib/kubelet; Bidirectional hostPaths under
-# it need a shared mount.
-mount --bind "$KUBELET_ROOT" "$KUBELET_ROOT"
-mount --make-rshared "$KUBELET_ROOT"
-mkdir -p "$KUBELET_ROOT/plugin-containers"
+# --- kubelets -----------------------------------------------------------------------
+# kubelet_up I: write node I's kubelet config and start its kubelet.
+kubelet_up() {
+	local i=$1 root=${N_ROOT[$1]} name healthz=10348 cgroup_root=
+	name=kubelet$(sfx "$i")
+	# shellcheck disable=SC2046 # one log name per archive.
+	wait "${IMPORT_PID[i]}" || fail "importing the image archives into containerd$(sfx "$i") failed" \
+		$(for a in "$IMAGE_CACHE_DIR"/current/*.tar; do echo "import-$(basename "$a" .tar)$(sfx "$i")"; done)
+	if ((BED_NODES == 1)); then
+		# The kubelet root stands in for /var/lib/kubelet; Bidirectional
+		# hostPaths under it need a shared mount ($BED_DIR/n is one
+		# with more nodes).
+		mount --bind "$root" "$root"
+		mount --make-rshared "$root"
+	fi
+	mkdir -p "$root/plugin-containers"
+	if ((i > 1)); then
+		healthz=$((10380 + i))
+		cgroup_root="cgroupRoot: /${N_CGROUP[i]}"
+	fi
+	cat >"${N_DIR[i]}/kubelet-config.yaml" <<-EOF
+		apiVersion: kubelet.config.k8s.io/v1beta1
+		kind: KubeletConfiguration
+		address: ${N_IP[i]}
+		port: 10350
+		healthzBindAddress: 127.0.0.1
+		healthzPort: $healthz
+		readOnlyPort: 0
+		containerRuntimeEndpoint: unix://${N_DIR[i]}/containerd/containerd.sock
+		authentication:
+		  anonymous:
+		    enabled: false
+		  webhook:
+		    enabled: true
+		  x509:
+		    clientCAFile: $PKI/ca.crt
+		authorization:
+		  mode: Webhook
+		tlsCertFile: $PKI/kubelet-serving$(sfx "$i").crt
+		tlsPrivateKeyFile: $PKI/kubelet-serving$(sfx "$i").key
+		makeIPTablesUtilChains: false
+		cgroupDriver: cgroupfs
+		$cgroup_root
+		failCgroupV1: false
+		failSwapOn: false
+		oomScoreAdj: 0
+		volumePluginDir: ${N_DIR[i]}/volume-plugins
+		podLogsDir: ${N_DIR[i]}/pod-logs
+		imageGCHighThresholdPercent: 100
+		imageGCLowThresholdPercent: 99
+		evictionHard:
+		  memory.available: 50Mi
+		  nodefs.available: 1%
+		  nodefs.inodesFree: 1%
+		  imagefs.available: 1%
+		resolvConf: /etc/resolv.conf
+		serializeImagePulls: false
+		registerNode: true
+	EOF
+	log "starting $name (node ${N_NAME[i]}, ${N_IP[i]}, root $root)"
+	start "$name" "$KUBE_BIN/kubelet" \
+		--config "${N_DIR[i]}/kubelet-config.yaml" \
+		--kubeconfig "$PKI/node$(sfx "$i").kubeconfig" \
+		--root-dir "$root" \
+		--hostname-override "${N_NAME[i]}" --node-ip "${N_IP[i]}" \
+		--v=1
+}
 
-cat >"$BED_DIR/kubelet-config.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: $NODE_IP
-port: 10350
-healthzBindAddress: 127.0.0.1
-healthzPort: 10348
-readOnlyPort: 0
-containerRuntimeEndpoint: unix://$CRI_SOCKET
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: true
-  x509:
-    clientCAFile: $PKI/ca.crt
-authorization:
-  mode: Webhook
-tlsCertFile: $PKI/kubelet-serving.crt
-tlsPrivateKeyFile: $PKI/kubelet-serving.key
-makeIPTablesUtilChains: false
-cgroupDriver: cgroupfs
-failCgroupV1: false
-failSwapOn: false
-oomScoreAdj: 0
-volumePluginDir: $VOLUME_PLUGIN_DIR
-podLogsDir: $BED_DIR/pod-logs
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard:
-  memory.available: 50Mi
-  nodefs.available: 1%
-  nodefs.inodesFree: 1%
-  imagefs.available: 1%
-resolvConf: /etc/resolv.conf
-serializeImagePulls: false
-registerNode: true
-EOF
-
-log "starting kubelet (node $NODE_NAME, $NODE_IP, root $KUBELET_ROOT)"
 start_kubelet=$(date +%s)
-start kubelet "$KUBE_BIN/kubelet" \
-	--config "$BED_DIR/kubelet-config.yaml" \
-	--kubeconfig "$PKI/node.kubeconfig" \
-	--root-dir "$KUBELET_ROOT" \
-	--hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
-	--v=1
+for ((i = 1; i <= BED_NODES; i++)); do kubelet_up "$i"; done
 
 K=("$KUBECTL" --kubeconfig "$KUBECONFIG_ADMIN")
-wait_for "node $NODE_NAME to register" 90 "${K[@]}" get node "$NODE_NAME" ||
-	fail "node $NODE_NAME did not register" kubelet kube-apiserver containerd
-if ! "${K[@]}" wait --for=condition=Ready "node/$NODE_NAME" --timeout=120s >/dev/null; then
-	"${K[@]}" describe node "$NODE_NAME" | tail -30 >&2 || true
-	fail "node $NODE_NAME did not become Ready" kubelet containerd
-fi
+for ((i = 1; i <= BED_NODES; i++)); do
+	n=${N_NAME[i]}
+	wait_for "node $n to register" 90 "${K[@]}" get node "$n" ||
+		fail "node $n did not register" "kubelet$(sfx "$i")" kube-apiserver "containerd$(sfx "$i")"
+	if ! "${K[@]}" wait --for=condition=Ready "node/$n" --timeout=120s >/dev/null; then
+		"${K[@]}" describe node "$n" | tail -30 >&2 || true
+		fail "node $n did not become Ready" "kubelet$(sfx "$i")" "containerd$(sfx "$i")"
+	fi
+done
 ready_s=$(($(date +%s) - start_all))
 wait_for "the default ServiceAccount" 90 "${K[@]}" -n default get serviceaccount default ||
 	fail "the default ServiceAccount was not created" kube-controller-manager
@@ -373,8 +465,23 @@ export NODE_IP=$NODE_IP
 export MOUNTPOD_IMAGE=localhost/mountcontainers/mountpod:dev
 export BASE_IMAGE=localhost/mountcontainers/base:dev
 export PAUSE_IMAGE=localhost/mountcontainers/pause:dev
+export BED_NODES=$BED_NODES
+export BED_HOST_NAME=$BED_HOST_NAME
 EOF
+# Every node, the first included: NODE_<i>_<WHAT> (test/framework's Env.Nodes).
+for ((i = 1; i <= BED_NODES; i++)); do
+	cat >>"$BED_DIR/env.tmp" <<-EOF
+		export NODE_${i}_NAME=${N_NAME[i]}
+		export NODE_${i}_IP=${N_IP[i]}
+		export NODE_${i}_DIR=${N_DIR[i]}
+		export NODE_${i}_KUBELET_ROOT=${N_ROOT[i]}
+		export NODE_${i}_REGISTRATION_DIR=${N_ROOT[i]}/plugin-containers
+		export NODE_${i}_VOLUME_PLUGIN_DIR=${N_DIR[i]}/volume-plugins
+		export NODE_${i}_CRI_SOCKET=${N_DIR[i]}/containerd/containerd.sock
+		export NODE_${i}_SHIM_DIR=${N_DIR[i]}/shim-bin
+	EOF
+done
 mv "$BED_DIR/env.tmp" "$BED_DIR/env"
-log "bed up: node Ready after ${ready_s}s (kubelet $(($(date +%s) - start_kubelet))s), default ServiceAccount after ${sa_s}s"
+log "bed up: $BED_NODES node(s) Ready after ${ready_s}s (kubelet $(($(date +%s) - start_kubelet))s), default ServiceAccount after ${sa_s}s"
 log "use it with: . $BED_DIR/env; \"\$KUBECTL\" get nodes"
-echo "up.sh: node Ready after ${ready_s}s, default ServiceAccount after ${sa_s}s" >>"$LOGS/timings"
+echo "up.sh: $BED_NODES node(s) Ready after ${ready_s}s, default ServiceAccount after ${sa_s}s" >>"$LOGS/timings"

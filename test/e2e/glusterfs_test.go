@@ -115,8 +115,8 @@ func setupGlusterfs(t *testing.T, bed *framework.Bed, volumes ...string) *gluste
 		}
 		_ = os.RemoveAll(filepath.Join(bed.Env.VolumePluginDir, "mountcontainers.io~glusterfs"))
 	})
-	g.mountPod(t)
-	t.Logf("glusterfs mount pod from deploy/glusterfs ready in %s", time.Since(start).Round(time.Millisecond))
+	bed.WaitPodsBySelector(t, g.mountNS, mountpodSelect, len(bed.Env.Nodes), true, 2*time.Minute)
+	t.Logf("glusterfs mount pod(s) from deploy/glusterfs ready in %s", time.Since(start).Round(time.Millisecond))
 
 	g.driver = filepath.Join(bed.Env.VolumePluginDir, "mountcontainers.io~glusterfs", "glusterfs")
 	if err := framework.Poll(context.Background(), "driver "+g.driver, 200*time.Millisecond, time.Minute,

@@ -150,17 +150,19 @@ func buildRollout(t *testing.T) string {
 	return bin
 }
 
-// tagMountpodImage gives the mount-pod image a new tag in the bed's
-// containerd, for an upgrade, and removes it when the test ends.
+// tagMountpodImage gives the mount-pod image a new tag in the containerd of
+// every node of the bed, for an upgrade, and removes it when the test ends.
 func tagMountpodImage(t *testing.T, bed *framework.Bed, tag string) string {
 	t.Helper()
 	newTag := strings.TrimSuffix(bed.Env.MountpodImage, ":dev") + ":" + tag
-	ctr := exec.Command("ctr", "-a", bed.Env.CRISocket, "-n", "k8s.io", "images", "tag", "--force", bed.Env.MountpodImage, newTag)
-	if out, err := ctr.CombinedOutput(); err != nil {
-		t.Fatalf("ctr images tag: %v\n%s", err, out)
+	for _, node := range bed.Env.Nodes {
+		ctr := exec.Command("ctr", "-a", node.CRISocket, "-n", "k8s.io", "images", "tag", "--force", bed.Env.MountpodImage, newTag)
+		if out, err := ctr.CombinedOutput(); err != nil {
+			t.Fatalf("ctr images tag (node %s): %v\n%s", node.Name, err, out)
+		}
+		t.Cleanup(func() {
+			_ = exec.Command("ctr", "-a", node.CRISocket, "-n", "k8s.io", "images", "rm", newTag).Run()
+		})
 	}
-	t.Cleanup(func() {
-		_ = exec.Command("ctr", "-a", bed.Env.CRISocket, "-n", "k8s.io", "images", "rm", newTag).Run()
-	})
 	return newTag
 }

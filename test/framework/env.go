@@ -31,8 +31,26 @@ type Env struct {
 	MountpodImage   string // the mount-pod image built from images/Dockerfile
 	BaseImage       string // debian:bookworm-slim made with debootstrap
 	PauseImage      string
+	// HostName is the machine's host name: it resolves (to loopback), and
+	// a bed of one node is named after it.
+	HostName string
+	// Nodes are the bed's nodes, the first being the one the fields above
+	// name (up.sh: BED_NODES).
+	Nodes []Node
 	// Vars holds every variable of the file, including those above.
 	Vars map[string]string
+}
+
+// Node is one node of the bed: its kubelet, containerd and directories.
+type Node struct {
+	Name            string
+	IP              string
+	Dir             string // the node's tree (the bed's directory for a bed of one node)
+	KubeletRoot     string
+	RegistrationDir string
+	VolumePluginDir string
+	CRISocket       string
+	ShimDir         string // where the glusterfs mount pod installs kubelet-exec-shim
 }
 
 // BedDir returns $BED_DIR or DefaultBedDir.
@@ -92,7 +110,32 @@ func LoadEnv(path string) (*Env, error) {
 		MountpodImage:   vars["MOUNTPOD_IMAGE"],
 		BaseImage:       vars["BASE_IMAGE"],
 		PauseImage:      vars["PAUSE_IMAGE"],
+		HostName:        vars["BED_HOST_NAME"],
 		Vars:            vars,
+	}
+	if e.HostName == "" { // an env file older than the nodes
+		e.HostName = e.NodeName
+	}
+	nodes := 1
+	if v := vars["BED_NODES"]; v != "" {
+		if _, err := fmt.Sscan(v, &nodes); err != nil || nodes < 1 {
+			return nil, fmt.Errorf("read bed env %s: BED_NODES=%q is not a number of nodes", path, v)
+		}
+	}
+	for i := 1; i <= nodes; i++ {
+		v := func(what string) string { return vars[fmt.Sprintf("NODE_%d_%s", i, what)] }
+		n := Node{Name: v("NAME"), IP: v("IP"), Dir: v("DIR"), KubeletRoot: v("KUBELET_ROOT"),
+			RegistrationDir: v("REGISTRATION_DIR"), VolumePluginDir: v("VOLUME_PLUGIN_DIR"),
+			CRISocket: v("CRI_SOCKET"), ShimDir: v("SHIM_DIR")}
+		if i == 1 && n.Name == "" { // an env file older than the nodes
+			n = Node{Name: e.NodeName, IP: e.NodeIP, Dir: e.BedDir, KubeletRoot: e.KubeletRoot,
+				RegistrationDir: e.RegistrationDir, VolumePluginDir: e.VolumePluginDir,
+				CRISocket: e.CRISocket, ShimDir: filepath.Join(e.BedDir, "shim-bin")}
+		}
+		if n.Name == "" || n.KubeletRoot == "" || n.CRISocket == "" {
+			return nil, fmt.Errorf("read bed env %s: BED_NODES=%d but node %d lacks NODE_%d_NAME, _KUBELET_ROOT or _CRI_SOCKET", path, nodes, i, i)
+		}
+		e.Nodes = append(e.Nodes, n)
 	}
 	var missing []string
 	for k, v := range map[string]string{"KUBECONFIG": e.Kubeconfig, "KUBECTL": e.Kubectl, "CRI_SOCKET": e.CRISocket,

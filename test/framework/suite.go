@@ -33,6 +33,25 @@ func Current(t testing.TB) *Bed {
 	if current == nil {
 		t.Fatal("no test bed: the package's TestMain must call framework.RunSuite")
 	}
+	if n := len(current.Env.Nodes); n != 1 {
+		t.Fatalf("this test needs a bed of one node; this one has %d (BED_NODES=%d): run it without BED_NODES", n, n)
+	}
+	return current
+}
+
+// CurrentNodes returns the suite's bed, which must have n nodes (test/bed/up.sh
+// with BED_NODES=n); otherwise the test fails, naming how to run it.
+func CurrentNodes(t testing.TB, n int) *Bed {
+	t.Helper()
+	if skipReason != "" {
+		t.Skipf("TEST BED UNAVAILABLE, SKIPPING: %s", skipReason)
+	}
+	if current == nil {
+		t.Fatal("no test bed: the package's TestMain must call framework.RunSuite")
+	}
+	if got := len(current.Env.Nodes); got != n {
+		t.Fatalf("this test needs a bed of %d nodes; this one has %d: run it with BED_NODES=%d (make e2e-nodes)", n, got, n)
+	}
 	return current
 }
 

@@ -26,34 +26,36 @@ func (b *Bed) Taints(t testing.TB, key, value string) []corev1.Taint {
 	return out
 }
 
-// RemoveTaints removes from the bed node every taint of key whose value is
-// value (any value when value is empty), so that a failed test does not
-// leave the only node fenced for the tests after it. It never fails the
-// test (it runs in cleanups): a failure is logged.
+// RemoveTaints removes from every node of the bed every taint of key whose
+// value is value (any value when value is empty), so that a failed test does
+// not leave a node fenced for the tests after it. It never fails the test
+// (it runs in cleanups): a failure is logged.
 func (b *Bed) RemoveTaints(t testing.TB, key, value string) {
 	t.Helper()
 	ctx := context.Background()
 	nodes := b.Client.CoreV1().Nodes()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := nodes.Get(ctx, b.Env.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		var kept []corev1.Taint
-		for _, tn := range n.Spec.Taints {
-			if !taintMatches(tn, key, value) {
-				kept = append(kept, tn)
+	for _, node := range b.Env.Nodes {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := nodes.Get(ctx, node.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
+			var kept []corev1.Taint
+			for _, tn := range n.Spec.Taints {
+				if !taintMatches(tn, key, value) {
+					kept = append(kept, tn)
+				}
+			}
+			if len(kept) == len(n.Spec.Taints) {
+				return nil
+			}
+			n.Spec.Taints = kept
+			_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Logf("remove taint %s=%s from node %s: %v", key, value, node.Name, err)
 		}
-		if len(kept) == len(n.Spec.Taints) {
-			return nil
-		}
-		n.Spec.Taints = kept
-		_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Logf("remove taint %s=%s from node %s: %v", key, value, b.Env.NodeName, err)
 	}
 }
 
