@@ -108,9 +108,12 @@ func (p *PodExec) Run(ctx context.Context, pod *corev1.Pod, container string, cm
 	}
 	call, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
+	start := time.Now()
 	var stdout, stderr bytes.Buffer
 	if err := exec.StreamWithContext(call, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr}); err != nil {
-		if ctx.Err() == nil && errors.Is(call.Err(), context.DeadlineExceeded) {
+		// The connection's deadline may fire a moment before the context
+		// says it is done.
+		if ctx.Err() == nil && (call.Err() != nil || time.Since(start) >= bound) {
 			err = fmt.Errorf("no answer within %s: %w", bound, err)
 		}
 		return fail(err, stderr.String())

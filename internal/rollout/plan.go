@@ -233,7 +233,8 @@ func (r *Rollout) newTarget(ds *appsv1.DaemonSet, revision string) (*target, err
 			t.drivers = append(t.drivers, d)
 		}
 	}
-	t.selector = &podSelector{client: r.Client, plugins: plugins, drivers: t.drivers, all: o.AllPods, force: o.Force, deleteEmptyDir: o.DeleteEmptyDirData}
+	t.selector = &podSelector{client: r.Client, plugins: plugins, drivers: t.drivers, all: o.AllPods, force: o.Force, deleteEmptyDir: o.DeleteEmptyDirData,
+		fromCache: o.DryRun}
 	if o.PodSelector != "" {
 		if err := t.selector.setLabels(o.PodSelector); err != nil {
 			return nil, refuse("", "pod selector %q: %v", o.PodSelector, err)

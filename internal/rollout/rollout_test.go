@@ -268,6 +268,20 @@ func TestDryRunChangesNothing(t *testing.T) {
 	if !strings.Contains(e.out.String(), `"plan"`) {
 		t.Errorf("no plan printed: %s", e.out.String())
 	}
+	// Its node-by-node pod lists come from the API server's cache; a real
+	// run's drain reads them consistently.
+	nodeLists := 0
+	for _, a := range e.rc.Actions() {
+		if l, ok := a.(k8stesting.ListActionImpl); ok && a.GetResource().Resource == "pods" && strings.Contains(l.ListOptions.FieldSelector, "spec.nodeName") {
+			nodeLists++
+			if l.ListOptions.ResourceVersion != "0" {
+				t.Errorf("dry run lists a node's pods with %+v, want resourceVersion 0", l.ListOptions)
+			}
+		}
+	}
+	if nodeLists == 0 {
+		t.Error("dry run listed no node's pods")
+	}
 	text := plan.String()
 	for _, s := range []string{"n1", "outdated", "evict app/writer", "up to date: n3"} {
 		if !strings.Contains(text, s) {

@@ -27,6 +27,11 @@ type podSelector struct {
 	// deleteEmptyDir evicts pods with emptyDir volumes, whose data goes
 	// with them.
 	deleteEmptyDir bool
+	// fromCache lists from the API server's watch cache (resourceVersion
+	// "0"; it may lag by moments): a dry run's plan, node after node, needs
+	// no quorum read of every pod of the cluster for each node, which is
+	// what a consistent list costs when the cache cannot serve it.
+	fromCache bool
 }
 
 func (s *podSelector) setLabels(sel string) error {
@@ -153,9 +158,11 @@ type selection struct {
 // that no controller owns is an error unless force is set, and one with an
 // emptyDir volume unless deleteEmptyDir is set.
 func (s *podSelector) podsToEvict(ctx context.Context, node string) (*selection, error) {
-	list, err := s.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
-	})
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()}
+	if s.fromCache {
+		opts.ResourceVersion = "0"
+	}
+	list, err := s.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("list pods on node %s: %w", node, err)
 	}

@@ -102,7 +102,7 @@ step "images" "$here/images.sh" all
 if [[ -n ${E2E_RUN:-}${E2E_TAGS:-} ]]; then
 	suites=${E2E_SUITES:-one}
 else
-	suites=${E2E_SUITES:-one}
+	suites=${E2E_SUITES:-one nodes}
 fi
 rc=0
 for suite in $suites; do
