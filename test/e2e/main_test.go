@@ -1,9 +1,11 @@
 //go:build e2e
 
 // Package e2e holds the end-to-end tests. They run against one real
-// single-node Kubernetes test bed per `go test` run, brought up in TestMain by
-// test/bed/up.sh and torn down afterwards; see test/README.md. Every test gets
-// the bed with framework.Current(t). Do not add another TestMain here.
+// Kubernetes test bed per `go test` run, brought up in TestMain by
+// test/bed/up.sh and torn down afterwards; see test/README.md. The bed has
+// one node unless BED_NODES says more: a test gets it with
+// framework.Current(t) (one node) or framework.CurrentNodes(t, n) (TestNodes,
+// build tag e2e_nodes). Do not add another TestMain here.
 package e2e
 
 import (
