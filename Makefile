@@ -57,6 +57,7 @@ FUZZ_TARGETS := \
 	./internal/execsocket:FuzzPlainUID:50000x \
 	./internal/flexvolume:FuzzParseOptions:30000x \
 	./internal/flexvolume:FuzzServerPolicy:20000x \
+	./internal/flexvolume:FuzzCephFSOptions:30000x \
 	./internal/flexvolume:FuzzDecodeSettings:25000x \
 	./internal/shim:FuzzArgv:5000x \
 	./internal/shim:FuzzDecodeMapping:12000x \

@@ -63,7 +63,7 @@ func run(ctx context.Context) int {
 	if err != nil {
 		return fail(err)
 	}
-	d := &flexvolume.Driver{Plugin: s.Plugin, Exec: e, Timeout: s.TimeoutDuration(), Servers: s.ServerPolicy(), Log: log}
+	d := &flexvolume.Driver{FS: s.FS(), Plugin: s.Plugin, Exec: e, Timeout: s.TimeoutDuration(), Servers: s.ServerPolicy(), SecretsDir: s.SecretsDir, Log: log}
 	return d.Run(ctx, os.Args[1:], os.Stdout)
 }
 

@@ -72,6 +72,8 @@ type MountChecker interface {
 
 // Driver serves the Flexvolume calls of one driver.
 type Driver struct {
+	// FS is the file system the driver mounts; default [GlusterFS].
+	FS Filesystem
 	// Plugin is the volume plugin whose mount pod runs the utilities.
 	Plugin string
 	// Exec runs mount and umount: the plugin's executor of a resolver.
@@ -86,6 +88,9 @@ type Driver struct {
 	// Resolver looks up server names on the node; default
 	// net.DefaultResolver.
 	Resolver Resolver
+	// SecretsDir receives the secrets of mounts that need one
+	// ([Mount].Secret); it must be on a tmpfs. Default [DefaultSecretsDir].
+	SecretsDir string
 	// Log receives one record per call (the call, its target directory and
 	// its reply); nil discards it. See [Settings].LogFile.
 	Log *slog.Logger
@@ -167,6 +172,20 @@ func (d *Driver) mounts() MountChecker {
 	return d.Mounts
 }
 
+func (d *Driver) fs() Filesystem {
+	if d.FS == nil {
+		return GlusterFS{}
+	}
+	return d.FS
+}
+
+func (d *Driver) secretsDir() string {
+	if d.SecretsDir == "" {
+		return DefaultSecretsDir
+	}
+	return d.SecretsDir
+}
+
 func (d *Driver) timeout() time.Duration {
 	if d.Timeout <= 0 {
 		return DefaultTimeout
@@ -212,11 +231,12 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 	if err := checkDir(dir); err != nil {
 		return failure("mount: %v", err)
 	}
-	opts, err := ParseOptions([]byte(rawOpts))
+	vals, err := decodeOptions([]byte(rawOpts))
 	if err != nil {
 		return failure("mount: %v", err)
 	}
-	if opts, err = opts.CheckServers(ctx, d.Servers, d.Resolver); err != nil {
+	m, err := d.fs().Mount(ctx, vals, Env{Servers: d.Servers, Resolver: d.Resolver})
+	if err != nil {
 		return failure("mount: %v", err)
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -230,22 +250,42 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 	case st == corrupted:
 		return failure("mount: %s is a broken mount (transport endpoint is not connected): unmount it first", dir)
 	}
-	where, inPod, err := d.run(ctx, "mount", opts.MountArgs(dir)...)
+	what := m.describe()
+	if m.Secret != nil {
+		p, err := writeSecret(d.secretsDir(), dir, m.Secret.Data)
+		if err != nil {
+			return failure("mount %s at %s: %v", what, dir, err)
+		}
+		m = m.withSecretFile(p)
+	}
+	where, inPod, err := d.run(ctx, "mount", m.Args(dir)...)
 	if err != nil {
-		return failure("mount %s at %s: %v", opts.Source(), dir, err)
+		return failure("mount %s at %s: %v%s", what, dir, err, d.dropSecret(m, dir))
 	}
 	if st, err := d.state(dir); err != nil || st != mounted {
 		// The mount was made where the node cannot see it: typically a
 		// mount pod whose kubelet directory is not Bidirectional.
 		_, _, uerr := d.run(ctx, "umount", dir)
-		return failure("mount %s at %s: mount(8) succeeded %s but the node does not see a mount there (is the mount pod's kubelet directory mounted with mountPropagation: Bidirectional?)%s",
-			opts.Source(), dir, where, suffix("; undoing it failed", uerr))
+		return failure("mount %s at %s: mount(8) succeeded %s but the node does not see a mount there (is the mount pod's kubelet directory mounted with mountPropagation: Bidirectional?)%s%s",
+			what, dir, where, suffix("; undoing it failed", uerr), d.dropSecret(m, dir))
 	}
-	msg := fmt.Sprintf("mounted %s at %s %s", opts.Source(), dir, where)
+	msg := fmt.Sprintf("mounted %s at %s %s", what, dir, where)
 	if inPod {
-		msg += d.record(mountrecord.Record{Plugin: d.Plugin, Source: opts.Source(), Target: dir, FSType: FSType, Options: opts.RecordedOptions(), Pod: opts.Pod})
+		msg += d.record(mountrecord.Record{Plugin: d.Plugin, Source: m.Source, Target: dir, FSType: m.FSType, Options: m.Options, Pod: m.Pod})
 	}
 	return Status{Status: StatusSuccess, Message: msg}
+}
+
+// dropSecret removes the secret file of a mount that was not made, and
+// returns what to add to the reply when that fails.
+func (d *Driver) dropSecret(m Mount, dir string) string {
+	if m.Secret == nil {
+		return ""
+	}
+	if err := removeSecret(d.secretsDir(), dir); err != nil {
+		return fmt.Sprintf(" (%v)", err)
+	}
+	return ""
 }
 
 // record writes the mount record of a mount made through the mount pod,
@@ -262,12 +302,15 @@ func (d *Driver) record(r mountrecord.Record) string {
 	return ""
 }
 
-// forget removes dir's mount record, if any.
+// forget removes dir's mount record and secret file, if any.
 func (d *Driver) forget(dir string) string {
+	var errs []error
 	if e, ok := d.Exec.(*mcexec.Exec); ok {
-		if err := mountrecord.Remove(e.RecordsDir(), dir); err != nil {
-			return fmt.Sprintf(" (%v)", err)
-		}
+		errs = append(errs, mountrecord.Remove(e.RecordsDir(), dir))
+	}
+	errs = append(errs, removeSecret(d.secretsDir(), dir))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Sprintf(" (%v)", err)
 	}
 	return ""
 }

@@ -395,3 +395,82 @@ func normalSettings(s Settings) Settings {
 	}
 	return s
 }
+
+var cephSeeds = []string{
+	`{"monitors":"10.0.0.7:6789,mon.example","user":"web","fs":"cephfs","path":"/volumes/web","mountOptions":"noatime,ro","kubernetes.io/secret/key":"QVFCaDl4bG1BQUFBQUJBQXg4WWQxdThUWjZsSWJJNmJRMWxDbUE9PQo="}`,
+	`{"monitors":"10.0.0.7","kubernetes.io/secret/key":"QVFCaDl4bG1BQUFBQUJBQXg4WWQxdThUWjZsSWJJNmJRMWxDbUE9PQ==","kubernetes.io/readwrite":"ro"}`,
+	`{"monitors":"127.0.0.1:6789","kubernetes.io/secret/key":"QVFCaDl4bG1BQUFBQUJBQXg4WWQxdThUWjZsSWJJNmJRMWxDbUE9PQ=="}`,
+	`{"monitors":"10.0.0.7","path":"/a/../b","user":"a,b","kubernetes.io/secret/key":"eA=="}`,
+	`{"monitors":"[::1]:6789","mountOptions":"ceph.keyring=/x"}`,
+	`{"monitors":"10.0.0.7:65536;x"}`,
+	`{"monitors":"10.0.0.7","mountOptions":"noatime,noatime,rw","kubernetes.io/readwrite":"ro","kubernetes.io/secret/key":"QVFCaDl4bG1BQUFBQUJBQXg4WWQxdThUWjZsSWJJNmJRMWxDbUE9PQ=="}`,
+}
+
+// FuzzCephFSOptions: the CephFS option parser is deterministic; a refusal
+// names one of the object's keys (or a required key it lacks) and never
+// quotes the secret; an accepted volume gives mount(8) options that hold
+// no comma, no NUL and no part of the key, name no file other than the
+// key file the driver adds, connect only to allowed monitors, and carry
+// the key as the base64 text of a cephx key.
+func FuzzCephFSOptions(f *testing.F) {
+	for _, s := range cephSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		vals, err := decodeOptions(raw)
+		if err != nil {
+			return // decodeOptions is FuzzParseOptions' subject
+		}
+		ctx := context.Background()
+		m, err := CephFS{}.Mount(ctx, vals, Env{Resolver: hashResolver{}})
+		m2, err2 := CephFS{}.Mount(ctx, vals, Env{Resolver: hashResolver{}})
+		if !reflect.DeepEqual(m, m2) || errString(err) != errString(err2) {
+			t.Fatalf("Mount(%q) = %+v, %v, then %+v, %v", raw, m, err, m2, err2)
+		}
+		if err != nil {
+			var oe *OptionError
+			if !errors.As(err, &oe) {
+				t.Fatalf("Mount(%q): %v, not an OptionError", raw, err)
+			}
+			if _, ok := vals[oe.Field]; !ok && oe.Field != KeyMonitors && oe.Field != KeySecretKey {
+				t.Fatalf("Mount(%q): error names %q, which it does not have", raw, oe.Field)
+			}
+			if k := vals[KeySecretKey]; len(k) >= 8 && strings.Contains(err.Error(), k) {
+				t.Fatalf("Mount(%q): the error quotes the secret: %v", raw, err)
+			}
+			return
+		}
+		if m.FSType != "fuse.ceph" || m.Source != "none" || m.Secret == nil || m.Secret.Option != "ceph.keyfile" {
+			t.Fatalf("Mount(%q) = %+v", raw, m)
+		}
+		if !cephKeyRE.Match(m.Secret.Data) {
+			t.Fatalf("Mount(%q): key %q is not a cephx key", raw, m.Secret.Data)
+		}
+		seen := map[string]bool{}
+		for _, o := range m.Options {
+			name, value, _ := strings.Cut(o, "=")
+			if o == "" || strings.ContainsAny(o, ",\x00 \t\n") || seen[name] {
+				t.Fatalf("Mount(%q): option %q (all: %q)", raw, o, m.Options)
+			}
+			seen[name] = true
+			if strings.Contains(o, string(m.Secret.Data)) {
+				t.Fatalf("Mount(%q): option %q holds the key", raw, o)
+			}
+			switch name {
+			case "ceph.id", "ceph.client_fs", "ceph.client_mountpoint":
+			case "ceph.mon_host":
+				for _, mon := range strings.Split(value, ";") {
+					host, _, _ := strings.Cut(mon, ":")
+					a, err := netip.ParseAddr(host)
+					if err != nil || !a.Is4() || isSpecial(a) {
+						t.Fatalf("Mount(%q): monitor %q with an empty allow-list", raw, mon)
+					}
+				}
+			default:
+				if !slices.Contains(cephMountOptions, o) {
+					t.Fatalf("Mount(%q): option %q is not allowed", raw, o)
+				}
+			}
+		}
+	})
+}

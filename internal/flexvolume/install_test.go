@@ -38,8 +38,8 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("executable: %v %v", fi, err)
 	}
 	got, err := flexvolume.LoadSettings(exe, func(string) string { return "" })
-	if err != nil || !reflect.DeepEqual(got, settings) {
-		t.Fatalf("settings %+v (%v), want %+v", got, err, settings)
+	if want := settings.WithDefaults(); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("settings %+v (%v), want %+v", got, err, want)
 	}
 
 	// Over an older copy: replaced by rename (a new inode), no dotfile left.

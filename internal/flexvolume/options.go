@@ -2,6 +2,7 @@ package flexvolume
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -154,7 +155,12 @@ func ParseOptions(raw []byte) (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
+	return parseGlusterfs(vals)
+}
+
+func parseGlusterfs(vals map[string]string) (Options, error) {
 	var o Options
+	var err error
 	if o.ReadOnly, err = checkKeys(vals); err != nil {
 		return Options{}, err
 	}
@@ -170,6 +176,26 @@ func ParseOptions(raw []byte) (Options, error) {
 	}
 	o.Pod = podOf(vals)
 	return o, nil
+}
+
+// GlusterFS is the [Filesystem] of GlusterFS volumes, mounted with
+// mount.glusterfs: see [ParseOptions] for the options.
+type GlusterFS struct{}
+
+// Name is "glusterfs".
+func (GlusterFS) Name() string { return FSType }
+
+// Mount parses vals as [ParseOptions] does and checks the servers with
+// [Options.CheckServers].
+func (GlusterFS) Mount(ctx context.Context, vals map[string]string, env Env) (Mount, error) {
+	o, err := parseGlusterfs(vals)
+	if err != nil {
+		return Mount{}, err
+	}
+	if o, err = o.CheckServers(ctx, env.Servers, env.Resolver); err != nil {
+		return Mount{}, err
+	}
+	return Mount{FSType: FSType, Source: o.Source(), Options: o.RecordedOptions(), Pod: o.Pod}, nil
 }
 
 // Keys the kubelet adds that name the pod a volume is mounted for.
@@ -216,23 +242,13 @@ func decodeOptions(raw []byte) (map[string]string, error) {
 // Keys are checked in order, so that the error is always the same.
 func checkKeys(vals map[string]string) (readOnly bool, err error) {
 	for _, k := range sortedKeys(vals) {
-		switch {
-		case k == KeyServer, k == KeyServers, k == KeyVolume, k == KeyMountOptions:
-		case k == KeyFSType:
-			if v := vals[k]; v != "" && v != FSType {
-				return false, badOption(k, "%q: this driver mounts only %s", v, FSType)
-			}
-		case k == KeyReadWrite:
-			switch vals[k] {
-			case "ro":
-				readOnly = true
-			case "rw", "":
-			default:
-				return false, badOption(k, "%q: want ro or rw", vals[k])
-			}
-		case strings.HasPrefix(k, kubeletPrefix):
-			// The kubelet's: pod name/namespace/UID, service account,
-			// secrets, fsGroup, volume name.
+		if handled, err := checkCommonKeys(FSType, k, vals[k], &readOnly); err != nil {
+			return false, err
+		} else if handled {
+			continue
+		}
+		switch k {
+		case KeyServer, KeyServers, KeyVolume, KeyMountOptions:
 		default:
 			return false, badOption(k, "unknown option (known: %s, %s, %s, %s)", KeyServer, KeyServers, KeyVolume, KeyMountOptions)
 		}
@@ -403,21 +419,13 @@ func (o Options) Source() string { return o.Servers[0] + ":/" + o.Volume }
 // MountArgs are the arguments of mount(8) that mount the volume at dir.
 // Every value was checked by [ParseOptions]; none goes through a shell.
 func (o Options) MountArgs(dir string) []string {
-	args := []string{"-t", FSType}
-	if opts := o.RecordedOptions(); len(opts) > 0 {
-		args = append(args, "-o", strings.Join(opts, ","))
-	}
-	return append(args, o.Source(), dir)
+	return Mount{FSType: FSType, Source: o.Source(), Options: o.RecordedOptions()}.Args(dir)
 }
 
 // RecordedOptions returns the mount options of [Options.MountArgs], one
 // per element, as the mount record keeps them.
 func (o Options) RecordedOptions() []string {
-	opts := slices.Clone(o.MountOptions)
-	if o.ReadOnly && !slices.Contains(opts, "ro") {
-		opts = slices.DeleteFunc(opts, func(s string) bool { return s == "rw" })
-		opts = append(opts, "ro")
-	}
+	opts := readOnlyOptions(o.MountOptions, o.ReadOnly)
 	if len(o.Servers) > 1 {
 		opts = append(opts, "backup-volfile-servers="+strings.Join(o.Servers[1:], ":"))
 	}

@@ -2,6 +2,7 @@ package flexvolume
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,8 +20,27 @@ import (
 )
 
 // DefaultPlugin is the volume plugin whose mount pod the driver uses unless
-// its settings name another.
+// its settings name another (or a file system other than GlusterFS: see
+// [PluginOf]).
 const DefaultPlugin = "kubernetes.io/glusterfs"
+
+// DefaultFilesystem is the file system the driver mounts unless its
+// settings name another.
+const DefaultFilesystem = FSType
+
+// PluginOf returns the volume plugin whose mount pod carries the client of
+// file system fs by default: kubernetes.io/<fs> (kubernetes.io/glusterfs,
+// kubernetes.io/cephfs).
+func PluginOf(fs string) string { return "kubernetes.io/" + fs }
+
+// FilesystemOf returns the file system a driver following plugin mounts by
+// default: cephfs for kubernetes.io/cephfs, else glusterfs.
+func FilesystemOf(plugin string) string {
+	if plugin == PluginOf(CephFSType) {
+		return CephFSType
+	}
+	return DefaultFilesystem
+}
 
 // SettingsSuffix is appended to the driver's executable path to name its
 // settings file: <plugin dir>/<vendor>~<driver>/<driver>.json.
@@ -33,6 +53,8 @@ const (
 	EnvTimeout         = "MOUNTCONTAINERS_FLEXVOLUME_TIMEOUT"
 	EnvExecMode        = "MOUNTCONTAINERS_FLEXVOLUME_EXEC_MODE"
 	EnvLogFile         = "MOUNTCONTAINERS_FLEXVOLUME_LOG_FILE"
+	EnvFilesystem      = "MOUNTCONTAINERS_FLEXVOLUME_FILESYSTEM"
+	EnvSecretsDir      = "MOUNTCONTAINERS_FLEXVOLUME_SECRETS_DIR"
 	// EnvAllowedServers replaces AllowedServers: entries separated by
 	// commas.
 	EnvAllowedServers = "MOUNTCONTAINERS_FLEXVOLUME_ALLOWED_SERVERS"
@@ -45,8 +67,12 @@ const maxSettingsSize = 64 << 10
 // Settings are what the driver needs to know that the kubelet does not
 // pass. The mount pod writes them next to the driver when it installs it.
 type Settings struct {
+	// Filesystem is the file system the driver mounts ([Filesystems]:
+	// "glusterfs" or "cephfs"); default [FilesystemOf] the plugin, or
+	// glusterfs.
+	Filesystem string `json:"filesystem,omitempty"`
 	// Plugin is the volume plugin whose registration the driver follows;
-	// default [DefaultPlugin].
+	// default [PluginOf] the file system (kubernetes.io/glusterfs).
 	Plugin string `json:"plugin,omitempty"`
 	// RegistrationDir is the registration directory; default
 	// registration.DefaultDir.
@@ -73,11 +99,24 @@ type Settings struct {
 	// link-local, multicast or broadcast; those are allowed only when
 	// listed explicitly. See [ServerPolicy] for the whole rule.
 	AllowedServers []string `json:"allowedServers,omitempty"`
+	// SecretsDir is where the driver writes the secrets of mounts that
+	// need one (a CephFS user's key), one file per mount, readable by root
+	// only, removed at unmount; it must be on a tmpfs, and the mount pod
+	// must see it at the same path. Default [DefaultSecretsDir].
+	SecretsDir string `json:"secretsDir,omitempty"`
 }
 
 // Validate checks the settings.
 func (s Settings) Validate() error {
 	var errs []error
+	if s.Filesystem != "" {
+		if _, err := FilesystemNamed(s.Filesystem); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.SecretsDir != "" && (!filepath.IsAbs(s.SecretsDir) || filepath.Clean(s.SecretsDir) != s.SecretsDir) {
+		errs = append(errs, fmt.Errorf("secrets directory %q is not a clean absolute path", s.SecretsDir))
+	}
 	if s.Plugin != "" {
 		if err := registration.ValidatePluginName(s.Plugin); err != nil {
 			errs = append(errs, err)
@@ -119,8 +158,14 @@ func (s Settings) timeout() (time.Duration, error) {
 
 // WithDefaults fills in the defaults.
 func (s Settings) WithDefaults() Settings {
+	if s.Filesystem == "" {
+		s.Filesystem = FilesystemOf(s.Plugin)
+	}
 	if s.Plugin == "" {
-		s.Plugin = DefaultPlugin
+		s.Plugin = PluginOf(s.Filesystem)
+	}
+	if s.SecretsDir == "" {
+		s.SecretsDir = DefaultSecretsDir
 	}
 	if s.RegistrationDir == "" {
 		s.RegistrationDir = registration.DefaultDir
@@ -150,6 +195,16 @@ func (s Settings) ServerPolicy() ServerPolicy {
 	return p
 }
 
+// FS is the file system of Filesystem ([GlusterFS] when empty or bad:
+// [Settings.Validate] reports that).
+func (s Settings) FS() Filesystem {
+	fs, err := FilesystemNamed(cmp.Or(s.Filesystem, DefaultFilesystem))
+	if err != nil {
+		return GlusterFS{}
+	}
+	return fs
+}
+
 // TimeoutDuration is the parsed Timeout (DefaultTimeout when empty or bad).
 func (s Settings) TimeoutDuration() time.Duration {
 	d, err := s.timeout()
@@ -161,8 +216,9 @@ func (s Settings) TimeoutDuration() time.Duration {
 
 // LoadSettings reads the settings file next to the driver executable exe
 // (exe + [SettingsSuffix]; a missing file means the defaults), applies the
-// environment overrides ([EnvPlugin], [EnvRegistrationDir], [EnvTimeout],
-// [EnvExecMode], [EnvLogFile], [EnvAllowedServers], cri.EnvEndpoint;
+// environment overrides ([EnvFilesystem], [EnvPlugin], [EnvRegistrationDir],
+// [EnvTimeout], [EnvExecMode], [EnvLogFile], [EnvAllowedServers],
+// [EnvSecretsDir], cri.EnvEndpoint;
 // getenv is os.Getenv when nil), validates the result and
 // fills in the defaults. The file is trusted only when it is a regular file
 // (not a symbolic link) owned by root or by the driver's own user and not
@@ -187,6 +243,7 @@ func LoadSettings(exe string, getenv func(string) string) (Settings, error) {
 		EnvPlugin: &s.Plugin, EnvRegistrationDir: &s.RegistrationDir,
 		EnvTimeout: &s.Timeout, cri.EnvEndpoint: &s.RuntimeEndpoint,
 		EnvExecMode: &s.ExecMode, EnvLogFile: &s.LogFile,
+		EnvFilesystem: &s.Filesystem, EnvSecretsDir: &s.SecretsDir,
 	} {
 		if v := getenv(env); v != "" {
 			*field = v

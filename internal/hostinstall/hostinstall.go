@@ -8,6 +8,7 @@
 package hostinstall
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +30,7 @@ const (
 var ShimTools = map[string][]string{
 	"kubernetes.io/glusterfs": {"mount.glusterfs"},
 	"kubernetes.io/rbd":       {"rbd"},
+	"kubernetes.io/cephfs":    {"ceph-fuse"},
 }
 
 // The environment variables of `mountpod serve` that choose the Flexvolume
@@ -54,6 +56,13 @@ type Config struct {
 	FlexvolumePlugin string
 	// FlexvolumeSource is the driver binary; default DefaultFlexvolumeSource.
 	FlexvolumeSource string
+	// FlexvolumeFilesystem is the file system the driver mounts
+	// (flexvolume.Filesystems); default flexvolume.FilesystemOf the plugin.
+	FlexvolumeFilesystem string
+	// FlexvolumeSecretsDir is the node directory, on a tmpfs and mounted at
+	// the same path in the pod, where the driver writes the secrets mounts
+	// need; default flexvolume.DefaultSecretsDir.
+	FlexvolumeSecretsDir string
 	// FlexvolumeTimeout bounds each mount or umount of the driver, as a Go
 	// duration; empty means flexvolume.DefaultTimeout.
 	FlexvolumeTimeout string
@@ -64,7 +73,7 @@ type Config struct {
 	// placement decisions to; empty logs nothing.
 	FlexvolumeLogFile string
 	// FlexvolumeAllowedServers is the administrator's allow-list of the
-	// GlusterFS servers volumes may name (host names, addresses, CIDRs);
+	// servers (GlusterFS servers, Ceph monitors) volumes may name (host names, addresses, CIDRs);
 	// empty allows any server whose addresses are not loopback,
 	// link-local or unspecified. See flexvolume.ServerPolicy.
 	FlexvolumeAllowedServers []string
@@ -92,6 +101,10 @@ func (c Config) Validate() error {
 	}
 	if _, err := flexvolume.ParseAllowedServers(c.FlexvolumeAllowedServers); err != nil {
 		return fmt.Errorf("--flexvolume-allowed-servers (MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS): %w", err)
+	}
+	s := flexvolume.Settings{Filesystem: c.FlexvolumeFilesystem, SecretsDir: c.FlexvolumeSecretsDir}
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("--flexvolume-filesystem, --flexvolume-secrets-dir: %w", err)
 	}
 	return nil
 }
@@ -159,6 +172,8 @@ func (c Config) installFlexvolume(plugins []string, registrationDir string, log 
 		Driver:    c.FlexvolumeDriver,
 		Source:    src,
 		Settings: flexvolume.Settings{
+			Filesystem:      c.FlexvolumeFilesystem,
+			SecretsDir:      c.FlexvolumeSecretsDir,
 			Plugin:          plugin,
 			RegistrationDir: registrationDir,
 			RuntimeEndpoint: c.HostRuntimeEndpoint,
@@ -171,7 +186,7 @@ func (c Config) installFlexvolume(plugins []string, registrationDir string, log 
 	if err != nil {
 		return err
 	}
-	log.Info("installed flexvolume driver", "path", path, "plugin", plugin, "allowedServers", c.FlexvolumeAllowedServers)
+	log.Info("installed flexvolume driver", "path", path, "plugin", plugin, "filesystem", cmp.Or(c.FlexvolumeFilesystem, flexvolume.FilesystemOf(plugin)), "allowedServers", c.FlexvolumeAllowedServers)
 	return nil
 }
 
