@@ -62,6 +62,7 @@ func TestPluginOverlays(t *testing.T) {
 	for _, tc := range []struct{ overlay, plugin string }{
 		{"glusterfs", "kubernetes.io/glusterfs"},
 		{"rbd", "kubernetes.io/rbd"},
+		{"cephfs", "kubernetes.io/cephfs"},
 	} {
 		t.Run(tc.overlay, func(t *testing.T) {
 			// The DaemonSet, and the Events RBAC of TestMountPodRBAC.
@@ -161,6 +162,17 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, overlay, plugin string) 
 	if overlay == "glusterfs" {
 		expect(mounts["glusterfs-log"].MountPath == "/var/log/glusterfs" && vols["glusterfs-log"].HostPath != nil,
 			"the glusterfs client's logs are not on a hostPath: they would go with the container while its daemons live on")
+	}
+	if overlay == "cephfs" {
+		// The driver writes the key file on the node; ceph-fuse reads it
+		// here, by the same path.
+		sec := mounts["secrets"]
+		expect(sec.MountPath != "" && sec.MountPath == env["MOUNTPOD_FLEXVOLUME_SECRETS_DIR"].Value && vols["secrets"].HostPath != nil && vols["secrets"].HostPath.Path == sec.MountPath,
+			"the secrets directory (%+v, env %q) is not a hostPath mounted at its node path", sec, env["MOUNTPOD_FLEXVOLUME_SECRETS_DIR"].Value)
+		expect(strings.HasPrefix(sec.MountPath, "/run/"), "secrets directory %s is not under /run, the tmpfs of systemd nodes", sec.MountPath)
+		expect(env["MOUNTPOD_FLEXVOLUME_DRIVER"].Value == "mountcontainers.io~cephfs", "driver %q", env["MOUNTPOD_FLEXVOLUME_DRIVER"].Value)
+		expect(mounts["ceph-log"].MountPath == "/var/log/ceph" && vols["ceph-log"].HostPath != nil,
+			"ceph-fuse's logs are not on a hostPath: they would go with the container while its daemons live on")
 	}
 	expect(mounts["lib-modules"].MountPath != "" && mounts["lib-modules"].ReadOnly, "lib-modules not mounted read-only")
 	// `rbd map` writes /sys/bus/rbd; no other plugin may write /sys.

@@ -1,8 +1,35 @@
-// Package flexvolume is a Flexvolume driver for GlusterFS whose mount and
-// unmount run through the Exec resolver ([mcexec.Resolver]): in the
-// glusterfs mount pod when it is registered and running, so that
-// mount.glusterfs and the glusterfs FUSE daemon live in that pod and never
-// on the node. An unmodified kubelet loads it from its volume plugin
+// Package flexvolume is a Flexvolume driver for FUSE file systems
+// (GlusterFS and CephFS) whose mount and unmount run through the Exec
+// resolver ([mcexec.Resolver]): in the plugin's mount pod when it is
+// registered and running, so that mount.glusterfs or ceph-fuse and their
+// FUSE daemons live in that pod (in scopes of their own) and never on the
+// node.
+//
+// # One skeleton, several file systems
+//
+// A [Filesystem] knows only which options a volume may give and the
+// mount(8) call they make ([GlusterFS], [CephFS]); the [Driver] does the
+// rest for all of them: the call convention, the checks of the target, the
+// bounds, where mount(8) runs, the check that the node sees the mount, the
+// mount record (so that the mount pod can make the mount again), the
+// secret file and the unmount. One binary serves every file system: the
+// settings the mount pod writes next to it say which ([Settings].Filesystem,
+// by default the one of the plugin: kubernetes.io/cephfs mounts cephfs).
+//
+// # Secrets
+//
+// A CephFS volume names the user's key with a secretRef; the kubelet passes
+// the Secret's entry "key" to the driver base64-encoded, as the option
+// kubernetes.io/secret/key. The driver writes it into a file readable by
+// root only, named after the mount's target, in [Settings].SecretsDir (by
+// default /run/mountcontainers/secrets, which the cephfs mount pod mounts at
+// the same path), and gives ceph-fuse the file's path (ceph.keyfile). The
+// directory must be on a tmpfs: the driver refuses to write a key anywhere
+// a disk would keep it. The key is never in an argv (which `ps` on the node
+// shows), an environment, a mount record or a log; the file is removed when
+// the volume is unmounted or its mount fails, and stays while the mount
+// lives, so that the mount pod can make the mount again after its ceph-fuse
+// died, even from a new mount pod. An unmodified kubelet loads it from its volume plugin
 // directory (Flexvolume is still in the kubelet; the in-tree glusterfs
 // plugin is not) and finds it without a restart (its dynamic prober watches
 // the directory).
@@ -56,8 +83,9 @@
 // kubernetes.io/glusterfs), the registration directory, the CRI endpoint as
 // the node sees it, the timeout of each mount or unmount, the exec mode
 // (how mount and umount reach the mount pod: its exec socket or CRI
-// ExecSync), an optional log file and the administrator's allow-list of
-// GlusterFS servers. See [Settings] and [LoadSettings] for how the
+// ExecSync), an optional log file, the administrator's allow-list of
+// servers (GlusterFS servers, Ceph monitors), the file system and the
+// secrets directory. See [Settings] and [LoadSettings] for how the
 // environment overrides them. A key the settings do not have is an error,
 // as in a volume's options: a misspelt allowedServers must not leave every
 // server allowed.
@@ -127,10 +155,12 @@
 //
 // # Caveats
 //
-// The FUSE daemon of a mount lives in the mount pod: deleting or restarting
-// that pod turns every glusterfs volume of the node into "Transport endpoint
-// is not connected" until the workloads are restarted. That is why the mount
-// pods' DaemonSet uses OnDelete and is upgraded only after draining the node.
+// The FUSE daemon of a mount runs in a scope of its own (docs/scopes.md):
+// it outlives the mount pod that started it, and one that dies anyway is
+// brought back by the mount pod (docs/recovery.md). Without scopes, deleting
+// or restarting the mount pod turns every volume of the node into "Transport
+// endpoint is not connected"; that is why the mount pods' DaemonSet uses
+// OnDelete and is upgraded with mountpod-rollout (docs/upgrade.md).
 //
 // [mcexec.Resolver]: github.com/mountcontainers/mountcontainers/pkg/exec.Resolver
 package flexvolume

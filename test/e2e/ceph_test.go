@@ -64,9 +64,19 @@ func TestCephRBD(t *testing.T) {
 	}
 }
 
-// setupCeph starts the Ceph server pod, makes the client Secret from what it
-// exports, and starts the rbd mount pod with the Secret at /etc/ceph.
-func setupCeph(t *testing.T, bed *framework.Bed) *cephEnv {
+// cephServer is a running Ceph server pod and what it exported for the
+// client cephClientID.
+type cephServer struct {
+	ns       string
+	conf     string // ceph.conf: fsid and mon_host
+	keyring  string // the client's keyring
+	key      string // the client's bare key
+	otherKey string // a valid key that is not the client's
+}
+
+// startCephServer builds and imports the Ceph server image (cached by its
+// inputs) and starts the server pod in a namespace of its own.
+func startCephServer(t *testing.T, bed *framework.Bed) *cephServer {
 	t.Helper()
 	root, err := framework.RepoRoot()
 	if err != nil {
@@ -75,7 +85,7 @@ func setupCeph(t *testing.T, bed *framework.Bed) *cephEnv {
 	run(t, 15*time.Minute, filepath.Join(root, "test/bed/images.sh"), "build", "ceph-server",
 		filepath.Join(root, "test/images/ceph-server/Dockerfile"), filepath.Join(root, "test/images/ceph-server"))
 	run(t, 3*time.Minute, filepath.Join(root, "test/bed/images.sh"), "import", "ceph-server")
-	c := &cephEnv{bed: bed, ns: bed.CreateNamespace(t, "ceph")}
+	s := &cephServer{ns: bed.CreateNamespace(t, "ceph")}
 
 	start := time.Now()
 	bed.Apply(t, fmt.Sprintf(`apiVersion: v1
@@ -102,22 +112,37 @@ spec:
   volumes:
     - {name: data, emptyDir: {}}
     - {name: export, emptyDir: {}}
-`, c.ns, bed.Env.NodeIP, cephClientID))
-	bed.WaitPod(t, c.ns, "ceph-server", true, 4*time.Minute)
+`, s.ns, bed.Env.NodeIP, cephClientID))
+	bed.WaitPod(t, s.ns, "ceph-server", true, 4*time.Minute)
 	t.Logf("Ceph cluster HEALTH_OK, its pod Ready, %s after the pod was created", time.Since(start).Round(time.Millisecond))
 
 	// The client's files, as an administrator hands them to a node.
-	conf := bed.MustExec(t, c.ns, "ceph-server", "server", "cat", "/export/ceph.conf")
-	keyring := bed.MustExec(t, c.ns, "ceph-server", "server", "cat", "/export/ceph.client."+cephClientID+".keyring")
-	otherKey := strings.TrimSpace(bed.MustExec(t, c.ns, "ceph-server", "server", "ceph-authtool", "--gen-print-key"))
-	if !strings.Contains(keyring, "[client."+cephClientID+"]") || !strings.Contains(conf, "mon_host") || otherKey == "" {
-		t.Fatalf("exports: ceph.conf %q, keyring %d bytes, another key %q", conf, len(keyring), otherKey)
+	s.conf = bed.MustExec(t, s.ns, "ceph-server", "server", "cat", "/export/ceph.conf")
+	s.keyring = bed.MustExec(t, s.ns, "ceph-server", "server", "cat", "/export/ceph.client."+cephClientID+".keyring")
+	s.key = strings.TrimSpace(bed.MustExec(t, s.ns, "ceph-server", "server", "cat", "/export/client."+cephClientID+".key"))
+	s.otherKey = strings.TrimSpace(bed.MustExec(t, s.ns, "ceph-server", "server", "ceph-authtool", "--gen-print-key"))
+	if !strings.Contains(s.keyring, "[client."+cephClientID+"]") || !strings.Contains(s.conf, "mon_host") || s.otherKey == "" || s.key == "" || !strings.Contains(s.keyring, s.key) {
+		t.Fatalf("exports: ceph.conf %q, keyring %d bytes, key %d bytes, another key %q", s.conf, len(s.keyring), len(s.key), s.otherKey)
 	}
+	return s
+}
+
+// setupCeph starts the Ceph server pod, makes the client Secret from what it
+// exports, and starts the rbd mount pod with the Secret at /etc/ceph.
+func setupCeph(t *testing.T, bed *framework.Bed) *cephEnv {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startCephServer(t, bed)
+	c := &cephEnv{bed: bed, ns: srv.ns}
+	otherKey := srv.otherKey
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: rbdSecret, Namespace: mountpodNS},
 		StringData: map[string]string{
-			"ceph.conf": conf,
-			"ceph.client." + cephClientID + ".keyring": keyring,
+			"ceph.conf": srv.conf,
+			"ceph.client." + cephClientID + ".keyring": srv.keyring,
 			"wrong.keyring": fmt.Sprintf("[client.%s]\n\tkey = %s\n", cephClientID, otherKey),
 		},
 	}
@@ -129,7 +154,7 @@ spec:
 	})
 
 	overlay := rbdOverlay(t, bed, root)
-	start = time.Now()
+	start := time.Now()
 	bed.ApplyKustomize(t, overlay)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -412,7 +412,13 @@ func (g *glusterEnv) testDriverCalls(t *testing.T, mode mcexec.ExecMode) {
 // of the test, and returns the log file's path.
 func (g *glusterEnv) setDriverMode(t *testing.T, mode mcexec.ExecMode) string {
 	t.Helper()
-	path := g.driver + flexvolume.SettingsSuffix
+	return setDriverMode(t, g.driver, mode)
+}
+
+// setDriverMode rewrites the settings of the driver installed at driver.
+func setDriverMode(t *testing.T, driver string, mode mcexec.ExecMode) string {
+	t.Helper()
+	path := driver + flexvolume.SettingsSuffix
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +428,7 @@ func (g *glusterEnv) setDriverMode(t *testing.T, mode mcexec.ExecMode) string {
 		t.Fatalf("driver settings %s: %v", path, err)
 	}
 	s.ExecMode = string(mode)
-	s.LogFile = filepath.Join(t.TempDir(), "glusterfs-flexvolume.log")
+	s.LogFile = filepath.Join(t.TempDir(), filepath.Base(driver)+"-flexvolume.log")
 	data, _ := json.MarshalIndent(s, "", "  ")
 	write := func(data []byte) error {
 		return atomicfile.Write(path, 0o644, func(w io.Writer) error {
