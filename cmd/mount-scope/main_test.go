@@ -240,3 +240,73 @@ func TestHelperLinksLittle(t *testing.T) {
 		}
 	}
 }
+
+// TestHelperCephFuse runs the binary as /sbin/mount.fuse.ceph: it never runs
+// the diverted script; ceph-fuse (from PATH) gets the translated arguments,
+// one argument per value whatever shell syntax it holds, and runs (with
+// the daemon it leaves) in the mount target's scope; a refused option runs
+// nothing and makes no scope.
+func TestHelperCephFuse(t *testing.T) {
+	parent, env := scopetest.Parent(t)
+	bin := scopetest.Build(t, ".", "mount-scope")
+	target := filepath.Join(t.TempDir(), "mnt")
+	cgroup := "/" + parent + "/kubernetes.io~glusterfs/" + scope.Name(target)
+	sbin, pathDir := t.TempDir(), t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(sbin, "mount.fuse.ceph")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sbin, "mount.fuse.ceph"+scope.DivertedSuffix), []byte("#!/bin/sh\necho SCRIPT RAN\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pathDir, "ceph-fuse"), []byte(`#!/bin/sh
+sleep 30 >/dev/null 2>&1 &
+echo $!
+for a; do printf '[%s]' "$a"; done; echo
+cat /proc/$$/cgroup
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, "MOUNTPOD_PLUGINS="+plugin, "PATH="+pathDir+":/usr/bin:/bin")
+
+	cmd := exec.Command(filepath.Join(sbin, "mount.fuse.ceph"), "none", target, "-o", "rw,ceph.id=a,ceph.keyfile=/k;touch /tmp/x,_netdev")
+	cmd.Env = env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("mount.fuse.ceph: %v\n%s", err, stderr.String())
+	}
+	lines := strings.SplitN(string(out), "\n", 3)
+	daemon, err := strconv.Atoi(lines[0])
+	if err != nil || len(lines) < 3 {
+		t.Fatalf("output %q: want the daemon's PID, the arguments, the cgroups", out)
+	}
+	t.Cleanup(func() { syscall.Kill(daemon, syscall.SIGKILL) })
+	if want := "[--id=a][--keyfile=/k;touch /tmp/x][" + target + "][-o][rw]"; lines[1] != want {
+		t.Errorf("ceph-fuse got %s, want %s", lines[1], want)
+	}
+	if m, err := scope.ParseMembership(strings.NewReader(lines[2])); err != nil || !m.In(cgroup) {
+		t.Errorf("ceph-fuse's cgroups:\n%s\nwant %s everywhere (%v)", lines[2], cgroup, err)
+	}
+	if m, err := scope.ProcMembership(daemon); err != nil || !m.In(cgroup) {
+		t.Errorf("the daemon's cgroups = %v, %v; want %s everywhere", m, err, cgroup)
+	}
+	syscall.Kill(daemon, syscall.SIGKILL)
+	scopetest.RemoveOnceEmpty(t, parent, plugin, target)
+
+	other := filepath.Join(t.TempDir(), "mnt")
+	cmd = exec.Command(filepath.Join(sbin, "mount.fuse.ceph"), "none", other, "-o", "ceph.id=a,ceph.keyfile=")
+	cmd.Env = env
+	out, _ = cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != scope.ExitFailed || !strings.Contains(string(out), `option "ceph.keyfile" has an empty value`) || strings.Contains(string(out), "RAN") || strings.Contains(string(out), "--id") {
+		t.Errorf("empty value: exit %d, output %q; want exit %d, the option named, nothing run", code, out, scope.ExitFailed)
+	}
+	mgr, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	if l, err := mgr.List(plugin); err != nil || len(l) != 0 {
+		t.Errorf("scopes %v (%v) after a refused mount, want none", l, err)
+	}
+}

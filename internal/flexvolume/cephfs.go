@@ -108,7 +108,9 @@ func (CephFS) Mount(ctx context.Context, vals map[string]string, env Env) (Mount
 		}
 		user = v
 	}
-	opts := []string{"ceph.id=" + user, "ceph.mon_host=" + strings.Join(mons, ";")}
+	// ceph.conf=/dev/null: the volume says everything; a ceph.conf in the
+	// mount pod (an rbd pod's /etc/ceph) must not add to it.
+	opts := []string{"ceph.conf=/dev/null", "ceph.id=" + user, "ceph.mon_host=" + strings.Join(mons, ";")}
 	if v, ok := vals[KeyFS]; ok {
 		if !cephNameRE.MatchString(v) {
 			return Mount{}, badOption(KeyFS, "%q: a file system name has 1 to 64 letters, digits, '.', '-' or '_'", v)

@@ -55,13 +55,13 @@ func TestCephFSMount(t *testing.T) {
 		want       []string
 	}{
 		{"full", cephOpts(`"mountOptions":"noatime, nosuid"`),
-			[]string{"ceph.id=web", "ceph.mon_host=10.0.0.7:6789;mon-b.example:6789", "ceph.client_fs=cephfs", "ceph.client_mountpoint=/volumes/web", "noatime", "nosuid"}},
+			[]string{"ceph.conf=/dev/null", "ceph.id=web", "ceph.mon_host=10.0.0.7:6789;mon-b.example:6789", "ceph.client_fs=cephfs", "ceph.client_mountpoint=/volumes/web", "noatime", "nosuid"}},
 		{"read-only", cephOpts(`"kubernetes.io/readwrite":"ro","mountOptions":"rw"`),
-			[]string{"ceph.id=web", "ceph.mon_host=10.0.0.7:6789;mon-b.example:6789", "ceph.client_fs=cephfs", "ceph.client_mountpoint=/volumes/web", "ro"}},
+			[]string{"ceph.conf=/dev/null", "ceph.id=web", "ceph.mon_host=10.0.0.7:6789;mon-b.example:6789", "ceph.client_fs=cephfs", "ceph.client_mountpoint=/volumes/web", "ro"}},
 		{"defaults", `{"monitors":"10.1.2.3","kubernetes.io/fsType":"cephfs","kubernetes.io/secret/key":"` + cephKeyOpt + `"}`,
-			[]string{"ceph.id=admin", "ceph.mon_host=10.1.2.3:6789"}},
+			[]string{"ceph.conf=/dev/null", "ceph.id=admin", "ceph.mon_host=10.1.2.3:6789"}},
 		{"client. prefix, root path", `{"monitors":"10.1.2.3:3300","user":"client.admin","path":"/","kubernetes.io/secret/key":"` + cephKeyOpt + `"}`,
-			[]string{"ceph.id=admin", "ceph.mon_host=10.1.2.3:3300"}},
+			[]string{"ceph.conf=/dev/null", "ceph.id=admin", "ceph.mon_host=10.1.2.3:3300"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := flexvolume.CephFS{}.Mount(context.Background(), decode(t, tc.opts), env)
@@ -205,7 +205,7 @@ func TestCephFSSecretFile(t *testing.T) {
 		t.Fatalf("key file at mount time: %q, want %q", c.seen, want)
 	}
 	reqs := c.rt.ExecRequests()
-	wantCmd := []string{"mount", "-t", "fuse.ceph", "-o", "ceph.id=web,ceph.mon_host=10.0.0.7:6789;mon-b.example:6789,ceph.client_fs=cephfs,ceph.client_mountpoint=/volumes/web,ceph.keyfile=" + keyFile, "none", dir}
+	wantCmd := []string{"mount", "-t", "fuse.ceph", "-o", "ceph.conf=/dev/null,ceph.id=web,ceph.mon_host=10.0.0.7:6789;mon-b.example:6789,ceph.client_fs=cephfs,ceph.client_mountpoint=/volumes/web,ceph.keyfile=" + keyFile, "none", dir}
 	if len(reqs) != 1 || !slices.Equal(reqs[0].Cmd, wantCmd) {
 		t.Fatalf("ExecSync %q, want %q", reqs, wantCmd)
 	}

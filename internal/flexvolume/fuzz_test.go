@@ -458,6 +458,10 @@ func FuzzCephFSOptions(f *testing.F) {
 			}
 			switch name {
 			case "ceph.id", "ceph.client_fs", "ceph.client_mountpoint":
+			case "ceph.conf":
+				if value != "/dev/null" {
+					t.Fatalf("Mount(%q): ceph.conf=%q", raw, value)
+				}
 			case "ceph.mon_host":
 				for _, mon := range strings.Split(value, ";") {
 					host, _, _ := strings.Cut(mon, ":")

@@ -166,33 +166,205 @@ func RealHelper(argv0 string) (string, error) {
 // helper whatever the settings. It returns only on failure, and then nothing
 // was mounted: a mount that cannot get its scope fails rather than start a
 // daemon that would die with the mount pod.
+//
+// A helper of [translatedHelpers] (mount.fuse.ceph) is not run at all: its
+// arguments are translated and checked before anything else (a refused
+// mount neither gets a scope nor runs anything), and the program it would
+// have started (ceph-fuse, found on getenv("PATH")) is executed in its place.
 func RunHelper(getenv func(string) string, argv []string, env []string) error {
 	if len(argv) == 0 {
 		return errors.New("mount helper: no arguments")
 	}
-	real, err := RealHelper(argv[0])
-	if err != nil {
-		return err
+	name := filepath.Base(argv[0])
+	var (
+		path   string
+		args   []string
+		target string
+		mount  bool
+	)
+	if th, ok := translatedHelpers[name]; ok {
+		var err error
+		if args, target, mount, err = th.translate(argv); err != nil {
+			return fmt.Errorf("mount helper %s: %w", name, err)
+		}
+		if path, err = lookPath(getenv, th.program); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if path, err = RealHelper(argv[0]); err != nil {
+			return err
+		}
+		args = argv
+		target, mount = HelperTarget(argv)
 	}
-	if target, ok := HelperTarget(argv); ok {
+	if mount {
 		hc, err := HelperConfigFromEnv(getenv)
 		if err != nil {
-			return fmt.Errorf("mount helper %s: scope for %s: %w", filepath.Base(argv[0]), target, err)
+			return fmt.Errorf("mount helper %s: scope for %s: %w", name, target, err)
 		}
 		if hc.Enabled {
 			m, err := New(hc.Config)
 			if err != nil {
-				return fmt.Errorf("mount helper %s: scope for %s: %w", filepath.Base(argv[0]), target, err)
+				return fmt.Errorf("mount helper %s: scope for %s: %w", name, target, err)
 			}
 			_, err = m.Place(hc.Plugin, target, 0)
 			m.Close()
 			if err != nil {
-				return fmt.Errorf("mount helper %s: scope for %s: %w", filepath.Base(argv[0]), target, err)
+				return fmt.Errorf("mount helper %s: scope for %s: %w", name, target, err)
 			}
 		}
 	}
-	err = syscall.Exec(real, argv, env)
-	return &commandError{code: commandExitCode(err), err: fmt.Errorf("exec %s: %w", real, err)}
+	err := execve(path, args, env)
+	return &commandError{code: commandExitCode(err), err: fmt.Errorf("exec %s: %w", path, err)}
+}
+
+// execve replaces the process (a seam for the tests, which record the call).
+var execve = syscall.Exec
+
+// defaultPath is searched when PATH is empty, as sh(1) would.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// lookPath finds the executable regular file name in the absolute
+// directories of getenv("PATH") ([defaultPath] when empty).
+func lookPath(getenv func(string) string, name string) (string, error) {
+	dirs := getenv("PATH")
+	if dirs == "" {
+		dirs = defaultPath
+	}
+	for _, dir := range filepath.SplitList(dirs) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", &commandError{code: ExitNotFound, err: fmt.Errorf("%s: %w (PATH %q)", name, exec.ErrNotFound, dirs)}
+}
+
+// A translatedHelper is a mount helper whose own program is never run:
+// mount-scope, run under the helper's name, translates mount(8)'s arguments
+// itself and executes program (looked up on PATH) with them, without a
+// shell.
+type translatedHelper struct {
+	// program is what the helper would have started.
+	program string
+	// translate turns the helper's argv (argv[0] its name) into program's
+	// (argv[0] program). mount is false for a call that is not a mount
+	// (no scope); target is then empty. An error means nothing runs.
+	translate func(argv []string) (args []string, target string, mount bool, err error)
+}
+
+// translatedHelpers are the helpers mount-scope replaces rather than runs,
+// by the base name mount(8) runs them under.
+//
+// mount.fuse.ceph (package ceph-fuse, Ceph 16) is a Python script that
+// joins its options and the mount point into one command line and runs it
+// with Popen(command, shell=True): an option value or a mount point with
+// shell syntax in it runs as a shell command, as root, in the mount pod. It
+// also exits 0 when ceph-fuse fails, so mount(8) and the kubelet would take
+// a failed mount for a mounted volume. Its translation is small, so it is
+// done here, argument by argument, and ceph-fuse's exit status is mount's.
+var translatedHelpers = map[string]translatedHelper{
+	"mount.fuse.ceph": {program: "ceph-fuse", translate: cephFuseArgs},
+}
+
+// cephFuseDropped are the mount options mount.fuse.ceph (16.2.15) does not
+// pass on to ceph-fuse: libfuse refuses them.
+var cephFuseDropped = map[string]bool{"defaults": true, "noauto": true, "_netdev": true, "nofail": true}
+
+// cephFuseArgs translates `mount.fuse.ceph SOURCE TARGET [-sfnv] [-o
+// OPTIONS]...` (as mount(8) calls helpers) into `ceph-fuse [--NAME=VALUE...]
+// TARGET [-o FUSE-OPTIONS]`, as mount.fuse.ceph does:
+//
+//   - an option ceph.NAME=VALUE becomes --NAME=VALUE, ceph.NAME --NAME;
+//   - the other options, minus defaults, noauto, _netdev and nofail, are
+//     passed on, in their order (the script's order is random: a set), as
+//     one -o after the mount point;
+//   - SOURCE is ignored unless it holds a '=': the old form
+//     `id=admin,conf=/etc/ceph/ceph.conf` gives --id=admin
+//     --conf=/etc/ceph/ceph.conf, before those of the ceph. options (the
+//     script then drops the ceph. options into -o instead, where libfuse
+//     refuses them);
+//   - -s, -n and -v (sloppy, no mtab, verbose) are ignored, -t TYPE too;
+//     -f (fake: record a mount without mounting) and -N (another mount
+//     namespace) are refused: ceph-fuse cannot do either.
+//
+// An empty value (ceph.id=, an empty SOURCE entry) or a NUL byte anywhere is
+// refused with the option named. `mount.fuse.ceph -V` (or --version) gives
+// `ceph-fuse --version`, not a mount; any other call that is not a mount is
+// refused: nothing but a mount or a version is ever passed to ceph-fuse.
+func cephFuseArgs(argv []string) (args []string, target string, mount bool, err error) {
+	if len(argv) == 2 && (argv[1] == "-V" || argv[1] == "--version") {
+		return []string{"ceph-fuse", "--version"}, "", false, nil
+	}
+	target, ok := HelperTarget(argv)
+	if !ok {
+		return nil, "", false, fmt.Errorf("usage: %s SOURCE TARGET [-sfnv] [-o OPTIONS] (or -V), got %q", filepath.Base(argv[0]), argv[1:])
+	}
+	if strings.ContainsRune(argv[1], 0) || strings.ContainsRune(target, 0) {
+		return nil, "", false, fmt.Errorf("source %q or target %q holds a NUL byte", argv[1], argv[2])
+	}
+	var opts []string
+	for i := 3; i < len(argv); i++ {
+		switch a := argv[i]; {
+		case a == "-o" || a == "-t" || a == "-N":
+			if i+1 >= len(argv) {
+				return nil, "", false, fmt.Errorf("%s needs a value", a)
+			}
+			i++
+			switch a {
+			case "-o":
+				opts = append(opts, argv[i])
+			case "-N":
+				return nil, "", false, fmt.Errorf("-N %s: mounting in another namespace is not supported", argv[i])
+			}
+		case strings.HasPrefix(a, "-o"):
+			opts = append(opts, a[len("-o"):])
+		case len(a) > 1 && a[0] == '-' && strings.Trim(a[1:], "sfnv") == "":
+			if strings.Contains(a, "f") {
+				return nil, "", false, errors.New("-f (fake mount) is not supported: ceph-fuse cannot record a mount without making it")
+			}
+		default:
+			return nil, "", false, fmt.Errorf("unexpected argument %q", a)
+		}
+	}
+	args = []string{"ceph-fuse"}
+	// The old form: SOURCE is the ceph options themselves.
+	if source := argv[1]; strings.Contains(source, "=") {
+		for _, o := range strings.Split(source, ",") {
+			if name, value, _ := strings.Cut(o, "="); name == "" || value == "" {
+				return nil, "", false, fmt.Errorf("source %q: option %q has no name or an empty value", source, o)
+			}
+			args = append(args, "--"+o)
+		}
+	}
+	var fuse []string
+	for _, o := range strings.Split(strings.Join(opts, ","), ",") {
+		name, value, hasValue := strings.Cut(o, "=")
+		switch {
+		case o == "":
+			// An empty entry (a,,b or a trailing comma) is no option.
+		case strings.ContainsRune(o, 0):
+			return nil, "", false, fmt.Errorf("option %q holds a NUL byte", name)
+		case hasValue && value == "":
+			return nil, "", false, fmt.Errorf("option %q has an empty value", name)
+		case name == "" || name == "ceph.":
+			return nil, "", false, fmt.Errorf("option %q has no name", o)
+		case strings.HasPrefix(name, "ceph."):
+			args = append(args, "--"+strings.TrimPrefix(o, "ceph."))
+		case cephFuseDropped[o]:
+		default:
+			fuse = append(fuse, o)
+		}
+	}
+	args = append(args, target)
+	if len(fuse) > 0 {
+		args = append(args, "-o", strings.Join(fuse, ","))
+	}
+	return args, target, true, nil
 }
 
 // HelperUsage is printed when the scope helper is run under its own name.
