@@ -53,7 +53,7 @@
 //
 // # Why its own binary
 //
-// The driver is its own small binary (cmd/glusterfs-flexvolume), not a
+// The driver is its own small binary (cmd/flexvolume-driver), not a
 // personality of the multi-call kubelet-exec-shim:
 //
 //   - The shim picks its personality from the base name of argv[0] and runs

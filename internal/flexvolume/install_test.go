@@ -21,7 +21,7 @@ func writeFile(t *testing.T, p, content string, mode os.FileMode) {
 }
 
 func TestInstall(t *testing.T) {
-	src := filepath.Join(t.TempDir(), "glusterfs-flexvolume")
+	src := filepath.Join(t.TempDir(), "flexvolume-driver")
 	writeFile(t, src, "v1", 0o755)
 	pluginDir := filepath.Join(t.TempDir(), "exec")
 	settings := flexvolume.Settings{Plugin: "kubernetes.io/glusterfs", RegistrationDir: "/k/plugin-containers", RuntimeEndpoint: "unix:///run/c.sock", Timeout: "30s",

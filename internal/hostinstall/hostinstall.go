@@ -21,7 +21,7 @@ import (
 
 // Default sources of the installed binaries, as the image places them.
 const (
-	DefaultFlexvolumeSource = "/usr/local/bin/glusterfs-flexvolume"
+	DefaultFlexvolumeSource = "/usr/local/bin/flexvolume-driver"
 	DefaultShimSource       = "/usr/local/bin/" + shim.BinaryName
 )
 

@@ -13,17 +13,17 @@ import (
 
 func TestInstallConfig(t *testing.T) {
 	bin := t.TempDir()
-	for _, n := range []string{"glusterfs-flexvolume", shim.BinaryName, shim.HelperName} {
+	for _, n := range []string{"flexvolume-driver", shim.BinaryName, shim.HelperName} {
 		if err := os.WriteFile(filepath.Join(bin, n), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	flexDir, shimDir := filepath.Join(t.TempDir(), "exec"), filepath.Join(t.TempDir(), "bin")
 	c := Config{
-		FlexvolumeDir: flexDir, FlexvolumeSource: filepath.Join(bin, "glusterfs-flexvolume"),
+		FlexvolumeDir: flexDir, FlexvolumeSource: filepath.Join(bin, "flexvolume-driver"),
 		ShimDir: shimDir, ShimSource: filepath.Join(bin, shim.BinaryName),
 		HostRuntimeEndpoint: "unix:///run/bed/containerd.sock",
-		FlexvolumeExecMode:  "cri", FlexvolumeLogFile: "/var/log/glusterfs-flexvolume.log",
+		FlexvolumeExecMode:  "cri", FlexvolumeLogFile: "/var/log/flexvolume-driver.log",
 		FlexvolumeAllowedServers: []string{"gluster-1.example.com", "10.0.0.0/8"},
 	}
 	if err := c.Install([]string{"kubernetes.io/rbd", "kubernetes.io/glusterfs"}, "/k/plugin-containers", nil); err != nil {
@@ -32,7 +32,7 @@ func TestInstallConfig(t *testing.T) {
 	exe := filepath.Join(flexDir, "mountcontainers.io~glusterfs", "glusterfs")
 	s, err := flexvolume.LoadSettings(exe, func(string) string { return "" })
 	if err != nil || s.Plugin != "kubernetes.io/glusterfs" || s.RegistrationDir != "/k/plugin-containers" || s.RuntimeEndpoint != "unix:///run/bed/containerd.sock" ||
-		s.ExecMode != "cri" || s.LogFile != "/var/log/glusterfs-flexvolume.log" ||
+		s.ExecMode != "cri" || s.LogFile != "/var/log/flexvolume-driver.log" ||
 		!slices.Equal(s.AllowedServers, []string{"gluster-1.example.com", "10.0.0.0/8"}) {
 		t.Fatalf("driver settings %+v, %v", s, err)
 	}

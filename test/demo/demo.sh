@@ -77,7 +77,7 @@ step "Installing what is missing (Debian packages; never a gluster package on th
 quiet test/bed/setup.sh
 say "containerd, runc, etcd, buildah, debootstrap, ... present"
 
-step "Building the binaries (mountpod, kubelet-exec-shim and its helper, glusterfs-flexvolume)"
+step "Building the binaries (mountpod, kubelet-exec-shim and its helper, flexvolume-driver)"
 quiet env CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/...
 say "$(cd bin && echo *)"
 

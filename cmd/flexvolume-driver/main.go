@@ -1,7 +1,9 @@
-// Command glusterfs-flexvolume is a Flexvolume driver for GlusterFS that
-// mounts through the glusterfs mount pod (see package
-// github.com/mountcontainers/mountcontainers/internal/flexvolume). The mount pod
-// installs it as <volume plugin dir>/mountcontainers.io~glusterfs/glusterfs.
+// Command flexvolume-driver is the Flexvolume driver of GlusterFS and
+// CephFS volumes that mounts through the plugin's mount pod (see package
+// github.com/mountcontainers/mountcontainers/internal/flexvolume). The mount
+// pod installs it as <volume plugin dir>/mountcontainers.io~glusterfs/glusterfs
+// or .../mountcontainers.io~cephfs/cephfs, with settings next to it that say
+// which file system it mounts.
 //
 // The kubelet reads the driver's standard output and standard error as one
 // JSON reply, so standard error is pointed at /dev/null before anything
