@@ -27,7 +27,9 @@ const (
 	// KeyPath is the directory of the CephFS to mount (default "/").
 	KeyPath = "path"
 	// KeySecretKey is where the kubelet puts the value of the key "key" of
-	// the volume's secretRef, base64-encoded: the user's cephx key.
+	// the volume's secretRef, base64-encoded: the user's cephx key. (The
+	// kubelet reads only a Secret whose type is the driver's name, such as
+	// mountcontainers.io/cephfs.)
 	KeySecretKey = "kubernetes.io/secret/key"
 )
 
@@ -193,7 +195,7 @@ func parseCephMountOptions(mo string) ([]string, error) {
 func cephKey(vals map[string]string) ([]byte, error) {
 	enc, ok := vals[KeySecretKey]
 	if !ok {
-		return nil, badOption(KeySecretKey, "missing: give the volume a secretRef to a Secret whose entry \"key\" is the user's cephx key")
+		return nil, badOption(KeySecretKey, "missing: give the volume a secretRef to a Secret (of the driver's name as its type) whose entry \"key\" is the user's cephx key")
 	}
 	key, err := base64.StdEncoding.DecodeString(enc)
 	if err != nil {

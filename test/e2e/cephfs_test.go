@@ -82,7 +82,9 @@ func setupCephFS(t *testing.T, bed *framework.Bed) *cephfsEnv {
 	c := &cephfsEnv{bed: bed, srv: startCephServer(t, bed)}
 	c.ns = bed.CreateNamespace(t, "cephfs")
 	for name, key := range map[string]string{cephfsSecret: c.srv.key, cephfsWrong: c.srv.otherKey} {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.ns}, StringData: map[string]string{"key": key}}
+		// The kubelet hands a flexVolume only a Secret whose type is the
+		// driver's name.
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.ns}, Type: cephfsDriver, StringData: map[string]string{"key": key}}
 		if _, err := bed.Client.CoreV1().Secrets(c.ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
