@@ -58,6 +58,7 @@ type cephfsEnv struct {
 	ns      string // the workloads'
 	driver  string // the installed driver
 	secrets string // the secrets directory (a tmpfs), as the node sees it
+	lastErr string // of the last failed read of a stream
 }
 
 func TestCephFS(t *testing.T) {
@@ -404,7 +405,8 @@ func (c *cephfsEnv) testWrongKey(t *testing.T) {
 				return false, "", err
 			}
 			for _, ev := range evs.Items {
-				if strings.Contains(ev.Message, "ceph") {
+				// ceph-fuse's own reason: the monitors refused the key.
+				if strings.Contains(ev.Message, "failed to fetch mon config") {
 					msg = ev.Message
 					return true, "", nil
 				}
@@ -427,11 +429,13 @@ func (c *cephfsEnv) testWrongKey(t *testing.T) {
 	}
 	dir := c.volumeDir(p)
 	c.deletePod(t, p)
-	if fs := hostMount(t, dir); fs != "" || len(cephFuseProcesses(t, dir)) != 0 {
-		t.Errorf("after the wrong key: mount %q, ceph-fuse %v", fs, cephFuseProcesses(t, dir))
-	}
-	if left := c.secretFiles(t); len(left) != 0 {
-		t.Errorf("key files left after failed mounts: %v", left)
+	// A retry of the kubelet's may be under way: it fails too, and cleans up.
+	if err := framework.Poll(context.Background(), "nothing left of the wrong key's mounts", 250*time.Millisecond, 90*time.Second,
+		func(context.Context) (bool, string, error) {
+			fs, procs, left := hostMount(t, dir), cephFuseProcesses(t, dir), c.secretFiles(t)
+			return fs == "" && len(procs) == 0 && len(left) == 0, fmt.Sprintf("mount %q, ceph-fuse %v, key files %v", fs, procs, left), nil
+		}); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -448,8 +452,9 @@ done`
 // through its own mount.
 func (c *cephfsEnv) lines(t *testing.T, p *corev1.Pod) int {
 	t.Helper()
-	out, _, err := c.bed.Exec(context.Background(), 20*time.Second, c.ns, p.Name, "main", "sh", "-c", `wc -l < /data/"$HOSTNAME"`)
+	out, stderr, err := c.bed.Exec(context.Background(), 20*time.Second, c.ns, p.Name, "main", "sh", "-c", `wc -l < /data/"$HOSTNAME"`)
 	if err != nil {
+		c.lastErr = fmt.Sprintf("%v: %s", err, strings.TrimSpace(stderr))
 		return -1
 	}
 	n, _ := strconv.Atoi(strings.TrimSpace(out))
@@ -461,7 +466,7 @@ func (c *cephfsEnv) waitLines(t *testing.T, p *corev1.Pod, n int, within time.Du
 	if err := framework.Poll(context.Background(), fmt.Sprintf("%d lines from %s", n, p.Name), 200*time.Millisecond, within,
 		func(context.Context) (bool, string, error) {
 			got := c.lines(t, p)
-			return got >= n, fmt.Sprintf("%d lines", got), nil
+			return got >= n, fmt.Sprintf("%d lines (%s)", got, c.lastErr), nil
 		}); err != nil {
 		t.Fatal(err)
 	}
@@ -525,6 +530,12 @@ func (c *cephfsEnv) testRecovery(t *testing.T) {
 	bed := c.bed
 	w := c.workload(t, "cephfs-recover", "", cephfsSecret, cephfsStreamScript, true)
 	t.Cleanup(func() { c.deletePod(t, w) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			mp := c.mountPod(t)
+			t.Logf("mount pod %s:\n%s", mp.Name, bed.Kubectl(t, "-n", mp.Namespace, "logs", mp.Name))
+		}
+	})
 	dir := c.volumeDir(w)
 	c.waitLines(t, w, 20, time.Minute)
 	if es, err := mountrecord.List(filepath.Join(bed.Env.RegistrationDir, mountrecord.Dir)); err != nil || !hasRecord(es, dir) {
@@ -547,8 +558,16 @@ func (c *cephfsEnv) testRecovery(t *testing.T) {
 		}); err != nil {
 		t.Fatal(err)
 	}
-	// ... and comes back, in the workload's container.
-	c.waitLines(t, w, before+20, time.Minute)
+	// ... and comes back, in the workload's container: the mount pod makes
+	// it again at once (its Event says how long it took) ...
+	waitPodEvents(t, bed, c.ns, w.Name, recovery.ReasonRecovered, 1, "came back")
+	recovered := time.Since(killed)
+	// ... and the workload writes again once the MDS has let go of what
+	// the dead client held: the stream's file, whose capabilities the
+	// killed ceph-fuse's session keeps until the file system's
+	// session_timeout (60 s by default) marks it stale. Until then the new
+	// client waits for them, as any other client would.
+	c.waitLines(t, w, before+20, 3*time.Minute)
 	back := time.Since(killed)
 	now := cephFuseProcesses(t, dir)
 	if len(now) != 1 || now[0] == pids[0] {
@@ -567,7 +586,7 @@ func (c *cephfsEnv) testRecovery(t *testing.T) {
 	if p.UID != w.UID || p.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("the workload was restarted: uid %s (was %s), restarts %d", p.UID, w.UID, p.Status.ContainerStatuses[0].RestartCount)
 	}
-	waitPodEvents(t, bed, c.ns, w.Name, recovery.ReasonRecovered, 1, "came back")
 	c.assertKeyNowhere(t)
-	t.Logf("ceph-fuse %d killed; the mount came back with ceph-fuse %d and the workload wrote again %s later", pids[0], now[0], back.Round(time.Millisecond))
+	t.Logf("ceph-fuse %d killed; the mount came back with ceph-fuse %d (Event after %s) and the workload wrote again %s later", pids[0], now[0],
+		recovered.Round(time.Millisecond), back.Round(time.Millisecond))
 }
