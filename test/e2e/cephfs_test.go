@@ -118,6 +118,19 @@ func setupCephFS(t *testing.T, bed *framework.Bed) *cephfsEnv {
 	})
 	mp := bed.WaitPodsBySelector(t, mountpodNS, cephfsSelect, 1, true, 2*time.Minute)[0]
 	c.waitRegistered(t, mp.UID)
+	// Before the mount pod goes: every scope of the test's mounts (those
+	// unmounted, and those whose mount failed) removed by its survey.
+	t.Cleanup(func() {
+		parent := cmp.Or(bed.Env.Vars["BED_SCOPE_PARENT"], "mountcontainers-bed")
+		var left []string
+		if err := framework.Poll(context.Background(), "the cephfs scopes removed", 250*time.Millisecond, time.Minute,
+			func(context.Context) (bool, string, error) {
+				left = slices.DeleteFunc(scopeDirs(t, parent), func(d string) bool { return !strings.Contains(d, "/kubernetes.io~cephfs/") })
+				return len(left) == 0, fmt.Sprint(left), nil
+			}); err != nil {
+			t.Error(err)
+		}
+	})
 	c.driver = filepath.Join(bed.Env.VolumePluginDir, "mountcontainers.io~cephfs", "cephfs")
 	if err := framework.Poll(context.Background(), "driver "+c.driver, 200*time.Millisecond, time.Minute,
 		func(context.Context) (bool, string, error) {

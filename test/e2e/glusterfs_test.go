@@ -11,7 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -236,20 +236,13 @@ func hostMount(t *testing.T, dir string) string {
 // fuseProcesses returns the PIDs of glusterfs client processes serving dir.
 func fuseProcesses(t *testing.T, dir string) []int {
 	t.Helper()
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	var pids []int
-	for _, p := range procs {
-		data, err := os.ReadFile(p)
-		if err != nil || len(data) == 0 {
-			continue
+	for pid, args := range processes(t) {
+		if filepath.Base(args[0]) == "glusterfs" && args[len(args)-1] == dir {
+			pids = append(pids, pid)
 		}
-		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
-		if filepath.Base(args[0]) != "glusterfs" || args[len(args)-1] != dir {
-			continue
-		}
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		pids = append(pids, pid)
 	}
+	sort.Ints(pids)
 	return pids
 }
 
