@@ -30,7 +30,6 @@ const (
 var ShimTools = map[string][]string{
 	"kubernetes.io/glusterfs": {"mount.glusterfs"},
 	"kubernetes.io/rbd":       {"rbd"},
-	"kubernetes.io/cephfs":    {"ceph-fuse"},
 }
 
 // The environment variables of `mountpod serve` that choose the Flexvolume

@@ -409,6 +409,7 @@ func (c *cephfsEnv) testWorkload(t *testing.T, mode mcexec.ExecMode) {
 // testWrongKey: a volume whose Secret holds another key fails to mount
 // with ceph-fuse's reason in the pod's events, and leaves nothing behind.
 func (c *cephfsEnv) testWrongKey(t *testing.T) {
+	setDriverMode(t, c.driver, mcexec.ModeCRI)
 	c.workload(t, "cephfs-wrong-key", "", cephfsWrong, "sleep infinity", false)
 	var msg string
 	err := framework.Poll(context.Background(), "a FailedMount event", 500*time.Millisecond, 3*time.Minute,
@@ -418,8 +419,9 @@ func (c *cephfsEnv) testWrongKey(t *testing.T) {
 				return false, "", err
 			}
 			for _, ev := range evs.Items {
-				// ceph-fuse's own reason: the monitors refused the key.
-				if strings.Contains(ev.Message, "failed to fetch mon config") {
+				// ceph-fuse's own reason (the monitors refused the key), from
+				// a mount(8) run in the mount pod through CRI ExecSync.
+				if strings.Contains(ev.Message, "failed to fetch mon config") && strings.Contains(ev.Message, "via "+string(mcexec.ViaExecSync)) {
 					msg = ev.Message
 					return true, "", nil
 				}
@@ -490,9 +492,11 @@ func (c *cephfsEnv) waitLines(t *testing.T, p *corev1.Pod, n int, within time.Du
 // new mount pod adopts the mount.
 func (c *cephfsEnv) testOutlivesMountPod(t *testing.T) {
 	bed := c.bed
+	log := setDriverMode(t, c.driver, mcexec.ModeSocket)
 	w := c.workload(t, "cephfs-stream", "", cephfsSecret, cephfsStreamScript, true)
 	t.Cleanup(func() { c.deletePod(t, w) })
 	dir := c.volumeDir(w)
+	waitMountedVia(t, log, dir, mcexec.ViaSocket)
 	c.waitLines(t, w, 20, time.Minute)
 	pids := cephFuseProcesses(t, dir)
 	if len(pids) != 1 {
@@ -541,6 +545,7 @@ func (c *cephfsEnv) testOutlivesMountPod(t *testing.T) {
 // container, which writes on without a restart.
 func (c *cephfsEnv) testRecovery(t *testing.T) {
 	bed := c.bed
+	log := setDriverMode(t, c.driver, mcexec.ModeCRI)
 	w := c.workload(t, "cephfs-recover", "", cephfsSecret, cephfsStreamScript, true)
 	t.Cleanup(func() { c.deletePod(t, w) })
 	t.Cleanup(func() {
@@ -550,6 +555,7 @@ func (c *cephfsEnv) testRecovery(t *testing.T) {
 		}
 	})
 	dir := c.volumeDir(w)
+	waitMountedVia(t, log, dir, mcexec.ViaExecSync)
 	c.waitLines(t, w, 20, time.Minute)
 	if es, err := mountrecord.List(filepath.Join(bed.Env.RegistrationDir, mountrecord.Dir)); err != nil || !hasRecord(es, dir) {
 		t.Fatalf("no mount record of %s: %+v, %v", dir, es, err)
@@ -602,4 +608,36 @@ func (c *cephfsEnv) testRecovery(t *testing.T) {
 	c.assertKeyNowhere(t)
 	t.Logf("ceph-fuse %d killed; the mount came back with ceph-fuse %d (Event after %s) and the workload wrote again %s later", pids[0], now[0],
 		recovered.Round(time.Millisecond), back.Round(time.Millisecond))
+}
+
+// waitMountedVia waits until the driver's log (setDriverMode) has a
+// successful mount of dir whose reply says it ran in the mount pod through
+// via, and fails if a mount of dir was placed any other way.
+func waitMountedVia(t *testing.T, path, dir string, via mcexec.Via) {
+	t.Helper()
+	var data []byte
+	err := framework.Poll(context.Background(), "the mount of "+dir+" via "+string(via)+" in the driver's log", 100*time.Millisecond, 30*time.Second,
+		func(context.Context) (bool, string, error) {
+			var err error
+			if data, err = os.ReadFile(path); err != nil {
+				return false, err.Error(), nil
+			}
+			lines := strings.Split(string(data), "\n")
+			for _, line := range lines[:len(lines)-1] {
+				var r driverRecord
+				if err := json.Unmarshal([]byte(line), &r); err != nil {
+					return false, "", fmt.Errorf("driver log line %q: %w", line, err)
+				}
+				if r.Msg == "flexvolume call" && r.Call == "mount" && r.Dir == dir && r.Status == flexvolume.StatusSuccess {
+					if !strings.Contains(r.Message, "via "+string(via)) {
+						return false, "", fmt.Errorf("the mount of %s did not run via %s: %s", dir, via, r.Message)
+					}
+					return true, "", nil
+				}
+			}
+			return false, "no mount of it yet", nil
+		})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
 }
