@@ -21,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -266,9 +267,14 @@ spec:
 	return c.bed.WaitPod(t, c.ns, name, false, 2*time.Minute)
 }
 
+// deletePod deletes p, if it is still there, and waits until it is gone.
 func (c *cephfsEnv) deletePod(t *testing.T, p *corev1.Pod) {
 	t.Helper()
-	if err := c.bed.Client.CoreV1().Pods(c.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
+	err := c.bed.Client.CoreV1().Pods(c.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	c.bed.WaitPodGone(t, c.ns, p.Name, p.UID, 2*time.Minute)
@@ -353,6 +359,7 @@ func (c *cephfsEnv) testWorkload(t *testing.T, mode mcexec.ExecMode) {
 	sub := "/e2e-" + string(mode)
 	start := time.Now()
 	w := c.workload(t, "cephfs-writer-"+string(mode), "", cephfsSecret, "sleep infinity", true)
+	t.Cleanup(func() { c.deletePod(t, w) }) // a failure below leaves nothing to the next test
 	t.Logf("workload with a CephFS flexVolume Running in %s", time.Since(start).Round(time.Millisecond))
 	content := "written through the cephfs mount pod at " + time.Now().Format(time.RFC3339Nano)
 	out := bed.MustExec(t, c.ns, w.Name, "main", "sh", "-c", `mkdir -p /data"$2" && printf '%s' "$1" > /data"$2"/hello.txt && sync && cat /data"$2"/hello.txt`, "sh", content, sub)
@@ -380,6 +387,7 @@ func (c *cephfsEnv) testWorkload(t *testing.T, mode mcexec.ExecMode) {
 
 	// The second client: its own ceph-fuse, the subdirectory as its root.
 	r := c.workload(t, "cephfs-reader-"+string(mode), sub, cephfsSecret, "sleep infinity", true)
+	t.Cleanup(func() { c.deletePod(t, r) })
 	if got := bed.MustExec(t, c.ns, r.Name, "main", "cat", "/data/hello.txt"); got != content {
 		t.Fatalf("the second client reads %q, want %q", got, content)
 	}
@@ -447,8 +455,9 @@ func (c *cephfsEnv) testWrongKey(t *testing.T) {
 	// A retry of the kubelet's may be under way: it fails too, and cleans up.
 	if err := framework.Poll(context.Background(), "nothing left of the wrong key's mounts", 250*time.Millisecond, 90*time.Second,
 		func(context.Context) (bool, string, error) {
-			fs, procs, left := hostMount(t, dir), cephFuseProcesses(t, dir), c.secretFiles(t)
-			return fs == "" && len(procs) == 0 && len(left) == 0, fmt.Sprintf("mount %q, ceph-fuse %v, key files %v", fs, procs, left), nil
+			_, kerr := os.Lstat(flexvolume.SecretFile(c.secrets, dir))
+			mnt, procs, keyGone := hostMount(t, dir), cephFuseProcesses(t, dir), errors.Is(kerr, fs.ErrNotExist)
+			return mnt == "" && len(procs) == 0 && keyGone, fmt.Sprintf("mount %q, ceph-fuse %v, key file gone %t (%v)", mnt, procs, keyGone, kerr), nil
 		}); err != nil {
 		t.Error(err)
 	}
