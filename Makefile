@@ -86,7 +86,7 @@ e2e-nodes: ## Run the three-node suite alone: rollouts that move writers between
 	E2E_SUITES=nodes test/bed/e2e.sh
 
 .PHONY: e2e-load
-e2e-load: ## Run the load test alone: 100 pods with GlusterFS volumes at once, through the exec socket and CRI (root; ~15 min; BENCHMARKS.md).
+e2e-load: ## Run the load test alone: 100 pods with GlusterFS volumes at once, through the exec socket and CRI, and 100 with an emptyDir to compare (root; ~18 min; BENCHMARKS.md).
 	E2E_TAGS=e2e_load E2E_RUN=TestLoad test/bed/e2e.sh
 
 .PHONY: verify

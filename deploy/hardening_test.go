@@ -11,7 +11,21 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/hostinstall"
 )
+
+// envValue is the value of the mount container's variable name, "" when
+// the DaemonSet does not set it.
+func envValue(ds *appsv1.DaemonSet, name string) string {
+	for _, e := range ds.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
 
 // TestFlexvolumePolicy: deploy/policy renders a ValidatingAdmissionPolicy
 // on pod creation and a binding that denies. Its effect is proven on the
@@ -42,8 +56,19 @@ func TestFlexvolumePolicy(t *testing.T) {
 	if len(rules) != 1 || !slices.Contains(rules[0].Resources, "pods") || !slices.Contains(rules[0].Operations, admissionv1.Create) {
 		t.Errorf("policy does not match pod creation: %+v", rules)
 	}
-	if len(policy.Spec.Variables) != 1 || !strings.Contains(policy.Spec.Variables[0].Expression, "'mountcontainers.io/glusterfs'") {
-		t.Errorf("policy does not name the driver: %+v", policy.Spec.Variables)
+	// Every driver an overlay installs is named.
+	i := slices.IndexFunc(policy.Spec.Variables, func(v admissionv1.Variable) bool { return v.Name == "drivers" })
+	if i < 0 {
+		t.Fatalf("policy has no variable drivers: %+v", policy.Spec.Variables)
+	}
+	for _, overlay := range []string{"glusterfs", "cephfs"} {
+		driver, err := flexvolume.VolumeDriver(envValue(daemonSet(t, overlay), hostinstall.EnvFlexvolumeDriver))
+		if err != nil {
+			t.Fatalf("%s: %v", overlay, err)
+		}
+		if !strings.Contains(policy.Spec.Variables[i].Expression, "'"+driver+"'") {
+			t.Errorf("policy's drivers %s do not name %s's driver %q", policy.Spec.Variables[i].Expression, overlay, driver)
+		}
 	}
 }
 

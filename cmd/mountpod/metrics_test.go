@@ -56,34 +56,52 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// TestServeMetrics: /metrics shows both plugins registered. The gauge is
+// set just after the registration file is written, so the test reads
+// /metrics until it shows them, for at most 5 s.
 func TestServeMetrics(t *testing.T) {
 	dir := setPodEnv(t)
 	addr := freeAddr(t)
 	t.Setenv("MOUNTPOD_METRICS_ADDRESS", addr)
-	var text string
-	code, stderr := serveUntilRegistered(t, dir, func() {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			t.Errorf("GET /metrics: %v", err)
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		text = string(b)
-	})
-	if code != 0 {
-		t.Fatalf("serve exited %d:\n%s", code, stderr)
-	}
-	for _, want := range []string{
+	want := []string{
 		`mountcontainers_registration_state{plugin="kubernetes.io/rbd",state="registered"} 1`,
 		`mountcontainers_registration_state{plugin="kubernetes.io/glusterfs",state="registered"} 1`,
 		`mountcontainers_build_info{`,
 		`process_resident_memory_bytes `,
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("no %q in /metrics:\n%s", want, text)
+	}
+	var text string
+	code, stderr := serveUntilRegistered(t, dir, func() {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			resp, err := http.Get("http://" + addr + "/metrics")
+			if err != nil {
+				t.Errorf("GET /metrics: %v", err)
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			text = string(b)
+			if len(missing(text, want)) == 0 || time.Now().After(deadline) {
+				return
+			}
+		}
+	})
+	if code != 0 {
+		t.Fatalf("serve exited %d:\n%s", code, stderr)
+	}
+	if m := missing(text, want); len(m) > 0 {
+		t.Errorf("no %q in /metrics after 5 s:\n%s", m, text)
+	}
+}
+
+// missing returns the strings of want that text does not contain.
+func missing(text string, want []string) []string {
+	var m []string
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			m = append(m, w)
 		}
 	}
+	return m
 }
 
 // TestServeMetricsPortTaken: a metrics address that cannot be bound (another

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -41,12 +41,21 @@ func startRecovery(ctx context.Context, cfg mountpod.Config, m *metrics.Metrics,
 	if m != nil {
 		r.Observer = m
 	}
-	closeEvents := func() {}
-	if events, closeAll, err := scopeEvents(cfg.Plugins, log); err != nil {
-		log.Info("dead mounts are found by polling only", "why", err)
+	closeScopes := func() {}
+	if scopes, hc, err := scopeManager(); err != nil {
+		log.Info("dead mounts are found by polling only, and what they leave running is not stopped", "why", err)
 	} else {
-		r.Events, closeEvents = events, closeAll
-		log.Info("dead mounts are found by their scope's cgroup events and by polling", "watched", events.Watched())
+		closeScopes = func() { scopes.Close() }
+		r.StopLeftovers = func(_ context.Context, target string) ([]int, error) {
+			return scopes.Kill(hc.Plugin, scope.Name(target), leftoverWait)
+		}
+		if events, err := recovery.NewScopeEvents(scopes, cfg.Plugins, log); err != nil {
+			log.Info("dead mounts are found by polling only", "why", err)
+		} else {
+			r.Events = events
+			closeScopes = func() { events.Close(); scopes.Close() }
+			log.Info("dead mounts are found by their scope's cgroup events and by polling", "watched", events.Watched())
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -54,29 +63,29 @@ func startRecovery(ctx context.Context, cfg mountpod.Config, m *metrics.Metrics,
 		defer close(done)
 		r.Run(ctx)
 	}()
-	return func() { cancel(); <-done; closeEvents() }, nil
+	return func() { cancel(); <-done; closeScopes() }, nil
 }
 
-// scopeEvents watches the scopes of plugins, when scopes are on; closeAll
-// stops it.
-func scopeEvents(plugins []string, log *slog.Logger) (events *recovery.ScopeEvents, closeAll func(), err error) {
-	enabled, cfg, err := scope.ConfigFromEnv(os.Getenv)
+// leftoverWait bounds how long the recovery waits for the processes it
+// kills in a dead mount's scope to be gone.
+const leftoverWait = 5 * time.Second
+
+// scopeManager returns the scope manager of this pod's mount helper, and
+// its settings (the plugin whose parent holds the scopes), when scopes are
+// on.
+func scopeManager() (scope.Manager, scope.HelperConfig, error) {
+	hc, err := scope.HelperConfigFromEnv(os.Getenv)
 	switch {
 	case err != nil:
-		return nil, nil, err
-	case !enabled:
-		return nil, nil, fmt.Errorf("scopes are off (%s=false)", scope.EnvScopes)
+		return nil, hc, err
+	case !hc.Enabled:
+		return nil, hc, fmt.Errorf("scopes are off (%s=false)", scope.EnvScopes)
 	}
-	m, err := scope.New(cfg)
+	m, err := scope.New(hc.Config)
 	if err != nil {
-		return nil, nil, err
+		return nil, hc, err
 	}
-	events, err = recovery.NewScopeEvents(m, plugins, log)
-	if err != nil {
-		m.Close()
-		return nil, nil, err
-	}
-	return events, func() { events.Close(); m.Close() }, nil
+	return m, hc, nil
 }
 
 // reattachCommand is run by the recovery itself, in a workload container's

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mountcontainers/mountcontainers/internal/scope"
 )
@@ -34,6 +35,9 @@ func (f *fakeScopes) Remove(plugin, name string) error {
 	}
 	f.removed = append(f.removed, plugin+"/"+name)
 	return nil
+}
+func (f *fakeScopes) Kill(string, string, time.Duration) ([]int, error) {
+	return nil, errors.New("not used")
 }
 func (f *fakeScopes) Backend() scope.Backend { return scope.BackendCgroupfs }
 func (f *fakeScopes) Close() error           { return nil }

@@ -278,15 +278,16 @@ func (d *Daemon) reconcile(plugin string) {
 }
 
 // yield stops asserting plugin, which r, another pod's registration, took.
+// The warning is logged first: whoever sees the plugin yielded finds it.
 func (d *Daemon) yield(plugin string, r registration.Registration) {
+	d.log.Warn("another pod registered for the plugin; yielding: this pod is not ready for it while that registration stays",
+		"plugin", plugin, "otherPod", r.PodNamespace+"/"+r.PodName, "otherPodUID", r.PodUID, "otherContainer", r.ContainerName)
 	d.mu.Lock()
 	d.yielded[plugin] = r
 	delete(d.failing, plugin)
 	d.mu.Unlock()
 	d.observeState(plugin, StateYielded)
 	d.observeEvent(plugin, EventYielded)
-	d.log.Warn("another pod registered for the plugin; yielding: this pod is not ready for it while that registration stays",
-		"plugin", plugin, "otherPod", r.PodNamespace+"/"+r.PodName, "otherPodUID", r.PodUID, "otherContainer", r.ContainerName)
 }
 
 // reconcileYielded handles a plugin yielded to other, whose registration

@@ -2,9 +2,9 @@ package recovery
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/fsnotify/fsnotify"
@@ -26,9 +26,10 @@ type Events interface {
 // its plugins: the kernel rewrites it ("populated 0") when the scope's
 // last process, the FUSE daemon, exits. Where there is no cgroup v2
 // hierarchy (cgroup v1 only, or the systemd backend, whose scopes are units)
-// nothing is watched and the Recoverer's poll finds dead mounts alone.
+// there is none ([NewScopeEvents] fails with [ErrNoScopeEvents]) and the
+// Recoverer's poll finds dead mounts alone.
 type ScopeEvents struct {
-	scopes  scope.Manager
+	scopes  scope.EventSource
 	plugins []string
 	w       *fsnotify.Watcher
 	c       chan struct{}
@@ -42,14 +43,23 @@ type ScopeEvents struct {
 	watched map[string]bool
 }
 
+// ErrNoScopeEvents: the scopes of the manager report nothing (the systemd
+// backend, or cgroup v1 only); dead mounts are found by polling.
+var ErrNoScopeEvents = errors.New("the scopes give no cgroup events (cgroup v2 and the cgroupfs backend only)")
+
 // NewScopeEvents starts watching the scopes of plugins; Close stops it.
-// log may be nil.
+// It fails with [ErrNoScopeEvents] when m's scopes report nothing. log may
+// be nil.
 func NewScopeEvents(m scope.Manager, plugins []string, log *slog.Logger) (*ScopeEvents, error) {
+	src, ok := scope.EventsOf(m)
+	if !ok {
+		return nil, fmt.Errorf("%s backend: %w", m.Backend(), ErrNoScopeEvents)
+	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err
 	}
-	e := &ScopeEvents{scopes: m, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]bool{}, Logger: log}
+	e := &ScopeEvents{scopes: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]bool{}, Logger: log}
 	go e.loop()
 	e.Refresh()
 	return e, nil
@@ -91,23 +101,19 @@ func (e *ScopeEvents) loop() {
 func (e *ScopeEvents) C() <-chan struct{} { return e.c }
 
 // Refresh watches the cgroup.events of every scope there is now, and
-// forgets those of scopes that are gone.
+// forgets those of scopes that are gone. It runs after every pass of the
+// recovery, so it lists the scopes' directories and nothing more.
 func (e *ScopeEvents) Refresh() {
 	now := map[string]bool{}
 	var listErr error
 	for _, p := range e.plugins {
-		list, err := e.scopes.List(p)
+		files, err := e.scopes.EventFiles(p)
 		if err != nil {
 			listErr = err
 			continue
 		}
-		for _, s := range list {
-			for _, dir := range s.Paths {
-				f := filepath.Join(dir, "cgroup.events")
-				if _, err := os.Stat(f); err == nil {
-					now[f] = true
-				}
-			}
+		for _, f := range files {
+			now[f] = true
 		}
 	}
 	e.mu.Lock()
@@ -116,9 +122,10 @@ func (e *ScopeEvents) Refresh() {
 	var addErr error
 	for f := range now {
 		if !e.watched[f] {
-			if err := e.w.Add(f); err != nil {
+			// A scope removed since the listing is no error.
+			if err := e.w.Add(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				addErr = err
-			} else {
+			} else if err == nil {
 				e.watched[f] = true
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,11 +21,37 @@ import (
 // [ReattachMain] in a container's mount namespace.
 const ReattachCommand = "reattach-mount"
 
-// DeadMount is a FUSE mount whose daemon died: its device number (the same
+// DeadMount is a FUSE mount whose daemon died: its device numbers (the same
 // in every mount namespace that holds a bind of it) and the node's target.
+// Devices holds the mount whose daemon died first and, after it, every new
+// mount of the same recovery that died in its turn before every container
+// had it: a container that got one of those holds it dead now.
 type DeadMount struct {
+	Devices []Device
+	Target  string
+}
+
+// Device is a mount's device number.
+type Device struct {
 	Major, Minor int
-	Target       string
+}
+
+func (d Device) String() string { return fmt.Sprintf("%d:%d", d.Major, d.Minor) }
+
+// maxDevices bounds DeadMount.Devices: the first and the latest are kept.
+const maxDevices = 16
+
+// with returns d with dev added (once), keeping the first device and the
+// latest ones up to maxDevices.
+func (d DeadMount) with(dev Device) DeadMount {
+	if slices.Contains(d.Devices, dev) {
+		return d
+	}
+	devs := append(slices.Clone(d.Devices), dev)
+	if len(devs) > maxDevices {
+		devs = append(devs[:1], devs[len(devs)-maxDevices+1:]...)
+	}
+	return DeadMount{Devices: devs, Target: d.Target}
 }
 
 // Attached is one container mount that was replaced.
@@ -71,9 +98,9 @@ func (h holder) Close() {
 }
 
 // Holders returns the mount namespaces other than this process's that hold
-// a mount of device major:minor, one process each, with those mounts and
-// the namespaces opened; the caller closes each holder.
-func Holders(procRoot string, major, minor int) ([]holder, error) {
+// a mount of one of devs, one process each, with those mounts and the
+// namespaces opened; the caller closes each holder.
+func Holders(procRoot string, devs []Device) ([]holder, error) {
 	own, err := os.Readlink(filepath.Join(procRoot, "self/ns/mnt"))
 	if err != nil {
 		return nil, fmt.Errorf("this process's mount namespace: %w", err)
@@ -93,7 +120,7 @@ func Holders(procRoot string, major, minor int) ([]holder, error) {
 		if err != nil || seen[ns] {
 			continue // gone, a kernel thread, or a namespace seen already
 		}
-		h, ok := holderOf(procRoot, de.Name(), pid, ns, major, minor)
+		h, ok := holderOf(procRoot, de.Name(), pid, ns, devs)
 		if !ok {
 			continue // gone meanwhile: another process of ns may do
 		}
@@ -109,9 +136,9 @@ func Holders(procRoot string, major, minor int) ([]holder, error) {
 }
 
 // holderOf opens the namespaces of pid (whose mount namespace is ns) and
-// reads its mounts of major:minor; ok is false when pid is gone or its
-// namespaces changed meanwhile.
-func holderOf(procRoot, dir string, pid int, ns string, major, minor int) (holder, bool) {
+// reads its mounts of devs; ok is false when pid is gone or its namespaces
+// changed meanwhile.
+func holderOf(procRoot, dir string, pid int, ns string, devs []Device) (holder, bool) {
 	h := holder{pid: pid, ns: ns}
 	var err error
 	if h.mntNS, err = os.Open(filepath.Join(procRoot, dir, "ns/mnt")); err != nil {
@@ -127,7 +154,7 @@ func holderOf(procRoot, dir string, pid int, ns string, major, minor int) (holde
 		return h, false
 	}
 	for _, mi := range infos {
-		if mi.Major == major && mi.Minor == minor {
+		if slices.Contains(devs, Device{mi.Major, mi.Minor}) {
 			h.mounts = append(h.mounts, mi)
 		}
 	}
@@ -139,7 +166,7 @@ func holderOf(procRoot, dir string, pid int, ns string, major, minor int) (holde
 // same read-only flag, private propagation. It returns the mounts it
 // replaced; an error names each one that failed (the others are done).
 func Reattach(ctx context.Context, procRoot string, dead DeadMount, newTarget string) ([]Attached, error) {
-	holders, err := Holders(procRoot, dead.Major, dead.Minor)
+	holders, err := Holders(procRoot, dead.Devices)
 	if err != nil {
 		return nil, err
 	}

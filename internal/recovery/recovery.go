@@ -19,7 +19,10 @@
 //     daemon in a new scope), and then every other mount namespace that
 //     still holds the dead mount (found through /proc/PID/mountinfo by the
 //     dead mount's device number) gets the new one at the same place: see
-//     [Reattach]. A failure is retried with exponential back-off (from
+//     [Reattach]. Before each mount, whatever still runs in the mount's
+//     scope is killed ([Recoverer.StopLeftovers]): a hung daemon whose
+//     connection was aborted, or the daemon of a failed attempt, must not
+//     live on beside the new one. A failure is retried with exponential back-off (from
 //     [DefaultBackoff] to [MaxBackoff]) and logged at each attempt, never in
 //     a hot loop.
 //
@@ -115,6 +118,14 @@ type Recoverer struct {
 	ProcRoot string
 	// Command runs mount(8) and umount(8) in this pod; default os/exec.
 	Command func(ctx context.Context, name string, args ...string) ([]byte, error)
+	// StopLeftovers, when set, stops whatever still runs for target's
+	// dead mount before it is mounted again, and returns what it stopped:
+	// a daemon that hung and whose connection was aborted (the remedy for
+	// a hung FUSE mount) still runs, as may the daemon of an attempt whose
+	// mount(8) failed; left alone, each would hold its detached mount and
+	// its memory for good, beside the new daemon. The mount pod kills the
+	// processes of the target's scope ([scope.Manager.Kill]).
+	StopLeftovers func(ctx context.Context, target string) ([]int, error)
 	// Reattach attaches the new mount in the namespaces holding the dead
 	// one; default [Reattach].
 	Reattach func(ctx context.Context, procRoot string, dead DeadMount, newTarget string) ([]Attached, error)
@@ -321,8 +332,13 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 	}
 	start := time.Now()
 	dead := unfinished
-	if !hasState {
-		dead = DeadMount{Major: mi.Major, Minor: mi.Minor, Target: rec.Target}
+	switch {
+	case !hasState:
+		dead = DeadMount{Devices: []Device{{mi.Major, mi.Minor}}, Target: rec.Target}
+	case mounted:
+		// The new mount of an unfinished recovery died in its turn:
+		// containers attached to it before are replaced too.
+		dead = dead.with(Device{mi.Major, mi.Minor})
 	}
 	attached, rerr := r.recover(ctx, dir, rec, dead, !mounted, &res)
 	res.Took, res.Attached = time.Since(start), attached
@@ -456,6 +472,16 @@ func (r *Recoverer) recover(ctx context.Context, dir string, rec mountrecord.Rec
 	}
 	if gone() {
 		return nil, errUnmounted
+	}
+	if r.StopLeftovers != nil {
+		stopped, err := r.StopLeftovers(ctx, rec.Target)
+		if err != nil {
+			return nil, fmt.Errorf("stop what still runs for the dead mount: %w", err)
+		}
+		if len(stopped) > 0 {
+			r.log().Warn("killed what still ran in the dead mount's scope, before mounting it again",
+				"path", rec.Target, "plugin", rec.Plugin, "pids", stopped)
+		}
 	}
 	args := []string{"-t", rec.FSType}
 	if len(rec.Options) > 0 {

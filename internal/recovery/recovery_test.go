@@ -134,6 +134,13 @@ func (b *bed) pass() Result {
 	return res[0]
 }
 
+// dead77 is the bed's mount at target, dead.
+var dead77 = DeadMount{Devices: []Device{{0, 77}}, Target: target}
+
+func equalDead(a, b DeadMount) bool {
+	return a.Target == b.Target && slices.Equal(a.Devices, b.Devices)
+}
+
 func glusterRecord() mountrecord.Record {
 	return mountrecord.Record{Plugin: plugin, Source: "srv:/vol", Target: target, FSType: "glusterfs", Options: []string{"log-level=WARNING", "ro"}}
 }
@@ -153,7 +160,7 @@ func TestDeadMountComesBack(t *testing.T) {
 	if !slices.Equal(b.calls, want) {
 		t.Errorf("commands %q, want %q", b.calls, want)
 	}
-	if len(b.attached) != 1 || b.attached[0] != (DeadMount{Major: 0, Minor: 77, Target: target}) {
+	if len(b.attached) != 1 || !equalDead(b.attached[0], dead77) {
 		t.Errorf("attached %+v; want the dead mount's device 0:77", b.attached)
 	}
 	if res := b.pass(); res.Action != "healthy" {
@@ -222,7 +229,7 @@ func TestAttachRetriedOnceTheNodeIsBack(t *testing.T) {
 	if mounts := slices.DeleteFunc(slices.Clone(b.calls), func(c string) bool { return !strings.HasPrefix(c, "mount ") }); len(mounts) != 1 {
 		t.Errorf("mount ran %d times, want once: %q", len(mounts), b.calls)
 	}
-	if len(b.attached) != 2 || b.attached[1] != b.attached[0] {
+	if len(b.attached) != 2 || !equalDead(b.attached[1], b.attached[0]) {
 		t.Errorf("attached %+v; want the same dead mount twice", b.attached)
 	}
 }
@@ -316,7 +323,21 @@ func TestHolders(t *testing.T) {
 	info("21", "901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw\n")
 	ns("30", "3") // a container without the volume
 	info("30", "900 800 0:50 / / rw - overlay overlay rw\n")
-	hs, err := Holders(proc, 0, 77)
+	ns("40", "4") // a container that got the recovery's new mount, 0:81, dead in its turn
+	info("40", "900 800 0:50 / / rw - overlay overlay rw\n903 900 0:81 / /data rw - fuse.glusterfs srv:/vol rw\n")
+	hs, err := Holders(proc, []Device{{0, 81}})
+	if err != nil || len(hs) != 1 || hs[0].pid != 40 || len(hs[0].mounts) != 1 {
+		t.Fatalf("holders of 0:81: %+v, %v; want pid 40", hs, err)
+	}
+	hs[0].Close()
+	hs, err = Holders(proc, []Device{{0, 77}, {0, 81}})
+	if err != nil || len(hs) != 2 || hs[0].pid != 20 || hs[1].pid != 40 {
+		t.Fatalf("holders of 0:77 and 0:81: %+v, %v; want pids 20 and 40", hs, err)
+	}
+	for _, h := range hs {
+		h.Close()
+	}
+	hs, err = Holders(proc, []Device{{0, 77}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +393,7 @@ func TestUnfinishedRecoveryCarriesOn(t *testing.T) {
 	b := newBed(t)
 	b.record(glusterRecord())
 	dir := filepath.Join(b.r.Dir, mountrecord.Dir)
-	if err := writeState(dir, DeadMount{Major: 0, Minor: 77, Target: target}); err != nil {
+	if err := writeState(dir, dead77); err != nil {
 		t.Fatal(err)
 	}
 	b.setMounted(false)
@@ -383,7 +404,7 @@ func TestUnfinishedRecoveryCarriesOn(t *testing.T) {
 	if want := []string{"mount -t glusterfs -o log-level=WARNING,ro srv:/vol " + target}; !slices.Equal(b.calls, want) {
 		t.Errorf("commands %q, want %q (nothing detached again)", b.calls, want)
 	}
-	if len(b.attached) != 1 || b.attached[0] != (DeadMount{Major: 0, Minor: 77, Target: target}) {
+	if len(b.attached) != 1 || !equalDead(b.attached[0], dead77) {
 		t.Errorf("attached %+v; want the kept device 0:77", b.attached)
 	}
 	if _, ok := readState(dir, target); ok {
@@ -402,11 +423,114 @@ func TestOrphanStateRemoved(t *testing.T) {
 	b := newBed(t)
 	b.record(glusterRecord())
 	dir := filepath.Join(b.r.Dir, mountrecord.Dir)
-	if err := writeState(dir, DeadMount{Major: 0, Minor: 77, Target: "/gone"}); err != nil {
+	if err := writeState(dir, DeadMount{Devices: []Device{{0, 77}}, Target: "/gone"}); err != nil {
 		t.Fatal(err)
 	}
 	b.pass()
 	if _, err := os.Stat(statePath(dir, "/gone")); !os.IsNotExist(err) {
 		t.Errorf("orphan state file: %v", err)
+	}
+}
+
+// What an earlier attempt left running is stopped after the dead mount is
+// detached and before each mount; a failure to stop it is a failed attempt
+// that mounts nothing.
+func TestLeftoversStoppedBeforeEachMount(t *testing.T) {
+	b := newBed(t)
+	b.record(glusterRecord())
+	stopErr := error(nil)
+	b.r.StopLeftovers = func(_ context.Context, tgt string) ([]int, error) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.calls = append(b.calls, "stop "+tgt)
+		if stopErr != nil {
+			return []int{31}, stopErr
+		}
+		return []int{31, 32}, nil
+	}
+	b.kill()
+	stopErr = errors.New("scope still has processes: [31]")
+	res := b.pass()
+	if res.Action != "failed" || res.Err == nil || !strings.Contains(res.Err.Error(), "stop what still runs for the dead mount: scope still has processes: [31]") {
+		t.Fatalf("stop failing: %+v", res)
+	}
+	if want := []string{"umount -l " + target, "stop " + target}; !slices.Equal(b.calls, want) {
+		t.Fatalf("commands %q, want %q: no mount while something still runs", b.calls, want)
+	}
+	stopErr = nil
+	b.calls = nil
+	b.setMounted(false) // what the umount -l did
+	time.Sleep(60 * time.Millisecond)
+	if res := b.pass(); res.Action != "recovered" {
+		t.Fatalf("second attempt: %+v", res)
+	}
+	// Detached already: no umount, the stop comes first.
+	if want := []string{"stop " + target, "mount -t glusterfs -o log-level=WARNING,ro srv:/vol " + target}; !slices.Equal(b.calls, want) {
+		t.Errorf("commands %q, want %q", b.calls, want)
+	}
+}
+
+// The new mount of a recovery dies while it is being attached (some
+// containers got it): the next pass detaches it, mounts again and replaces
+// in the containers both the first dead mount and that one.
+func TestNewMountDiesDuringAttach(t *testing.T) {
+	b := newBed(t)
+	b.record(glusterRecord())
+	dir := filepath.Join(b.r.Dir, mountrecord.Dir)
+	b.kill()
+	b.attachErr = errors.New("pid 10: /sub: open_tree: software caused connection abort")
+	if res := b.pass(); res.Action != "failed" {
+		t.Fatalf("attach failure: %+v", res)
+	}
+	// The node's target now holds the new mount, 0:81, dead too.
+	line := "30 25 0:40 / / rw - overlay overlay rw\n" +
+		fmt.Sprintf("813 30 0:81 / %s rw,relatime shared:1 - fuse.glusterfs srv:/vol rw,user_id=0\n", target)
+	if err := os.WriteFile(b.mountinfo, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.kill()
+	if d, ok := readState(dir, target); !ok || !equalDead(d, dead77) {
+		t.Fatalf("state after the failed attach: %+v, %v; want 0:77", d, ok)
+	}
+	b.attachErr = nil
+	b.calls, b.attached = nil, nil
+	time.Sleep(60 * time.Millisecond)
+	if res := b.pass(); res.Action != "recovered" {
+		t.Fatalf("second attempt: %+v", res)
+	}
+	if want := []string{"umount -l " + target, "mount -t glusterfs -o log-level=WARNING,ro srv:/vol " + target}; !slices.Equal(b.calls, want) {
+		t.Errorf("commands %q, want %q", b.calls, want)
+	}
+	want := DeadMount{Devices: []Device{{0, 77}, {0, 81}}, Target: target}
+	if len(b.attached) != 1 || !equalDead(b.attached[0], want) {
+		t.Errorf("attached for %+v; want both dead devices %+v", b.attached, want)
+	}
+}
+
+func TestStateFile(t *testing.T) {
+	dir := t.TempDir()
+	d := DeadMount{Target: target}
+	for i := range maxDevices + 3 {
+		d = d.with(Device{0, 100 + i})
+	}
+	d = d.with(Device{0, 100}) // once only
+	if len(d.Devices) != maxDevices || d.Devices[0] != (Device{0, 100}) || d.Devices[maxDevices-1] != (Device{0, 100 + maxDevices + 2}) {
+		t.Fatalf("devices %v; want the first and the latest, %d in all", d.Devices, maxDevices)
+	}
+	d = d.with(Device{4095, 1048575})
+	if err := writeState(dir, d); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := readState(dir, target); !ok || !equalDead(got, d) {
+		t.Errorf("read back %+v, %v; want %+v", got, ok, d)
+	}
+	// Written by an earlier version: one device.
+	for content, want := range map[string]bool{"0:77\n": true, "0:77 0:81": true, "": false, "0:77x": false, "-1:3": false, "0:77 junk": false} {
+		if err := os.WriteFile(statePath(dir, target), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := readState(dir, target); ok != want {
+			t.Errorf("state %q read: %v, want %v", content, ok, want)
+		}
 	}
 }

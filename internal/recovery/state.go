@@ -13,7 +13,8 @@ import (
 )
 
 // A recovery's state lives next to its record, in a file of its own
-// ("<record>.recovering", holding the dead mount's "MAJOR:MINOR"): written
+// ("<record>.recovering", holding the dead mount's devices, "MAJOR:MINOR"
+// each, separated by spaces: see [DeadMount]): written
 // before the dead mount is detached from the node, removed once every
 // container has the new mount. A pass that finds the node's target not
 // mounted, or mounted but still held dead in containers, carries on from
@@ -31,15 +32,23 @@ func statePath(dir, target string) string {
 // state file that cannot be trusted or read is ignored (and so is its
 // recovery): it is never worth a remount.
 func readState(dir, target string) (DeadMount, bool) {
-	data, ok, err := registration.ReadTrusted(statePath(dir, target), 64)
+	data, ok, err := registration.ReadTrusted(statePath(dir, target), stateMax)
 	if err != nil || !ok {
 		return DeadMount{}, false
 	}
-	var d DeadMount
-	if _, err := fmt.Sscanf(strings.TrimSpace(string(data)), "%d:%d", &d.Major, &d.Minor); err != nil || d.Major < 0 || d.Minor < 0 {
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 || len(fields) > maxDevices {
 		return DeadMount{}, false
 	}
-	d.Target = target
+	d := DeadMount{Target: target}
+	for _, f := range fields {
+		var dev Device
+		var rest string
+		if n, _ := fmt.Sscanf(f, "%d:%d%s", &dev.Major, &dev.Minor, &rest); n != 2 || dev.Major < 0 || dev.Minor < 0 {
+			return DeadMount{}, false
+		}
+		d = d.with(dev)
+	}
 	return d, true
 }
 
@@ -50,8 +59,15 @@ func Unfinished(dir, target string) bool {
 	return ok
 }
 
+// stateMax bounds a state file: maxDevices of "4095:1048575 ".
+const stateMax = maxDevices * 13
+
 func writeState(dir string, d DeadMount) error {
-	err := atomicfile.WriteFile(statePath(dir, d.Target), fmt.Appendf(nil, "%d:%d\n", d.Major, d.Minor), 0o600)
+	devs := make([]string, len(d.Devices))
+	for i, dev := range d.Devices {
+		devs[i] = dev.String()
+	}
+	err := atomicfile.WriteFile(statePath(dir, d.Target), []byte(strings.Join(devs, " ")+"\n"), 0o600)
 	if err != nil {
 		return fmt.Errorf("keep the recovery's state: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -377,6 +378,52 @@ func (c *cgroupfs) Remove(plugin, name string) error {
 	return nil
 }
 
+func (c *cgroupfs) Kill(plugin, name string, wait time.Duration) ([]int, error) {
+	prel, err := c.pluginRel(plugin)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	rel := path.Join(prel, name)
+	var killed []int
+	err = inCgroupNS(c.ns, func() error {
+		procs := func() ([]int, error) {
+			var all []int
+			for _, h := range c.layout.Hierarchies {
+				pids, err := readPIDs(filepath.Join(h.Path, rel, "cgroup.procs"))
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				if err != nil {
+					return nil, err
+				}
+				all = append(all, pids...)
+			}
+			return all, nil
+		}
+		var err error
+		killed, err = killUntilEmpty("/"+rel, wait, procs, killPIDs)
+		return err
+	})
+	if err != nil {
+		return killed, fmt.Errorf("kill the processes of scope %s of plugin %s (%s): %w", name, plugin, "/"+rel, err)
+	}
+	return killed, nil
+}
+
+// killPIDs sends SIGKILL to pids; one that has exited meanwhile is no
+// error.
+func killPIDs(pids []int) error {
+	for _, pid := range pids {
+		if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("kill %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
 // lock takes an exclusive flock(2) on plugin's parent (prel) in the first
 // hierarchy, creating the directories up to it when create is set, so that
 // a Remove never removes a scope that a concurrent Place (another process,
@@ -451,4 +498,70 @@ func readPIDs(name string) ([]int, error) {
 		pids = append(pids, pid)
 	}
 	return pids, nil
+}
+
+// EventSource is a [Manager] whose scopes report their processes' exit: a
+// cgroup v2 scope's "cgroup.events" file is rewritten ("populated 0") when
+// its last process exits. The cgroupfs backend is one where there is a
+// cgroup2 hierarchy (unified or hybrid); see [EventsOf].
+type EventSource interface {
+	// EventFiles returns the cgroup.events file of every scope under
+	// plugin's parent, sorted. It lists one directory and reads no
+	// process list: it is called after every pass of the recovery, and
+	// [Manager.List] reads every scope's processes in every hierarchy
+	// (on a cgroup v1 node with 100 mounts, about a thousand files).
+	EventFiles(plugin string) ([]string, error)
+}
+
+// EventsOf returns m as an [EventSource], or false when m's scopes report
+// nothing: the systemd backend (scopes are units), or a node with cgroup v1
+// hierarchies only.
+func EventsOf(m Manager) (EventSource, bool) {
+	c, ok := m.(*cgroupfs)
+	if !ok || c.v2() == nil {
+		return nil, false
+	}
+	return c, true
+}
+
+// v2 returns the cgroup2 hierarchy scopes are made in, or nil.
+func (c *cgroupfs) v2() *Hierarchy {
+	for i := range c.layout.Hierarchies {
+		if c.layout.Hierarchies[i].V2 {
+			return &c.layout.Hierarchies[i]
+		}
+	}
+	return nil
+}
+
+func (c *cgroupfs) EventFiles(plugin string) ([]string, error) {
+	prel, err := c.pluginRel(plugin)
+	if err != nil {
+		return nil, err
+	}
+	h := c.v2()
+	if h == nil {
+		return nil, nil
+	}
+	var files []string
+	err = inCgroupNS(c.ns, func() error {
+		dir := filepath.Join(h.Path, prel)
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.IsDir() && ValidName(e.Name()) {
+				files = append(files, filepath.Join(dir, e.Name(), "cgroup.events"))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the scopes' cgroup events of plugin %s: %w", plugin, err)
+	}
+	return files, nil
 }

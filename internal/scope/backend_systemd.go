@@ -16,6 +16,7 @@ import (
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
 )
 
 // errNoSystemd is wrapped by newSystemd when no configured socket leads to
@@ -270,6 +271,62 @@ func (s *systemd) Remove(plugin, name string) error {
 	err = s.remove(ctx, slice, unit)
 	if err != nil {
 		return fmt.Errorf("remove scope unit %s of plugin %s: %w", unit, plugin, err)
+	}
+	return nil
+}
+
+func (s *systemd) Kill(plugin, name string, wait time.Duration) ([]int, error) {
+	slice, err := SliceName(s.cfg.Parent, plugin)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	unit := name + ".scope"
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout+wait)
+	defer cancel()
+	checked := false
+	procs := func() ([]int, error) {
+		ps, ok, err := s.processes(ctx, unit)
+		if err != nil || !ok || len(ps) == 0 {
+			return nil, err
+		}
+		if !checked {
+			// Never signal a unit of the same name in another slice.
+			if err := s.inSlice(ctx, slice, unit); err != nil {
+				return nil, err
+			}
+			checked = true
+		}
+		pids := make([]int, len(ps))
+		for i, p := range ps {
+			pids[i] = int(p.PID)
+		}
+		return pids, nil
+	}
+	kill := func([]int) error {
+		err := s.conn.KillUnitWithTarget(ctx, unit, sdbus.All, int32(unix.SIGKILL))
+		if err != nil && dbusErrorName(err) != errNoSuchUnit {
+			return fmt.Errorf("kill: %w", dbusError(err))
+		}
+		return nil
+	}
+	killed, err := killUntilEmpty(unit, wait, procs, kill)
+	if err != nil {
+		return killed, fmt.Errorf("kill the processes of scope unit %s of plugin %s: %w", unit, plugin, err)
+	}
+	return killed, nil
+}
+
+// inSlice fails unless unit is in slice.
+func (s *systemd) inSlice(ctx context.Context, slice, unit string) error {
+	prop, err := s.conn.GetUnitTypePropertyContext(ctx, unit, "Scope", "Slice")
+	if err != nil {
+		return fmt.Errorf("slice of %s: %w", unit, dbusError(err))
+	}
+	if got, _ := prop.Value.Value().(string); got != slice {
+		return fmt.Errorf("%s is in slice %q, not %s: not ours", unit, got, slice)
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // writeTree writes files (path relative to root -> content) and returns root.
-func writeTree(t *testing.T, root string, files map[string]string) string {
+func writeTree(t testing.TB, root string, files map[string]string) string {
 	t.Helper()
 	for name, content := range files {
 		p := filepath.Join(root, name)
@@ -31,7 +31,7 @@ var v1Controllers = []string{"blkio", "cpu,cpuacct", "cpuset", "devices", "freez
 // fakeHybrid returns the root of a fake cgroup v1 hybrid tree: the v1
 // hierarchies with the files DetectLayout and Place look at, and a cgroup2
 // hierarchy at unified.
-func fakeHybrid(t *testing.T) string {
+func fakeHybrid(t testing.TB) string {
 	t.Helper()
 	root := t.TempDir()
 	files := map[string]string{
@@ -69,7 +69,7 @@ func fakeUnified(t *testing.T) string {
 
 // newFake returns a cgroupfs manager on a fake tree, which removes
 // directories as the kernel removes cgroups: with their files.
-func newFake(t *testing.T, cfg Config) *cgroupfs {
+func newFake(t testing.TB, cfg Config) *cgroupfs {
 	t.Helper()
 	cfg.Backend = BackendCgroupfs
 	cfg.CgroupNS = CgroupNSOff

@@ -3,10 +3,12 @@ package scope
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 )
 
 // ErrPopulated is returned, wrapped, by Remove for a scope that still has
-// processes.
+// processes, and by Kill for one that still has some after its wait.
 var ErrPopulated = errors.New("scope still has processes")
 
 // Scope is one mount's cgroup.
@@ -47,6 +49,12 @@ type Manager interface {
 	// scope has processes, and does nothing for a scope that does not
 	// exist.
 	Remove(plugin, name string) error
+	// Kill sends SIGKILL to every process of the scope named name under
+	// plugin's parent, again to any that appears meanwhile, until the
+	// scope has none or wait has passed (then the error wraps
+	// [ErrPopulated] and names what is left). It returns the processes it
+	// signalled, sorted; a scope that does not exist has none.
+	Kill(plugin, name string, wait time.Duration) ([]int, error)
 	// Backend names the backend in use: cgroupfs or systemd.
 	Backend() Backend
 	// Close releases the manager's connections.
@@ -103,4 +111,39 @@ func checkName(name string) error {
 		return fmt.Errorf("invalid scope name %q: want %s and 16 lowercase hexadecimal digits", name, NamePrefix)
 	}
 	return nil
+}
+
+// killInterval is how often Kill looks again at a scope it signalled.
+const killInterval = 20 * time.Millisecond
+
+// killUntilEmpty is Kill's loop: procs lists the scope's processes (nil for
+// a scope that does not exist), kill signals them. It signals every process
+// it finds, waits killInterval and looks again, until none is left or wait
+// has passed.
+func killUntilEmpty(where string, wait time.Duration, procs func() ([]int, error), kill func([]int) error) ([]int, error) {
+	deadline := time.Now().Add(wait)
+	var killed []int
+	for {
+		pids, err := procs()
+		if err != nil {
+			return killed, err
+		}
+		if len(pids) == 0 {
+			return killed, nil
+		}
+		slices.Sort(pids)
+		pids = slices.Compact(pids)
+		if len(killed) > 0 && time.Now().After(deadline) {
+			return killed, fmt.Errorf("%w: %v in %s, %s after SIGKILL", ErrPopulated, pids, where, wait)
+		}
+		if err := kill(pids); err != nil {
+			return killed, err
+		}
+		for _, pid := range pids {
+			if i, found := slices.BinarySearch(killed, pid); !found {
+				killed = slices.Insert(killed, i, pid)
+			}
+		}
+		time.Sleep(killInterval)
+	}
 }

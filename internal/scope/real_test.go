@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -66,15 +67,24 @@ func startSleep(t *testing.T) *exec.Cmd {
 	return cmd
 }
 
-func TestRealCgroupfs(t *testing.T) {
+// realCgroupfs returns a cgroupfs manager of cfg (its backend and parent
+// set here) under a new parent of the real cgroup file system, removed at
+// cleanup, and the parent's name. It skips unless run as root.
+func realCgroupfs(t *testing.T, cfg Config) (*cgroupfs, string) {
+	t.Helper()
 	needRoot(t)
-	parent := testParent(t)
-	m, err := New(Config{Backend: BackendCgroupfs, Parent: parent, MemoryLimit: 256 << 20})
+	cfg.Backend, cfg.Parent = BackendCgroupfs, testParent(t)
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := m.(*cgroupfs)
-	t.Cleanup(func() { removeParent(t, c.layout, parent) })
+	t.Cleanup(func() { removeParent(t, c.layout, cfg.Parent) })
+	return c, cfg.Parent
+}
+
+func TestRealCgroupfs(t *testing.T) {
+	c, parent := realCgroupfs(t, Config{MemoryLimit: 256 << 20})
 	t.Logf("layout of %s: unified %v, %d hierarchies", c.layout.Root, c.layout.Unified, len(c.layout.Hierarchies))
 
 	self, err := ProcMembership(os.Getpid())
@@ -91,7 +101,7 @@ func TestRealCgroupfs(t *testing.T) {
 		t.Fatalf("a child is Outside its parent's cgroups before placement: %v vs %v", before, self)
 	}
 
-	s, err := m.Place(glusterfs, targetA, pid)
+	s, err := c.Place(glusterfs, targetA, pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,17 +136,17 @@ func TestRealCgroupfs(t *testing.T) {
 		}
 	}
 
-	list, err := m.List(glusterfs)
+	list, err := c.List(glusterfs)
 	if err != nil || len(list) != 1 || !slices.Equal(list[0].PIDs, []int{pid}) || list[0].Name != s.Name {
 		t.Errorf("List = %+v, %v; want %s with [%d]", list, err, s.Name, pid)
 	}
-	if err := m.Remove(glusterfs, s.Name); !errors.Is(err, ErrPopulated) {
+	if err := c.Remove(glusterfs, s.Name); !errors.Is(err, ErrPopulated) {
 		t.Errorf("Remove of a live scope = %v, want ErrPopulated", err)
 	}
 
 	sleep.Process.Kill()
 	sleep.Wait()
-	if err := m.Remove(glusterfs, s.Name); err != nil {
+	if err := c.Remove(glusterfs, s.Name); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range s.Paths {
@@ -144,7 +154,7 @@ func TestRealCgroupfs(t *testing.T) {
 			t.Errorf("%s left after Remove: %v", p, err)
 		}
 	}
-	if list, err := m.List(glusterfs); err != nil || len(list) != 0 {
+	if list, err := c.List(glusterfs); err != nil || len(list) != 0 {
 		t.Errorf("List after Remove = %+v, %v", list, err)
 	}
 }
@@ -327,5 +337,73 @@ func BenchmarkCgroupfsPlace(b *testing.B) {
 		if _, err := m.Place(glusterfs, targets[i%2], cmd.Process.Pid); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestRealCgroupfsKill(t *testing.T) {
+	c, _ := realCgroupfs(t, Config{})
+
+	// A shell placed first, whose two children are then born in the scope
+	// (as a FUSE daemon is, from its mount helper); and a process in
+	// another scope, which must live on.
+	sh := exec.Command("sh", "-c", "read go; sleep 60 & sleep 60 & wait")
+	in, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reaped := make(chan error, 1)
+	go func() { reaped <- sh.Wait() }()
+	t.Cleanup(func() { sh.Process.Kill() })
+	other := startSleep(t)
+	s, err := c.Place(glusterfs, targetA, sh.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Place(glusterfs, targetB, other.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	in.Write([]byte("go\n"))
+	var pids []int
+	for deadline := time.Now().Add(10 * time.Second); len(pids) < 3 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		list, err := c.List(glusterfs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range list {
+			if l.Name == s.Name {
+				pids = l.PIDs
+			}
+		}
+	}
+	if len(pids) != 3 {
+		t.Fatalf("scope %s has processes %v; want the shell and its two children", s.Name, pids)
+	}
+
+	killed, err := c.Kill(glusterfs, s.Name, 5*time.Second)
+	if err != nil || !slices.Equal(killed, pids) {
+		t.Fatalf("Kill = %v, %v; want %v", killed, err, pids)
+	}
+	if err := <-reaped; err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("the shell: %v; want killed", err)
+	}
+	for _, p := range s.Paths {
+		if got := readTrim(t, filepath.Join(p, "cgroup.procs")); got != "" {
+			t.Errorf("%s/cgroup.procs after Kill: %q", p, got)
+		}
+	}
+	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the process of the other scope: %v; want it untouched", err)
+	}
+	if err := c.Remove(glusterfs, s.Name); err != nil {
+		t.Errorf("Remove after Kill: %v", err)
+	}
+	if killed, err := c.Kill(glusterfs, s.Name, time.Second); err != nil || killed != nil {
+		t.Errorf("Kill of a removed scope = %v, %v; want nothing", killed, err)
+	}
+	if _, err := c.Kill(glusterfs, "../..", time.Second); err == nil {
+		t.Error("Kill(\"../..\") succeeded")
 	}
 }

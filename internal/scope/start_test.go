@@ -68,13 +68,7 @@ func TestStartFake(t *testing.T) {
 }
 
 func TestStartReal(t *testing.T) {
-	needRoot(t)
-	parent := testParent(t)
-	m, err := New(Config{Backend: BackendCgroupfs, Parent: parent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeParent(t, m.(*cgroupfs).layout, parent) })
+	m, _ := realCgroupfs(t, Config{})
 	cmd := exec.Command("sh", "-c", `sleep 30 >/dev/null 2>&1 & echo $!; cat /proc/$$/cgroup`)
 	var stdout strings.Builder
 	cmd.Stdout = &stdout

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -250,4 +251,49 @@ func BenchmarkSystemdPlace(b *testing.B) {
 			place(b, m)
 		}
 	})
+}
+
+func TestSystemdKill(t *testing.T) {
+	fake, m := newSystemdFake(t, Config{})
+	a, b, c := startSleep(t), startSleep(t), startSleep(t)
+	for _, p := range []struct {
+		target string
+		cmd    *exec.Cmd
+	}{{targetA, a}, {targetA, b}, {targetB, c}} {
+		if _, err := m.Place(glusterfs, p.target, p.cmd.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Through another plugin, the unit is not ours: nothing is signalled.
+	if killed, err := m.Kill("kubernetes.io/cephfs", Name(targetB), time.Second); err == nil || !strings.Contains(err.Error(), "not ours") || killed != nil {
+		t.Errorf("Kill through another plugin = %v, %v; want an error and nothing killed", killed, err)
+	}
+	killed, err := m.Kill(glusterfs, Name(targetA), 5*time.Second)
+	want := []int{a.Process.Pid, b.Process.Pid}
+	slices.Sort(want)
+	if err != nil || !slices.Equal(killed, want) {
+		t.Fatalf("Kill = %v, %v; want %v", killed, err, want)
+	}
+	for _, cmd := range []*exec.Cmd{a, b} {
+		if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+			t.Errorf("process %d of the killed scope: %v; want killed", cmd.Process.Pid, err)
+		}
+	}
+	if err := c.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the process of the other scope: %v; want it untouched", err)
+	}
+	if calls := fake.Calls(); !slices.Contains(calls, "KillUnit "+Name(targetA)+".scope") || slices.Contains(calls, "KillUnit "+Name(targetB)+".scope") {
+		t.Errorf("calls %q: want KillUnit of %s only", calls, Name(targetA))
+	}
+	// Empty now, or never made: nothing to do.
+	for _, name := range []string{Name(targetA), Name("/no/such/target")} {
+		if killed, err := m.Kill(glusterfs, name, time.Second); err != nil || killed != nil {
+			t.Errorf("Kill of %s = %v, %v; want nothing", name, killed, err)
+		}
+	}
+	for _, name := range []string{"..", "mount-x", "x.scope"} {
+		if _, err := m.Kill(glusterfs, name, time.Second); err == nil {
+			t.Errorf("Kill(%q) succeeded", name)
+		}
+	}
 }

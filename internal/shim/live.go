@@ -18,7 +18,7 @@ import (
 
 // socketProbeTimeout bounds proving a registration live through its exec
 // socket (package exec's DefaultSocketTimeout).
-const socketProbeTimeout = 2 * time.Second
+const socketProbeTimeout = 5 * time.Second
 
 // liveSocket is a registration's exec socket that proved its container
 // live: package exec's "Decision" rule, step 1, which the shim applies

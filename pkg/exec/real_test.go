@@ -31,7 +31,9 @@ import (
 func TestRealRuntime(t *testing.T) {
 	p := realRuntime(t)
 	ctx := context.Background()
-	x, err := p.resolver(t, Options{Timeout: 2 * time.Second, ExecMode: ModeCRI}).For(testPlugin)
+	// A bound generous enough for a busy machine (16 commands at once, 16
+	// MiB of output); "timeout" makes its own of 2 s.
+	x, err := p.resolver(t, Options{Timeout: 30 * time.Second, ExecMode: ModeCRI}).For(testPlugin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +107,12 @@ func TestRealRuntime(t *testing.T) {
 
 	t.Run("timeout", func(t *testing.T) {
 		// The runtime's own timeout (the resolver's, 2 s).
+		w, err := p.resolver(t, Options{Timeout: 2 * time.Second, ExecMode: ModeCRI}).For(testPlugin)
+		if err != nil {
+			t.Fatal(err)
+		}
 		start := time.Now()
-		err := x.Command("sleep", "30").Run()
+		err = w.Command("sleep", "30").Run()
 		if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 10*time.Second {
 			t.Errorf("timeout: %v after %s", err, time.Since(start))
 		}
@@ -133,7 +139,7 @@ func TestRealRuntime(t *testing.T) {
 		}
 		start := time.Now()
 		time.AfterFunc(100*time.Millisecond, cmd.Stop)
-		// Canceled, not the runtime's timeout (2 s) run out.
+		// Canceled, not the runtime's timeout run out.
 		if err := cmd.Wait(); !errors.Is(err, context.Canceled) {
 			t.Errorf("Wait after Stop = %v after %s", err, time.Since(start))
 		}

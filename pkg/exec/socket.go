@@ -57,7 +57,11 @@ const (
 )
 
 // DefaultSocketTimeout bounds the Identity call that checks an exec socket.
-const DefaultSocketTimeout = 2 * time.Second
+// A socket nobody serves refuses the connection at once; the bound is for a
+// server that is slow to answer. 2 s proved too short on a node under
+// load: with 100 pods mounting at once on 2 saturated cores, one connection
+// in 100 was not ready within 2 s (BENCHMARKS.md, "A node under load").
+const DefaultSocketTimeout = 5 * time.Second
 
 // ErrSocketUnavailable is wrapped by the error of a decision in
 // [ModeSocket] when the registered container is running but its exec socket

@@ -35,6 +35,8 @@ fi
 echo "$$" >"$runlock"
 
 snapshot=$(mktemp "${TMPDIR:-/tmp}/mc-e2e-sysctl.XXXXXX")
+# What the suites print, kept for the digest of failures at the very end.
+gotest_out=$(mktemp "${TMPDIR:-/tmp}/mc-e2e-gotest.XXXXXX")
 status=0
 finish() {
 	local rc=$?
@@ -57,8 +59,12 @@ finish() {
 	if ((status == 0)); then
 		log "e2e: PASS"
 	else
+		# Last, where a reader of a long log looks first: what the
+		# failed tests said.
+		"$here/failures.sh" "$gotest_out" >&2 || true
 		log "e2e: FAIL (exit $status; component logs in $BED_DIR/logs)"
 	fi
+	rm -f "$gotest_out"
 	exit "$status"
 }
 trap finish EXIT
@@ -77,7 +83,10 @@ on_signal() {
 }
 trap on_signal INT TERM
 run_suite() {
-	setsid "$@" &
+	# The suite's output goes to the terminal and to $gotest_out; the exit
+	# status is the suite's. tee ignores the signals that stop the suite,
+	# which still writes while it tears the bed down.
+	setsid bash -c '"$@" 2>&1 | (trap "" INT TERM && exec tee -a "$0"); exit "${PIPESTATUS[0]}"' "$gotest_out" "$@" &
 	suite_pid=$!
 	wait "$suite_pid"
 }

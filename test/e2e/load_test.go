@@ -1,7 +1,7 @@
 //go:build e2e && e2e_load
 
 // The load test runs on its own (make e2e-load), not in make test: on
-// these 2-core machines it takes about 15 minutes (BENCHMARKS.md, "A node
+// these 2-core machines it takes about 18 minutes (BENCHMARKS.md, "A node
 // under load").
 
 package e2e
@@ -69,11 +69,19 @@ func TestLoad(t *testing.T) {
 		t.Fatal("the bed's env file has no BED_SCOPE_PARENT: an older up.sh")
 	}
 
+	// The raw operation, in the same run: the same pods with an emptyDir.
+	var baseline time.Duration
+	t.Run("emptyDir", func(t *testing.T) { baseline = g.baselineWave(t) })
+
 	running := map[mcexec.ExecMode]time.Duration{}
 	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
 		t.Run(string(mode), func(t *testing.T) {
 			running[mode] = g.loadWave(t, mode, vols, parent)
 		})
+	}
+	if s := running[mcexec.ModeSocket]; s > 0 && baseline > 0 {
+		t.Logf("time until all %d pods are Running: %s with a GlusterFS volume through the exec socket, %s with an emptyDir (%.2fx)",
+			loadPods, s.Round(time.Millisecond), baseline.Round(time.Millisecond), float64(s)/float64(baseline))
 	}
 	if s, c := running[mcexec.ModeSocket], running[mcexec.ModeCRI]; s > 0 && c > 0 {
 		t.Logf("time until all %d pods are Running: %s through the exec socket, %s through CRI ExecSync (%.2fx)",
@@ -124,10 +132,16 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 			return len(left.Items) == 0, fmt.Sprintf("%d left", len(left.Items)), nil
 		})
 	})
+	cgroups := g.loadCgroups(t, string(mp.UID), parent)
+	cpuStart := takeCPU(cgroups)
+	user0, sys0 := procTimes(mpPID)
 	start := time.Now()
 	created := createLoadPods(t, g, mode, vols)
 	pods := waitAllRunning(t, bed, g.ns, label, len(created), 5*time.Minute)
 	allRunning := time.Since(start)
+	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, takeCPU(cgroups)))
+	user, sys := procTimes(mpPID)
+	t.Logf("mountpod serve itself: user %s, system %s", (user - user0).Round(10*time.Millisecond), (sys - sys0).Round(10*time.Millisecond))
 	close(stopSampling)
 	<-sampled
 	cpu := podCPU(t, mp.UID) - cpu0
@@ -196,10 +210,15 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 		peak.daemons, mib(peak.daemonRSS))
 
 	// All deleted at once: every volume unmounted, nothing left behind.
+	// When each part was done is noted apart: the mounts (the driver's
+	// unmounts), the pods (the kubelet's teardown and the API), the scopes
+	// (the mount pod's survey).
+	cpuStart = takeCPU(cgroups)
 	start = time.Now()
 	if err := bed.Client.CoreV1().Pods(g.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: label}); err != nil {
 		t.Fatal(err)
 	}
+	var podsGone, mountsGone, scopesGone time.Duration
 	err = framework.Poll(context.Background(), "the wave's pods gone and their volumes cleaned up", time.Second, 5*time.Minute,
 		func(ctx context.Context) (bool, string, error) {
 			left, err := bed.Client.CoreV1().Pods(g.ns).List(ctx, metav1.ListOptions{LabelSelector: label})
@@ -207,6 +226,16 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 				return false, "", err
 			}
 			l := leftovers(t, dirs, parent, bed.Env.RegistrationDir)
+			now := time.Since(start)
+			if podsGone == 0 && len(left.Items) == 0 {
+				podsGone = now
+			}
+			if mountsGone == 0 && l.mounts == 0 && l.daemons == 0 {
+				mountsGone = now
+			}
+			if scopesGone == 0 && l.scopes == 0 {
+				scopesGone = now
+			}
 			return len(left.Items) == 0 && l.none(), fmt.Sprintf("%d pods, %s", len(left.Items), l), nil
 		})
 	if err != nil {
@@ -214,6 +243,97 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	}
 	t.Logf("all %d deleted at once: pods gone, volumes unmounted, no FUSE daemon, scope or mount record left after %s",
 		len(pods), time.Since(start).Round(time.Millisecond))
+	t.Logf("CPU of the deletion: %s", cpuSplit(cpuStart, takeCPU(cgroups)))
+	unmounts := driverCalls(t, logPath, "unmount")
+	if len(unmounts) < len(pods) {
+		t.Errorf("the driver logged %d unmounts, want at least %d (one per pod)", len(unmounts), len(pods))
+	}
+	var first, last time.Time
+	var utook []time.Duration
+	for _, c := range unmounts {
+		if c.Status != "Success" {
+			t.Errorf("driver unmount of %s: %s: %s", c.Dir, c.Status, c.Message)
+		}
+		if b := c.Time.Add(-c.took); first.IsZero() || b.Before(first) {
+			first = b
+		}
+		if c.Time.After(last) {
+			last = c.Time
+		}
+		utook = append(utook, c.took)
+	}
+	slices.Sort(utook)
+	if len(utook) > 0 {
+		t.Logf("deletion apart: first unmount began %s after the delete, last ended %s after (unmount p50 %s, max %s, at most %d at once); "+
+			"no mount or FUSE daemon left after %s, no pod after %s, no scope after %s (the survey)",
+			first.Sub(start).Round(time.Millisecond), last.Sub(start).Round(time.Millisecond),
+			utook[len(utook)/2].Round(time.Millisecond), utook[len(utook)-1].Round(time.Millisecond), maxOverlap(unmounts),
+			mountsGone.Round(time.Second), podsGone.Round(time.Second), scopesGone.Round(time.Second))
+	}
+	return allRunning
+}
+
+// baselineWave creates the wave's pods with an emptyDir instead of a
+// GlusterFS volume, waits until all are Running and deletes them: the
+// node's own cost of starting and stopping that many pods, against which
+// the waves with volumes are compared. It returns the time until all were
+// Running.
+func (g *glusterEnv) baselineWave(t *testing.T) time.Duration {
+	bed := g.bed
+	const mode = "emptydir"
+	label := "e2e-load=" + mode
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		_ = bed.Client.CoreV1().Pods(g.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: label})
+	})
+	cgroups := g.loadCgroups(t, "", "")
+	cpuStart := takeCPU(cgroups)
+	start := time.Now()
+	names := make([]string, loadPods)
+	errs := make([]error, loadPods)
+	var wg sync.WaitGroup
+	for i := range loadPods {
+		names[i] = fmt.Sprintf("load-%s-%03d", mode, i)
+		pod := loadPod(g, names[i], mode, "")
+		pod.Spec.Volumes[0].VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+		wg.Go(func() {
+			_, errs[i] = bed.Client.CoreV1().Pods(g.ns).Create(context.Background(), pod, metav1.CreateOptions{})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("create %s: %v", names[i], err)
+		}
+	}
+	pods := waitAllRunning(t, bed, g.ns, label, loadPods, 5*time.Minute)
+	allRunning := time.Since(start)
+	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, takeCPU(cgroups)))
+	for _, p := range pods {
+		out, err := bed.Client.CoreV1().Pods(g.ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "main"}).Do(context.Background()).Raw()
+		if err != nil || strings.TrimSpace(string(out)) != "ok "+p.Name {
+			t.Errorf("pod %s logged %q (%v), want it to have written and read its emptyDir", p.Name, out, err)
+		}
+	}
+	cpuStart = takeCPU(cgroups)
+	start = time.Now()
+	if err := bed.Client.CoreV1().Pods(g.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: label}); err != nil {
+		t.Fatal(err)
+	}
+	err := framework.Poll(context.Background(), "the emptyDir pods gone", time.Second, 5*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			left, err := bed.Client.CoreV1().Pods(g.ns).List(ctx, metav1.ListOptions{LabelSelector: label})
+			if err != nil {
+				return false, "", err
+			}
+			return len(left.Items) == 0, fmt.Sprintf("%d left", len(left.Items)), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d pods with an emptyDir Running in %s, all deleted in %s", loadPods, allRunning.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	t.Logf("CPU of the deletion: %s", cpuSplit(cpuStart, takeCPU(cgroups)))
 	return allRunning
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 	"github.com/mountcontainers/mountcontainers/internal/recovery"
@@ -175,6 +177,70 @@ func TestRecovery(t *testing.T) {
 			t.Errorf("the reader's /sub is %+v; want device %s, read-only", sub, data.dev)
 		}
 		t.Logf("killed %d, then the new daemon %d: recovered", pids[0], second)
+		// How it went: the second kill may land before the remount, during
+		// it, or while the new mount is attached in the containers.
+		mp := g.mountPod(t)
+		for _, line := range strings.Split(bed.Kubectl(t, "-n", mp.Namespace, "logs", "--since=2m", mp.Name), "\n") {
+			if strings.Contains(line, "component=recovery") && strings.Contains(line, dir) {
+				t.Logf("mount pod: %s", line)
+			}
+		}
+	})
+
+	// A daemon that hangs, and whose connection is then aborted (the
+	// remedy for a hung FUSE mount: echo 1 > .../connections/N/abort): the
+	// mount answers "not connected" while the daemon still runs. The
+	// recovery kills it before it mounts again, so that one daemon serves
+	// the volume and the hung one is not left behind.
+	t.Run("HungDaemonAborted", func(t *testing.T) {
+		pids := fuseProcesses(t, dir)
+		if len(pids) != 1 {
+			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
+		}
+		hung := pids[0]
+		minor := hostMountMinor(t, dir)
+		ctl := t.TempDir()
+		if out, err := exec.Command("mount", "-t", "fusectl", "fusectl", ctl).CombinedOutput(); err != nil {
+			t.Fatalf("mount fusectl at %s: %v: %s", ctl, err, out)
+		}
+		t.Cleanup(func() {
+			if out, err := exec.Command("umount", ctl).CombinedOutput(); err != nil {
+				t.Errorf("umount fusectl at %s: %v: %s", ctl, err, out)
+			}
+		})
+		before, subBefore := w.lines(t), sub.lines(t)
+		if err := syscall.Kill(hung, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(hung, syscall.SIGCONT) })
+		abort := filepath.Join(ctl, strconv.Itoa(minor), "abort")
+		if err := os.WriteFile(abort, []byte("1"), 0o200); err != nil {
+			t.Fatalf("abort the connection of %s: %v", dir, err)
+		}
+		aborted := time.Now()
+		w.waitLines(t, before+10)
+		sub.waitLines(t, subBefore+10)
+		t.Logf("the writer wrote again %s after the hung daemon's connection was aborted",
+			w.firstLineAfter(t, aborted).Sub(aborted).Round(time.Millisecond))
+		w.assertNotRestarted(t)
+		if now := fuseProcesses(t, dir); len(now) != 1 || now[0] == hung {
+			t.Errorf("glusterfs processes serving %s: %v (the hung one was %d); want one new", dir, now, hung)
+		}
+		if err := syscall.Kill(hung, 0); err == nil {
+			t.Errorf("the hung daemon %d still runs after the recovery", hung)
+		}
+		mp := g.mountPod(t)
+		logs := bed.Kubectl(t, "-n", mp.Namespace, "logs", mp.Name)
+		found := false
+		for _, line := range strings.Split(logs, "\n") {
+			if strings.Contains(line, "killed what still ran in the dead mount's scope") && strings.Contains(line, dir) {
+				found = found || strings.Contains(line, strconv.Itoa(hung))
+				t.Logf("mount pod: %s", line)
+			}
+		}
+		if !found {
+			t.Errorf("the mount pod's log does not say it killed the hung daemon %d of %s", hung, dir)
+		}
 	})
 
 	// A record whose server cannot be reached is retried with back-off,
@@ -516,6 +582,27 @@ func (w *streamWriter) assertNotRestarted(t *testing.T) {
 			t.Errorf("the workload's container %s restarted %d times", cs.Name, cs.RestartCount)
 		}
 	}
+}
+
+// hostMountMinor returns the minor device number of the topmost mount at
+// path in this process's mount table (a FUSE mount's connection number
+// under fusectl).
+func hostMountMinor(t *testing.T, path string) int {
+	t.Helper()
+	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	minor := -1
+	for _, mi := range infos {
+		if mi.MountPoint == path {
+			minor = mi.Minor
+		}
+	}
+	if minor < 0 {
+		t.Fatalf("%s is not mounted", path)
+	}
+	return minor
 }
 
 // ctrMount is one line of a container's mountinfo.

@@ -198,9 +198,19 @@ func slicePath(slice string) string {
 	return p
 }
 
-// alive reports whether process pid exists.
+// alive reports whether process pid exists and has not exited: a zombie
+// is in no cgroup, so systemd lists it in no unit.
 func alive(pid uint32) bool {
-	return syscall.Kill(int(pid), 0) == nil
+	if syscall.Kill(int(pid), 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// "PID (comm) S ...": the state follows the last ')'.
+	i := strings.LastIndexByte(string(stat), ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
 
 // senderPID asks the bus for the PID of a connection.
@@ -329,17 +339,50 @@ func (m manager) GetUnitProcesses(name string) ([]process, *dbus.Error) {
 	return out, nil
 }
 
+// called records a call of method on unit name and returns the unit, or
+// NoSuchUnit when it is not loaded; s.mu is held.
+func (s *Systemd) called(method, name string) (*Unit, *dbus.Error) {
+	s.calls = append(s.calls, method+" "+name)
+	u, ok := s.units[name]
+	if !ok || u.Stopped {
+		return nil, noSuchUnit(name)
+	}
+	return u, nil
+}
+
 func (m manager) StopUnit(name, mode string) (dbus.ObjectPath, *dbus.Error) {
 	s := m.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = append(s.calls, "StopUnit "+name)
-	u, ok := s.units[name]
-	if !ok || u.Stopped {
-		return "", noSuchUnit(name)
+	u, err := s.called("StopUnit", name)
+	if err != nil {
+		return "", err
 	}
 	u.Stopped = true
 	return s.job(name, "done"), nil
+}
+
+// KillUnit signals the live processes of unit name, whom "all" only (the
+// one scope units take).
+func (m manager) KillUnit(name, whom string, signal int32) *dbus.Error {
+	s := m.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, err := s.called("KillUnit", name)
+	if err != nil {
+		return err
+	}
+	if whom != "all" {
+		return dbus.NewError("org.freedesktop.DBus.Error.InvalidArgs", []any{"whom " + whom + ": the fake kills all"})
+	}
+	for _, pid := range u.PIDs {
+		if alive(pid) {
+			if err := syscall.Kill(int(pid), syscall.Signal(signal)); err != nil && err != syscall.ESRCH {
+				return dbus.MakeFailedError(err)
+			}
+		}
+	}
+	return nil
 }
 
 func (m manager) ResetFailedUnit(name string) *dbus.Error {

@@ -1,0 +1,46 @@
+package scope
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestKillUntilEmpty(t *testing.T) {
+	// A process that appears after the first signal is signalled too.
+	rounds := [][]int{{7, 3}, {3, 9}, nil}
+	var signalled [][]int
+	killed, err := killUntilEmpty("scope", time.Second,
+		func() ([]int, error) { r := rounds[0]; rounds = rounds[1:]; return r, nil },
+		func(pids []int) error { signalled = append(signalled, pids); return nil })
+	if err != nil || !slices.Equal(killed, []int{3, 7, 9}) || len(signalled) != 2 {
+		t.Errorf("killUntilEmpty = %v, %v after signalling %v; want [3 7 9]", killed, err, signalled)
+	}
+
+	// One that never goes: ErrPopulated after the wait, naming it.
+	start := time.Now()
+	killed, err = killUntilEmpty("/a/scope", 100*time.Millisecond,
+		func() ([]int, error) { return []int{42}, nil },
+		func([]int) error { return nil })
+	if !errors.Is(err, ErrPopulated) || !strings.Contains(err.Error(), "[42] in /a/scope") || !slices.Equal(killed, []int{42}) {
+		t.Errorf("a process that stays: %v, %v; want ErrPopulated naming 42", killed, err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the wait of 100ms took %s", took)
+	}
+
+	// An error of either function ends it.
+	boom := errors.New("boom")
+	if _, err := killUntilEmpty("s", time.Second, func() ([]int, error) { return nil, boom }, nil); !errors.Is(err, boom) {
+		t.Errorf("procs failing: %v", err)
+	}
+	if _, err := killUntilEmpty("s", time.Second, func() ([]int, error) { return []int{1}, nil }, func([]int) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("kill failing: %v", err)
+	}
+	// Nothing there: nothing signalled.
+	if killed, err := killUntilEmpty("s", time.Second, func() ([]int, error) { return nil, nil }, func([]int) error { t.Error("signalled nothing"); return nil }); killed != nil || err != nil {
+		t.Errorf("empty scope: %v, %v", killed, err)
+	}
+}
