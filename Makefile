@@ -89,6 +89,10 @@ e2e-nodes: ## Run the three-node suite alone: rollouts that move writers between
 e2e-load: ## Run the load test alone: 100 pods with GlusterFS volumes at once, through the exec socket and CRI, and 100 with an emptyDir to compare (root; ~18 min; BENCHMARKS.md).
 	E2E_TAGS=e2e_load E2E_RUN=TestLoad test/bed/e2e.sh
 
+.PHONY: e2e-scale
+e2e-scale: ## Run the three-node suite with the rollout plan at full scale: 500 fake nodes and 15,000 pods (root; BENCHMARKS.md).
+	E2E_SUITES=nodes E2E_SCALE_NODES=500 test/bed/e2e.sh
+
 .PHONY: verify
 verify: ## Check formatting, go vet and staticcheck (also of the e2e-tagged files).
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

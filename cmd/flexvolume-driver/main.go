@@ -7,7 +7,14 @@
 //
 // The kubelet reads the driver's standard output and standard error as one
 // JSON reply, so standard error is pointed at /dev/null before anything
-// else runs: a library's log line there would corrupt the reply.
+// else runs: a library's log line there would corrupt the reply. For the
+// same reason a log file that cannot be used does not fail the call, nor
+// is it reported on standard error: the call goes on unlogged and its
+// reply's message says why, naming the file.
+//
+// A failure exits 0 with a Failure reply, and only Not supported exits 1:
+// the kubelet logs the arguments of a call that exits otherwise, and they
+// hold the volume's secrets (see flexvolume.Status.ExitCode).
 package main
 
 import (
@@ -43,15 +50,8 @@ func run(ctx context.Context) int {
 	if err != nil {
 		return fail(err)
 	}
-	log := slog.New(slog.DiscardHandler)
-	if s.LogFile != "" {
-		l, f, err := flexvolume.OpenLog(s.LogFile)
-		if err != nil {
-			return fail(err)
-		}
-		defer f.Close()
-		log = l
-	}
+	log, closeLog, notice := openLog(s.LogFile)
+	defer closeLog()
 	r := mcexec.NewResolver(mcexec.Options{
 		Dir:      s.RegistrationDir,
 		Endpoint: s.RuntimeEndpoint,
@@ -65,8 +65,23 @@ func run(ctx context.Context) int {
 	if err != nil {
 		return fail(err)
 	}
-	d := &flexvolume.Driver{FS: s.FS(), Plugin: s.Plugin, Exec: e, Timeout: s.TimeoutDuration(), Servers: s.ServerPolicy(), SecretsDir: s.SecretsDir, Log: log}
+	d := &flexvolume.Driver{FS: s.FS(), Plugin: s.Plugin, Exec: e, Timeout: s.TimeoutDuration(), Servers: s.ServerPolicy(), SecretsDir: s.SecretsDir, Log: log, Notice: notice}
 	return d.Run(ctx, os.Args[1:], os.Stdout)
+}
+
+// openLog opens the log file path, if set, and returns the logger, what
+// closes it, and a notice for the reply when the file cannot be used: the
+// call then goes on with no log.
+func openLog(path string) (log *slog.Logger, closeLog func(), notice string) {
+	discard := slog.New(slog.DiscardHandler)
+	if path == "" {
+		return discard, func() {}, ""
+	}
+	l, f, err := flexvolume.OpenLog(path)
+	if err != nil {
+		return discard, func() {}, "the driver's log is not written: " + err.Error()
+	}
+	return l, func() { _ = f.Close() }, ""
 }
 
 // silenceStderr points file descriptor 2 at /dev/null.

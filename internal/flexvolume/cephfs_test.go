@@ -1,6 +1,7 @@
 package flexvolume_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -140,6 +141,7 @@ type cephDriver struct {
 	mu      sync.Mutex
 	seen    []string // key file content and mode, per mount
 	failing bool
+	failOut string // what a failing mount prints; default a permission error
 }
 
 func newCephDriver(t *testing.T) *cephDriver {
@@ -174,7 +176,7 @@ func newCephDriver(t *testing.T) *cephDriver {
 				}
 			}
 			if c.failing {
-				return &runtimeapi.ExecSyncResponse{ExitCode: 1, Stderr: []byte("ceph-fuse: permission denied")}, nil
+				return &runtimeapi.ExecSyncResponse{ExitCode: 1, Stderr: []byte(cmp.Or(c.failOut, "ceph-fuse: permission denied"))}, nil
 			}
 			os.WriteFile(filepath.Join(dir, ".mounted"), nil, 0o644)
 		case "umount":

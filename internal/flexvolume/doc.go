@@ -45,7 +45,11 @@
 //	unmount DIR            {"status":"Success"} or {"status":"Failure","message":"..."}
 //	anything else          {"status":"Not supported"}
 //
-// The exit code is 0 for Success and 1 otherwise. OPTIONS is the JSON object
+// The exit code is 1 for Not supported and 0 otherwise, Failure included:
+// the kubelet logs every argument of a call that exits non-zero, and
+// OPTIONS holds the volume's secrets ([Status.ExitCode]). A reply's
+// message never quotes a secret of the call's arguments, even where a
+// mount utility's output does. OPTIONS is the JSON object
 // of string values the kubelet builds from the volume's flexVolume.options
 // plus its own kubernetes.io/* keys; see [ParseOptions] for the keys this
 // driver reads and how they are checked. A bad option is a Failure whose
@@ -111,6 +115,11 @@
 //     by, so that a changing DNS answer cannot redirect the client after the
 //     check; a listed name is used as it is.
 //
+// "Unset" is the administrator's empty list in the settings the mount pod
+// writes. A driver with no settings file at all had no administrator
+// choose, and refuses every server unless its environment lists some
+// ([Settings.ServerPolicy]).
+//
 // A server whose name resolves to the node itself (a GlusterFS server on the
 // node, as on this project's test bed) must therefore be listed by name.
 // Server names are host names or dotted-quad IPv4 addresses: no ':' (ports,
@@ -129,6 +138,9 @@
 // record per call (call, directory, reply) and one per placement decision
 // (the mount pod's container or the node, and the path: exec socket or
 // ExecSync). A successful mount's reply names the mount pod and the path.
+// The log file must be a regular file: a symbolic link, a FIFO or a device
+// there is refused without blocking, and the call goes on unlogged, its
+// reply saying why.
 //
 // # Robustness
 //

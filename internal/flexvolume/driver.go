@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 
@@ -55,13 +56,23 @@ type Capabilities struct {
 	RequiresFSResize bool `json:"requiresFSResize"`
 }
 
-// ExitCode is the driver's exit code for the reply: 0 for Success, 1
-// otherwise.
+// ExitCode is the driver's exit code for the reply: 1 for Not supported,
+// 0 for Success and for Failure.
+//
+// A failure exits 0 because the kubelet logs every argument of a call that
+// exits non-zero without replying Not supported, and the arguments hold
+// the volume's options, among them its secrets (kubernetes.io/secret/*,
+// such as a CephFS user's key); on exit 0 it takes a Failure reply as the
+// call's failure and logs only its message. Every call is treated alike,
+// not only mount: the kubelet passes the options to other calls too
+// (getvolumename, attach, mountdevice), and a call's name is no promise
+// of what its arguments hold. Not supported keeps exit 1, which the
+// kubelet handles without logging the arguments.
 func (s Status) ExitCode() int {
-	if s.Status == StatusSuccess {
-		return 0
+	if s.Status == StatusNotSupported {
+		return 1
 	}
-	return 1
+	return 0
 }
 
 // MountChecker answers whether a path is a mount point, on the node (a
@@ -94,46 +105,123 @@ type Driver struct {
 	// Log receives one record per call (the call, its target directory and
 	// its reply); nil discards it. See [Settings].LogFile.
 	Log *slog.Logger
+	// Notice, when set, is added to the message of every Success and
+	// Failure reply: a problem that did not stop the call, such as a log
+	// file that could not be opened. The kubelet reads standard error
+	// as part of the reply, so the reply is the only place to say it.
+	Notice string
 }
 
 // Run serves the call in args (args[0] is the call, such as "mount"),
-// writes the JSON reply to out and returns the exit code.
+// writes the JSON reply to out and returns the exit code. The reply never
+// quotes a secret the arguments carry (see [redact]), and a panic is a
+// Failure, not a crash: a crash exits non-zero (see [Status.ExitCode]).
 func (d *Driver) Run(ctx context.Context, args []string, out io.Writer) int {
 	start := time.Now()
-	s := d.Call(ctx, args)
-	if d.Log != nil {
-		attrs := []any{"status", s.Status, "message", s.Message, "tookMs", float64(time.Since(start).Microseconds()) / 1000}
-		if len(args) > 0 {
-			attrs = append(attrs, "call", args[0])
-		}
-		if len(args) > 1 {
-			attrs = append(attrs, "dir", args[1]) // never the options
-		}
-		d.Log.InfoContext(ctx, "flexvolume call", attrs...)
+	s := redact(d.safeCall(ctx, args), args)
+	if d.Notice != "" && s.Status != StatusNotSupported {
+		s.Message = strings.TrimPrefix(s.Message+"; "+d.Notice, "; ")
 	}
+	d.logCall(ctx, args, s, start)
 	return WriteStatus(out, s)
 }
 
+// safeCall is [Driver.Call] with a panic turned into a Failure.
+func (d *Driver) safeCall(ctx context.Context, args []string) (s Status) {
+	defer func() {
+		if r := recover(); r != nil {
+			s = failure("internal error: %v", r)
+		}
+	}()
+	return d.Call(ctx, args)
+}
+
+// logCall writes the record of a call to the driver's log, if any: the
+// call, its target directory (never the options) and its reply.
+func (d *Driver) logCall(ctx context.Context, args []string, s Status, start time.Time) {
+	if d.Log == nil {
+		return
+	}
+	attrs := []any{"status", s.Status, "message", s.Message, "tookMs", float64(time.Since(start).Microseconds()) / 1000}
+	if len(args) > 0 {
+		attrs = append(attrs, "call", args[0])
+	}
+	if len(args) > 1 {
+		attrs = append(attrs, "dir", args[1])
+	}
+	d.Log.InfoContext(ctx, "flexvolume call", attrs...)
+}
+
 // OpenLog opens the log file of [Settings].LogFile for appending (created
-// with mode 0600; a symbolic link is refused) and returns a JSON logger on
-// it at debug level, so that it also carries the resolver's placement
-// decisions, and the file to close.
+// with mode 0600) and returns a JSON logger on it at debug level, so that
+// it also carries the resolver's placement decisions, and the file to
+// close. Only a regular file is accepted (see [openLogFile]); the error
+// names the file.
 func OpenLog(path string) (*slog.Logger, io.Closer, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := openLogFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open log file: %w", err)
+		return nil, nil, err
 	}
 	return slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})), f, nil
 }
 
-// WriteStatus writes s as one line of JSON to out and returns its exit code.
+// openLogFile opens path for appending, creating it with mode 0600. The
+// open neither follows a symbolic link nor blocks: a FIFO without a reader
+// fails at once instead of hanging every call, and whatever the open
+// found is checked to be a regular file before anything is written to it.
+func openLogFile(path string) (*os.File, error) {
+	flags := os.O_WRONLY | os.O_APPEND | os.O_CREATE | syscall.O_CLOEXEC | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	f, err := os.OpenFile(path, flags, 0o600)
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return nil, fmt.Errorf("log file %s is a symbolic link: refused", path)
+	case errors.Is(err, syscall.ENXIO):
+		return nil, fmt.Errorf("log file %s is not a regular file (a FIFO or socket with no reader): refused", path)
+	case err != nil:
+		return nil, fmt.Errorf("open log file: %w", err)
+	}
+	if err := checkLogFile(f, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkLogFile fails unless the open file f is a regular file, and then
+// clears O_NONBLOCK, which only served the open.
+func checkLogFile(f *os.File, path string) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat log file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("log file %s is not a regular file (%v): refused", path, fi.Mode().Type())
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("log file %s: %w", path, err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetNonblock(int(fd), false) }); err != nil {
+		return fmt.Errorf("log file %s: %w", path, err)
+	}
+	if serr != nil {
+		return fmt.Errorf("clear O_NONBLOCK on log file %s: %w", path, serr)
+	}
+	return nil
+}
+
+// WriteStatus writes s as one line of JSON to out and returns its exit
+// code. A reply that cannot be written exits 0 all the same: the kubelet
+// fails a call whose reply it cannot decode, and a non-zero exit would
+// make it log the call's arguments (see [Status.ExitCode]).
 func WriteStatus(out io.Writer, s Status) int {
 	data, err := json.Marshal(s)
 	if err != nil {
 		data = []byte(`{"status":"Failure","message":"encode reply"}`)
 	}
 	if _, err := out.Write(append(data, '\n')); err != nil {
-		return 1
+		return 0
 	}
 	return s.ExitCode()
 }

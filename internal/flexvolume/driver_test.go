@@ -131,8 +131,8 @@ func call(t *testing.T, d *flexvolume.Driver, args ...string) (flexvolume.Status
 	if err := json.Unmarshal(out.Bytes(), &s); err != nil {
 		t.Fatalf("reply %q is not JSON: %v", out.String(), err)
 	}
-	if (code == 0) != (s.Status == flexvolume.StatusSuccess) {
-		t.Errorf("exit code %d with status %q", code, s.Status)
+	if want := map[bool]int{true: 1, false: 0}[s.Status == flexvolume.StatusNotSupported]; code != want {
+		t.Errorf("exit code %d with status %q, want %d", code, s.Status, want)
 	}
 	return s, out.String(), code
 }

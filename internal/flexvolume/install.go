@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/mountcontainers/mountcontainers/internal/atomicfile"
 )
@@ -72,7 +73,11 @@ type InstallOptions struct {
 // running call keeps the old binary while a new one replaces it. The
 // settings are placed first, so the first probe of the driver already finds
 // them. A directory or symbolic link where a file belongs is an error, not
-// something to delete. Install returns the executable's path.
+// something to delete. The plugin directory and the driver's directory
+// are created if missing, and refused unless each is a directory (not a
+// symbolic link) owned by root and not writable by group or others: the
+// kubelet runs as root whatever it finds there. Install returns the
+// executable's path.
 func Install(o InstallOptions) (string, error) {
 	o.Driver = driverOrDefault(o.Driver)
 	exe, _, err := SplitDriver(o.Driver)
@@ -86,7 +91,7 @@ func Install(o InstallOptions) (string, error) {
 		return "", fmt.Errorf("install flexvolume driver: %w", err)
 	}
 	dir := filepath.Join(o.PluginDir, o.Driver)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := makeTrustedDirs(o.PluginDir, dir); err != nil {
 		return "", fmt.Errorf("install flexvolume driver: %w", err)
 	}
 	target := filepath.Join(dir, exe)
@@ -118,6 +123,46 @@ func Install(o InstallOptions) (string, error) {
 		return "", fmt.Errorf("install flexvolume driver: copy %s to %s: %w", o.Source, target, err)
 	}
 	return target, nil
+}
+
+// makeTrustedDirs creates the plugin directory and the driver's directory
+// in it if they are missing (mode 0755), and checks both with
+// [checkTrustedDir]: root runs what the kubelet finds there, so no one
+// else may be able to put it there.
+func makeTrustedDirs(pluginDir, driverDir string) error {
+	if err := os.MkdirAll(pluginDir, 0o755); err != nil {
+		return fmt.Errorf("create plugin directory: %w", err)
+	}
+	if err := checkTrustedDir(pluginDir); err != nil {
+		return err
+	}
+	if err := os.Mkdir(driverDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create driver directory: %w", err)
+	}
+	return checkTrustedDir(driverDir)
+}
+
+// checkTrustedDir fails unless dir is a directory, not a symbolic link,
+// owned by root (or by the installer's own user, which is root wherever
+// the kubelet runs what it installs) and not writable by group or others.
+func checkTrustedDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("check directory: %w", err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link: refusing to install there", dir)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (%v): refusing to install there", dir, fi.Mode().Type())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s is owned by uid %d, not root: refusing to install there", dir, st.Uid)
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("%s is writable by group or others (%v): refusing to install there", dir, perm)
+	}
+	return nil
 }
 
 // checkReplaceable fails unless p is missing or a regular file.

@@ -1,7 +1,9 @@
 package flexvolume_test
 
 import (
+	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -182,4 +184,141 @@ func ExampleSplitDriver() {
 	exe, volumeDriver, _ := flexvolume.SplitDriver("mountcontainers.io~glusterfs")
 	fmt.Println(exe, volumeDriver)
 	// Output: glusterfs mountcontainers.io/glusterfs
+}
+
+// TestInstallRefusesUntrustedDirs: the plugin directory and the driver's
+// directory must be directories of root's that no one else can write;
+// the error names the one that is not, and nothing is installed.
+func TestInstallRefusesUntrustedDirs(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "drv")
+	writeFile(t, src, "x", 0o755)
+	elsewhere := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		// setup prepares base and returns the plugin directory to install
+		// into and the directory the error must name.
+		setup func(t *testing.T, base string) (pluginDir, bad string)
+		says  string
+	}{
+		{"plugin dir is a symbolic link", func(t *testing.T, base string) (string, string) {
+			link := filepath.Join(base, "exec")
+			mustSymlink(t, elsewhere, link)
+			return link, link
+		}, "symbolic link"},
+		{"plugin dir group-writable", func(t *testing.T, base string) (string, string) {
+			return mustMkdir(t, filepath.Join(base, "exec"), 0o775), filepath.Join(base, "exec")
+		}, "writable by group or others"},
+		{"plugin dir world-writable", func(t *testing.T, base string) (string, string) {
+			return mustMkdir(t, filepath.Join(base, "exec"), 0o1777), filepath.Join(base, "exec")
+		}, "writable by group or others"},
+		{"plugin dir not root's", func(t *testing.T, base string) (string, string) {
+			return chownedDir(t, filepath.Join(base, "exec")), filepath.Join(base, "exec")
+		}, "owned by uid 65534"},
+		{"driver dir is a symbolic link", func(t *testing.T, base string) (string, string) {
+			mustSymlink(t, elsewhere, filepath.Join(base, flexvolume.DefaultDriver))
+			return base, filepath.Join(base, flexvolume.DefaultDriver)
+		}, "symbolic link"},
+		{"driver dir world-writable", func(t *testing.T, base string) (string, string) {
+			return base, mustMkdir(t, filepath.Join(base, flexvolume.DefaultDriver), 0o777)
+		}, "writable by group or others"},
+		{"driver dir not root's", func(t *testing.T, base string) (string, string) {
+			return base, chownedDir(t, filepath.Join(base, flexvolume.DefaultDriver))
+		}, "owned by uid 65534"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pluginDir, bad := tc.setup(t, t.TempDir())
+			_, err := flexvolume.Install(flexvolume.InstallOptions{PluginDir: pluginDir, Source: src})
+			if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("err %v, want a refusal of %s saying %q", err, bad, tc.says)
+			}
+			if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+				t.Fatalf("installed through the link: %v", entries)
+			}
+		})
+	}
+}
+
+func mustSymlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mustMkdir makes dir with exactly mode perm and returns it.
+func mustMkdir(t *testing.T, dir string, perm os.FileMode) string {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mode := perm.Perm()
+	if perm&0o1000 != 0 {
+		mode |= os.ModeSticky
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// chownedDir makes dir owned by uid 65534 (nobody), mode 0755; it skips
+// the test when it cannot.
+func chownedDir(t *testing.T, dir string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a directory away")
+	}
+	mustMkdir(t, dir, 0o755)
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestNoSettingsFileRefusesServers: without a settings file no
+// administrator chose the servers, so every server is refused (before any
+// lookup) with a message saying why; the environment can still list them,
+// and an empty list in a settings file keeps its documented meaning.
+func TestNoSettingsFileRefusesServers(t *testing.T) {
+	exe := filepath.Join(t.TempDir(), "glusterfs")
+	noEnv := func(string) string { return "" }
+	ctx := context.Background()
+	s, err := flexvolume.LoadSettings(exe, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, server := range []string{"10.0.0.7", "public.example"} {
+		if got, err := s.ServerPolicy().Check(ctx, names, server); err == nil || !strings.Contains(err.Error(), "no settings file "+exe+".json") {
+			t.Errorf("no settings file: %s allowed as %q (%v); want a refusal naming the missing file", server, got, err)
+		}
+	}
+	if err := s.ServerPolicy().CheckAddr(netip.MustParseAddr("192.0.2.1")); err == nil {
+		t.Error("no settings file: an address allowed")
+	}
+	_, err = flexvolume.GlusterFS{}.Mount(ctx, decode(t, `{"server":"10.0.0.7","volume":"v"}`), flexvolume.Env{Servers: s.ServerPolicy()})
+	if err == nil || !strings.Contains(err.Error(), "no settings file") {
+		t.Errorf("mount without a settings file: %v, want a refusal", err)
+	}
+
+	s, err = flexvolume.LoadSettings(exe, func(k string) string {
+		return map[string]string{flexvolume.EnvAllowedServers: "10.0.0.0/8"}[k]
+	})
+	if _, cerr := s.ServerPolicy().Check(ctx, names, "10.0.0.7"); err != nil || cerr != nil {
+		t.Errorf("no settings file, servers from the environment: %v, %v", err, cerr)
+	}
+
+	writeFile(t, exe+".json", `{}`, 0o644)
+	s, err = flexvolume.LoadSettings(exe, noEnv)
+	if _, cerr := s.ServerPolicy().Check(ctx, names, "public.example"); err != nil || cerr != nil {
+		t.Errorf("an empty list in the settings file: %v, %v; want any server that is not special", err, cerr)
+	}
+}
+
+// TestBadAllowListRefuses: settings whose list does not parse, which
+// LoadSettings reports, give a policy that refuses every server.
+func TestBadAllowListRefuses(t *testing.T) {
+	s := flexvolume.Settings{AllowedServers: []string{"10.0.0.0/33"}}
+	if err := s.ServerPolicy().CheckAddr(netip.MustParseAddr("192.0.2.1")); err == nil || !strings.Contains(err.Error(), "invalid") {
+		t.Fatalf("bad list: %v, want a refusal", err)
+	}
 }

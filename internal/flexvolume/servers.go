@@ -74,9 +74,18 @@ func special(a netip.Addr) (netip.Prefix, string, bool) {
 //     "0.0.0.0/0" does not allow 127.0.0.1.
 //   - With an empty allow-list every other address is allowed. With a
 //     non-empty one, an address must be in one of its addresses or CIDRs.
+//
+// The policy of [RefuseAllServers] allows no server at all.
 type ServerPolicy struct {
 	names    []string       // lower case, no trailing dot
 	prefixes []netip.Prefix // addresses as /32 (IPv4) or /128 (IPv6)
+	refusal  string         // when set, why every server is refused
+}
+
+// RefuseAllServers returns the policy that allows no server; every
+// refusal gives reason, which should say what an administrator can do.
+func RefuseAllServers(reason string) ServerPolicy {
+	return ServerPolicy{refusal: reason}
 }
 
 // ParseAllowedServers parses the allow-list entries: host names, IPv4 or
@@ -130,11 +139,19 @@ func (p *ServerPolicy) add(e string) error {
 	return nil
 }
 
-// Empty reports whether the allow-list has no entry.
-func (p ServerPolicy) Empty() bool { return len(p.names) == 0 && len(p.prefixes) == 0 }
+// Empty reports whether the allow-list has no entry (and so allows every
+// address that is not special). A policy that refuses every server is
+// not empty.
+func (p ServerPolicy) Empty() bool {
+	return len(p.names) == 0 && len(p.prefixes) == 0 && p.refusal == ""
+}
 
-// String lists the entries, for messages.
+// String lists the entries, for messages; "none" for a policy that
+// refuses every server.
 func (p ServerPolicy) String() string {
+	if p.refusal != "" {
+		return "none"
+	}
 	out := slices.Clone(p.names)
 	for _, pfx := range p.prefixes {
 		if pfx.IsSingleIP() {
@@ -151,6 +168,9 @@ func canonicalName(h string) string { return strings.ToLower(strings.TrimSuffix(
 // CheckAddr reports why the policy does not allow a (nil if it does).
 func (p ServerPolicy) CheckAddr(a netip.Addr) error {
 	a = a.Unmap().WithZone("")
+	if p.refusal != "" {
+		return fmt.Errorf("address %s is refused: %s", a, p.refusal)
+	}
 	if r, what, ok := special(a); ok {
 		for _, pfx := range p.prefixes {
 			if pfx.Contains(a) && r.Contains(pfx.Addr()) && pfx.Bits() >= r.Bits() {
@@ -175,6 +195,9 @@ func (p ServerPolicy) CheckAddr(a netip.Addr) error {
 // does not allow it. A listed name is returned as it is; another name is
 // resolved with r and replaced by its first address.
 func (p ServerPolicy) Check(ctx context.Context, r Resolver, host string) (string, error) {
+	if p.refusal != "" {
+		return "", fmt.Errorf("%s is refused: %s", host, p.refusal)
+	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if err := p.CheckAddr(a); err != nil {
 			return "", err

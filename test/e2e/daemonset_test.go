@@ -94,8 +94,11 @@ spec:
 	if d.Readiness {
 		b.WriteString(`        readinessProbe:
           exec: {command: ["/usr/local/bin/mountpod", "check"]}
+          # Probed each second; Ready flips only after 3 failures and a
+          # probe may take 10 s on a busy machine.
           periodSeconds: 1
-          failureThreshold: 1
+          timeoutSeconds: 10
+          failureThreshold: 3
 `)
 	}
 	b.WriteString("        volumeMounts:\n")

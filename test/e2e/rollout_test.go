@@ -233,6 +233,13 @@ func verifyStream(t *testing.T, data []byte) (int, map[string]int) {
 	t.Helper()
 	writers := map[string]int{}
 	n := 0
+	// The writer may be live: a last line without its newline may be a
+	// write under way (a write across a page boundary shows in two steps).
+	// It is left out; had it been cut short for good, the next line would
+	// be appended to it and fail as malformed (as in checkRetriedStream).
+	if i := bytes.LastIndexByte(data, '\n'); i+1 < len(data) {
+		data = data[:i+1]
+	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -248,9 +255,6 @@ func verifyStream(t *testing.T, data []byte) (int, map[string]int) {
 		}
 		writers[f[2]]++
 		n++
-	}
-	if len(data) > 0 && data[len(data)-1] != '\n' {
-		t.Fatalf("stream ends with a partial line")
 	}
 	return n, writers
 }

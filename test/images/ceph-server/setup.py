@@ -145,6 +145,11 @@ def cluster_setup(osd_id, fs, pool, client, client_keyring, deadline, pids):
     # One MDS: no standby to want.
     mon(cluster, "ceph fs set %s standby_count_wanted 0" % fs,
         {"prefix": "fs set", "fs_name": fs, "var": "standby_count_wanted", "val": "0"})
+    # A killed client's capabilities are let go once its session is stale:
+    # 30 s here, the least Ceph allows (60 s by default), so that the
+    # recovery's tests wait half as long for the MDS (docs/recovery.md).
+    mon(cluster, "ceph fs set %s session_timeout 30" % fs,
+        {"prefix": "fs set", "fs_name": fs, "var": "session_timeout", "val": "30"})
     log("pool %s and file system %s created" % (pool, fs))
 
     # The caps `ceph fs authorize FS client.CLIENT / rw` gives, plus rbd's
