@@ -94,13 +94,14 @@ func reattachCommand() *cli.Command {
 	return &cli.Command{
 		Name:   recovery.ReattachCommand,
 		Hidden: true,
-		Usage:  "Replace the dead mount at --path with the mount tree of descriptor --fd (run by the recovery in a container's mount namespace).",
+		Usage:  "Replace the dead mount at --path (mount --mount-id in the container's mountinfo) with the mount tree of descriptor --fd (run by the recovery in a container's mount namespace).",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "fd", Required: true},
 			&cli.StringFlag{Name: "path", Required: true},
+			&cli.Uint64Flag{Name: "mount-id", Required: true},
 		},
 		Action: func(c *cli.Context) error {
-			if err := recovery.ReattachMain(c.Int("fd"), c.String("path")); err != nil {
+			if err := recovery.ReattachMain(c.Int("fd"), c.String("path"), c.Uint64("mount-id")); err != nil {
 				return cli.Exit(err.Error(), exitFailure)
 			}
 			return nil

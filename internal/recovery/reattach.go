@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -184,18 +185,20 @@ func Reattach(ctx context.Context, procRoot string, dead DeadMount, newTarget st
 	type job struct {
 		a Attached
 		h holder
+		// mountID is the dead mount's ID in the container's mountinfo.
+		mountID int
 	}
 	var todo []job
 	for _, h := range holders {
 		for _, mi := range h.mounts {
-			todo = append(todo, job{Attached{PID: h.pid, MountNS: h.ns, MountPoint: mi.MountPoint, Root: mi.Root, ReadOnly: readOnly(mi.MountOptions)}, h})
+			todo = append(todo, job{Attached{PID: h.pid, MountNS: h.ns, MountPoint: mi.MountPoint, Root: mi.Root, ReadOnly: readOnly(mi.MountOptions)}, h, mi.ID})
 		}
 	}
 	errs := make([]error, len(todo))
 	var wg sync.WaitGroup
 	for i, j := range todo {
 		wg.Go(func() {
-			if err := attach(ctx, self, j.h, j.a, newTarget); err != nil {
+			if err := attach(ctx, self, j.h, j.a, j.mountID, newTarget); err != nil {
 				errs[i] = fmt.Errorf("%s: %w", j.a, err)
 			}
 		})
@@ -220,31 +223,27 @@ func readOnly(opts []string) bool {
 }
 
 // attach clones the new mount at a's root, sets its flags, and has a child
-// in a's namespaces swap it in (see the package doc).
-func attach(ctx context.Context, self *os.File, h holder, a Attached, newTarget string) error {
-	src := filepath.Join(newTarget, a.Root)
-	if !strings.HasPrefix(src, filepath.Clean(newTarget)) {
-		return fmt.Errorf("root %q leaves the mount", a.Root)
-	}
-	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+// in a's namespaces swap it in for the dead mount mountID (see the package
+// doc).
+func attach(ctx context.Context, self *os.File, h holder, a Attached, mountID int, newTarget string) error {
+	tree, err := cloneRoot(newTarget, a.Root)
 	if err != nil {
-		return fmt.Errorf("open_tree %s: %w", src, err)
+		return err
 	}
-	tree := os.NewFile(uintptr(fd), src)
 	defer tree.Close()
 	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE}
 	if a.ReadOnly {
 		attr.Attr_set = unix.MOUNT_ATTR_RDONLY
 	}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		return fmt.Errorf("mount_setattr %s: %w", src, err)
+	if err := unix.MountSetattr(int(tree.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("mount_setattr %s: %w", tree.Name(), err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, CommandTimeout)
 	defer cancel()
 	// The namespaces by the descriptors opened when they were found
 	// (nsenter opens every namespace file before it enters any).
 	cmd := exec.CommandContext(ctx, "nsenter", "--mount=/proc/self/fd/5", "--pid=/proc/self/fd/6", "--",
-		"/proc/self/fd/3", ReattachCommand, "--fd", "4", "--path", a.MountPoint)
+		"/proc/self/fd/3", ReattachCommand, "--fd", "4", "--path", a.MountPoint, "--mount-id", strconv.Itoa(mountID))
 	cmd.ExtraFiles = []*os.File{self, tree, h.mntNS, h.pidNS} // fd 3, 4, 5 and 6
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -253,18 +252,233 @@ func attach(ctx context.Context, self *os.File, h holder, a Attached, newTarget 
 	return nil
 }
 
-// ReattachMain runs in a container's mount namespace (started by nsenter,
-// see the package doc): it detaches the dead mount at path and attaches the
-// mount tree of fd there.
-func ReattachMain(fd int, path string) error {
-	if !filepath.IsAbs(path) {
-		return fmt.Errorf("path %q is not absolute", path)
+// errNotInVolume refuses to attach a bind whose root (a subPath) no longer
+// names, inside the new mount, a directory or file of the volume.
+var errNotInVolume = errors.New("refused: the bind's root is not a directory or file of the new mount (a symbolic link, another mount, or gone)")
+
+// cloneRoot returns a detached clone (open_tree) of the mount at newTarget,
+// showing root, the path from the top of its file system that a bind
+// shows (a subPath). Whoever writes the volume controls the names along
+// root, so they are resolved beneath the mount's root by openat2, which
+// follows no symbolic link and crosses no mount, and what they name must be
+// a directory or regular file on that same mount: anything else is
+// refused ([errNotInVolume]).
+func cloneRoot(newTarget, root string) (*os.File, error) {
+	top, err := openMountRoot(newTarget)
+	if err != nil {
+		return nil, err
 	}
-	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+	defer top.Close()
+	sub, err := openInVolume(top, root)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Close()
+	fd, err := unix.OpenTree(int(sub.Fd()), "", unix.AT_EMPTY_PATH|unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("open_tree %s: %w", sub.Name(), err)
+	}
+	return os.NewFile(uintptr(fd), sub.Name()), nil
+}
+
+// openMountRoot opens (O_PATH) the root of the mount at target, and fails
+// when target is not the root of a mount.
+func openMountRoot(target string) (*os.File, error) {
+	fd, err := unix.Open(target, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the new mount at %s: %w", target, err)
+	}
+	f := os.NewFile(uintptr(fd), target)
+	st, err := statMount(f)
+	if err == nil && !isMountRoot(st) {
+		err = fmt.Errorf("no mount at %s", target)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// openInVolume opens (O_PATH) root beneath top, following no symbolic
+// link and crossing no mount, and checks that it is a directory or regular
+// file on top's mount.
+func openInVolume(top *os.File, root string) (*os.File, error) {
+	rel := strings.TrimLeft(root, "/")
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat2(int(top.Fd()), rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", errNotInVolume, root, err)
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(top.Name(), rel))
+	if err := sameMount(top, f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s: %w", errNotInVolume, root, err)
+	}
+	return f, nil
+}
+
+// sameMount checks that f, a directory or regular file, is on top's mount.
+func sameMount(top, f *os.File) error {
+	want, err := statMount(top)
+	if err != nil {
+		return err
+	}
+	st, err := statMount(f)
+	switch {
+	case err != nil:
+		return err
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return fmt.Errorf("file type %#o", st.Mode&unix.S_IFMT)
+	case st.Mnt_id != want.Mnt_id:
+		return fmt.Errorf("on mount %d, not %d", st.Mnt_id, want.Mnt_id)
+	}
+	return nil
+}
+
+// statMount returns f's type, mount ID and attributes as the kernel holds
+// them (AT_STATX_DONT_SYNC: a dead FUSE mount's root answers too).
+func statMount(f *os.File) (unix.Statx_t, error) {
+	var st unix.Statx_t
+	err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC,
+		unix.STATX_TYPE|unix.STATX_MNT_ID, &st)
+	switch {
+	case err != nil:
+		return st, fmt.Errorf("statx %s: %w", f.Name(), err)
+	case st.Mask&unix.STATX_MNT_ID == 0 || st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0:
+		return st, fmt.Errorf("statx %s: no mount ID or mount root attribute (Linux 5.8 or later is needed)", f.Name())
+	}
+	return st, nil
+}
+
+// isMountRoot tells whether st is of the root of a mount.
+func isMountRoot(st unix.Statx_t) bool {
+	return st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
+}
+
+// errMountChanged refuses an attach whose path no longer leads to the dead
+// mount the container's mountinfo showed there.
+var errMountChanged = errors.New("refused: the path no longer leads to the dead mount found there")
+
+// ReattachMain runs in a container's mount namespace (started by nsenter,
+// see the package doc): it detaches the dead mount at path, mountID in the
+// container's mountinfo, and attaches the mount tree of fd there.
+//
+// The container controls every name along path and can change them at any
+// time, for instance swap a directory for a symbolic link to /proc, whose
+// read-only binds must stay. So path is resolved once, following no
+// symbolic link, and used through descriptors from then on: its parent
+// directory is opened; the mount at path is opened from it and refused
+// unless it is the root of mount mountID ([errMountChanged]); that mount is
+// detached by its name in the parent opened first ([detach]); and fd is
+// attached with move_mount between descriptors on what the name then
+// shows in that parent, again following no symbolic link.
+func ReattachMain(fd int, path string, mountID uint64) error {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path || path == "/" {
+		return fmt.Errorf("path %q is not a clean absolute path below /", path)
+	}
+	parent, name := filepath.Dir(path), filepath.Base(path)
+	dir, err := openNoSymlinks(unix.AT_FDCWD, parent, parent, unix.O_DIRECTORY)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	dead, err := openMount(dir, name, mountID)
+	if err != nil {
+		return err
+	}
+	defer dead.Close()
+	if err := detach(dir, name); err != nil {
 		return fmt.Errorf("detach the dead mount at %s: %w", path, err)
 	}
-	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+	target, err := openNoSymlinks(int(dir.Fd()), name, path, 0)
+	if err != nil {
+		return fmt.Errorf("attach the new mount: %w", err)
+	}
+	defer target.Close()
+	if err := unix.MoveMount(fd, "", int(target.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return fmt.Errorf("attach the new mount at %s: %w", path, err)
 	}
 	return nil
+}
+
+// openNoSymlinks opens (O_PATH, and flags) name from dirfd, following no
+// symbolic link; path names it in errors.
+func openNoSymlinks(dirfd int, name, path string, flags uint64) (*os.File, error) {
+	fd, err := unix.Openat2(dirfd, name, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC | flags,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, fmt.Errorf("refused: %s is or goes through a symbolic link: %w", path, err)
+	case err != nil:
+		return nil, fmt.Errorf("open %s, following no symbolic link: %w", path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openMount opens (O_PATH) the mount at name in dir, and refuses it unless
+// it is the root of mount mountID.
+func openMount(dir *os.File, name string, mountID uint64) (*os.File, error) {
+	path := filepath.Join(dir.Name(), name)
+	f, err := openNoSymlinks(int(dir.Fd()), name, path, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := statMount(f)
+	switch {
+	case err != nil:
+	case st.Mnt_id != mountID:
+		err = fmt.Errorf("%w: %s is on mount %d, not %d", errMountChanged, path, st.Mnt_id, mountID)
+	case !isMountRoot(st):
+		err = fmt.Errorf("%w: %s is not the root of mount %d", errMountChanged, path, mountID)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// detach detaches (MNT_DETACH) the mount at name in dir, which [openMount]
+// just checked: umount2(name, UMOUNT_NOFOLLOW) on a thread whose working
+// directory is dir. Nothing the container can change is looked up again:
+// dir is the directory opened following no symbolic link, name is one
+// component that must not be a symbolic link, and a mount point cannot be
+// renamed or removed in the mount namespace where it is one (EBUSY). Only a
+// mount stacked on the checked one since could be what name shows, and
+// mounting needs CAP_SYS_ADMIN, which makes a container root on the node
+// anyway. The handle's /proc/self/fd/N would be looked up through the
+// container's own /proc, and a working directory on the handle needs the
+// dead file system to answer, which a dead FUSE mount does not.
+func detach(dir *os.File, name string) error {
+	return onThreadIn(dir, func() error {
+		return unix.Unmount(name, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+	})
+}
+
+// onThreadIn runs f on a thread of its own whose working directory is dir.
+// The thread ends with f (it is never handed back to the Go scheduler), so
+// the process's working directory does not change.
+func onThreadIn(dir *os.File, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			errc <- fmt.Errorf("unshare the working directory: %w", err)
+			return
+		}
+		if err := unix.Fchdir(int(dir.Fd())); err != nil {
+			errc <- fmt.Errorf("enter %s: %w", dir.Name(), err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
 }

@@ -1,0 +1,106 @@
+package recovery
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestReattachMainFollowsNoSymlink: the container controls the names along
+// a mount point's path, and may swap one for a symbolic link to /proc
+// between the scan of its mountinfo and the attach, or stack another mount
+// there. The read-only bind the runtime put over a file of /proc must not
+// be detached, nor anything be attached there: only the dead mount the
+// scan found (by its mount ID) is replaced.
+func TestReattachMainFollowsNoSymlink(t *testing.T) {
+	if !inPrivateMountNS(t) {
+		return
+	}
+	base := mountBase(t)
+	// The runtime's read-only bind over a file of /proc (sysrq-trigger).
+	proc := filepath.Join(base, "proc")
+	mkdir(t, filepath.Join(proc, "sys"))
+	guarded := filepath.Join(proc, "sys")
+	if err := unix.Mount(guarded, guarded, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("", guarded, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	guardedID, _ := statPath(t, guarded)
+	// The container's dead FUSE mount, as its mountinfo showed it.
+	mountPoint := filepath.Join(base, "a", "sys")
+	mkdir(t, mountPoint)
+	mountDeadFUSE(t, mountPoint)
+	deadID, _ := statPath(t, mountPoint)
+	// The new mount's clone.
+	vol := filepath.Join(base, "new")
+	mountTmpfs(t, vol)
+	writeFile(t, filepath.Join(vol, "ok"), "volume")
+	tree := openTree(t, vol)
+
+	// The container swaps a parent directory for a symbolic link to /proc.
+	moved := filepath.Join(base, "a.moved")
+	if err := os.Rename(filepath.Join(base, "a"), moved); err != nil {
+		t.Fatal(err)
+	}
+	symlink(t, proc, filepath.Join(base, "a"))
+	err := ReattachMain(int(tree.Fd()), mountPoint, deadID)
+	if err == nil {
+		t.Errorf("attached through a symbolic link")
+	}
+	t.Logf("error: %v", err)
+	if id, _ := statPath(t, guarded); id != guardedID || !readOnlyAt(t, guarded) {
+		t.Fatalf("the read-only bind at %s is gone: mount %d, want %d", guarded, id, guardedID)
+	}
+
+	// Back where it was, the dead mount has another mount stacked on it.
+	if err := os.Remove(filepath.Join(base, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(moved, filepath.Join(base, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", mountPoint, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	stackedID, _ := statPath(t, mountPoint)
+	err = ReattachMain(int(tree.Fd()), mountPoint, deadID)
+	t.Logf("error: %v", err)
+	if !errors.Is(err, errMountChanged) {
+		t.Errorf("attach over another mount than the dead one: %v; want errMountChanged", err)
+	}
+	if id, _ := statPath(t, mountPoint); id != stackedID {
+		t.Fatalf("the mount stacked at %s was replaced: mount %d, want %d", mountPoint, id, stackedID)
+	}
+
+	// Once that mount is gone, the dead mount is replaced.
+	if err := unix.Unmount(mountPoint, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ReattachMain(int(tree.Fd()), mountPoint, deadID); err != nil {
+		t.Fatalf("attach at the dead mount: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(mountPoint, "ok")); err != nil || string(b) != "volume" {
+		t.Errorf("the new mount is not at %s: %q, %v", mountPoint, b, err)
+	}
+	if id, _ := statPath(t, guarded); id != guardedID || !readOnlyAt(t, guarded) {
+		t.Errorf("the read-only bind at %s is gone: mount %d, want %d", guarded, id, guardedID)
+	}
+	if err := ReattachMain(int(tree.Fd()), "/proc/../"+mountPoint, deadID); err == nil {
+		t.Errorf("a path that is not clean was accepted")
+	}
+}
+
+// readOnlyAt tells whether the mount at path is read-only.
+func readOnlyAt(t *testing.T, path string) bool {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		t.Fatalf("statfs %s: %v", path, err)
+	}
+	return st.Flags&unix.ST_RDONLY != 0
+}

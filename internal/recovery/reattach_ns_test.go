@@ -1,0 +1,163 @@
+package recovery
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestMain runs this test binary as the reattach child when [Reattach]
+// starts it (through /proc/self/exe), with cmd/mountpod's command line of
+// the hidden ReattachCommand.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ReattachCommand {
+		os.Exit(reattachChild(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// reattachChild is cmd/mountpod's ReattachCommand: it parses args and runs
+// [ReattachMain].
+func reattachChild(args []string) int {
+	fs := flag.NewFlagSet(ReattachCommand, flag.ContinueOnError)
+	fd := fs.Int("fd", -1, "descriptor of the mount tree")
+	path := fs.String("path", "", "mount point")
+	id := fs.Uint64("mount-id", 0, "mount ID of the dead mount at the mount point")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := ReattachMain(*fd, *path, *id); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// envMountNS names, in the process that runs a test in a private mount
+// namespace, that test.
+const envMountNS = "RECOVERY_TEST_MOUNT_NS"
+
+// inPrivateMountNS reports whether the calling test runs in a private mount
+// namespace of its own. When it does not, inPrivateMountNS runs the test
+// again, alone, in a new process in such a namespace (util-linux unshare),
+// fails the caller if that run failed, and reports false: the caller then
+// returns. Without root the test is skipped.
+func inPrivateMountNS(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(envMountNS) == t.Name() {
+		return true
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("mounts need root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no util-linux unshare to make a private mount namespace")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--",
+		self, "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), envMountNS+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("in a private mount namespace: %v\n%s", err, out)
+	}
+	if bytes.Contains(out, []byte("--- SKIP")) {
+		t.Skipf("in a private mount namespace:\n%s", out)
+	}
+	t.Logf("in a private mount namespace:\n%s", out)
+	return false
+}
+
+// mountBase returns a new directory with a tmpfs on it: every mount the
+// test makes below it is detached with it when the test ends.
+func mountBase(t *testing.T) string {
+	t.Helper()
+	base := t.TempDir()
+	mountTmpfs(t, base)
+	t.Cleanup(func() { unix.Unmount(base, unix.MNT_DETACH) })
+	return base
+}
+
+func mountTmpfs(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount a tmpfs at %s: %v", dir, err)
+	}
+}
+
+// mountDeadFUSE mounts at dir a FUSE file system whose daemon is gone: its
+// /dev/fuse descriptor is closed right after the mount, which aborts the
+// connection as a daemon's exit does.
+func mountDeadFUSE(t *testing.T, dir string) {
+	t.Helper()
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("no FUSE: %v", err)
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd)
+	err = unix.Mount("dead", dir, "fuse", 0, opts)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatalf("mount FUSE at %s: %v", dir, err)
+	}
+	if _, err := os.Stat(dir); !IsDead(err) {
+		t.Fatalf("the FUSE mount at %s answers stat with %v; want it dead", dir, err)
+	}
+}
+
+// statPath returns the mount ID and device of the mount at path, following
+// no symbolic link and asking no file system daemon.
+func statPath(t *testing.T, path string) (uint64, Device) {
+	t.Helper()
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &st); err != nil {
+		t.Fatalf("statx %s: %v", path, err)
+	}
+	return st.Mnt_id, Device{int(st.Dev_major), int(st.Dev_minor)}
+}
+
+// openTree returns a detached clone of the mount at path.
+func openTree(t *testing.T, path string) *os.File {
+	t.Helper()
+	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		t.Fatalf("open_tree %s: %v", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func mkdir(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
