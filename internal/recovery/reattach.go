@@ -22,14 +22,36 @@ import (
 // [ReattachMain] in a container's mount namespace.
 const ReattachCommand = "reattach-mount"
 
-// DeadMount is a FUSE mount whose daemon died: its device numbers (the same
-// in every mount namespace that holds a bind of it) and the node's target.
-// Devices holds the mount whose daemon died first and, after it, every new
-// mount of the same recovery that died in its turn before every container
-// had it: a container that got one of those holds it dead now.
+// DeadMount is a FUSE mount whose daemon died, by what every mount namespace
+// that holds a bind of it sees of it, and the node's target. Mounts holds
+// the mount whose daemon died first and, after it, every new mount of the
+// same recovery that died in its turn before every container had it: a
+// container that got one of those holds it dead now. Mounts may be empty:
+// the node's mount is still to be made again, but no other mount namespace
+// holds a dead one any more.
 type DeadMount struct {
-	Devices []Device
-	Target  string
+	Mounts []Identity
+	Target string
+}
+
+// Identity tells a mount from the others as /proc/PID/mountinfo shows it,
+// the same in every mount namespace that holds a bind of it: its device
+// number, file-system type and source. The device number alone does not:
+// once the last mount of a file system is gone, the kernel hands its
+// anonymous number to the next mount that needs one (another pod's tmpfs,
+// an overlay, a new FUSE mount).
+type Identity struct {
+	Device Device
+	// FSType and Source are mountinfo's fields as the kernel writes them
+	// (escaped, without white space).
+	FSType, Source string
+}
+
+func (id Identity) String() string { return id.Device.String() + " " + id.FSType + " " + id.Source }
+
+// identityOf returns the identity of the mount mi.
+func identityOf(mi mount.MountInfo) Identity {
+	return Identity{Device: Device{mi.Major, mi.Minor}, FSType: mi.FsType, Source: mi.Source}
 }
 
 // Device is a mount's device number.
@@ -39,20 +61,34 @@ type Device struct {
 
 func (d Device) String() string { return fmt.Sprintf("%d:%d", d.Major, d.Minor) }
 
-// maxDevices bounds DeadMount.Devices: the first and the latest are kept.
+// maxDevices bounds DeadMount.Mounts: the first and the latest are kept.
 const maxDevices = 16
 
-// with returns d with dev added (once), keeping the first device and the
+// with returns d with id added (once), keeping the first mount and the
 // latest ones up to maxDevices.
-func (d DeadMount) with(dev Device) DeadMount {
-	if slices.Contains(d.Devices, dev) {
+func (d DeadMount) with(id Identity) DeadMount {
+	if slices.Contains(d.Mounts, id) {
 		return d
 	}
-	devs := append(slices.Clone(d.Devices), dev)
-	if len(devs) > maxDevices {
-		devs = append(devs[:1], devs[len(devs)-maxDevices+1:]...)
+	ids := append(slices.Clone(d.Mounts), id)
+	if len(ids) > maxDevices {
+		ids = append(ids[:1], ids[len(ids)-maxDevices+1:]...)
 	}
-	return DeadMount{Devices: devs, Target: d.Target}
+	return DeadMount{Mounts: ids, Target: d.Target}
+}
+
+// without returns d without its mounts of device number dev. A number that
+// a live mount has (the node's new one) is no longer a dead mount's: the
+// dead one is gone, whatever its type and source.
+func (d DeadMount) without(dev Device) DeadMount {
+	ids := slices.DeleteFunc(slices.Clone(d.Mounts), func(id Identity) bool { return id.Device == dev })
+	return DeadMount{Mounts: ids, Target: d.Target}
+}
+
+// keep returns d with only its mounts that held reports true for.
+func (d DeadMount) keep(held map[Identity]bool) DeadMount {
+	ids := slices.DeleteFunc(slices.Clone(d.Mounts), func(id Identity) bool { return !held[id] })
+	return DeadMount{Mounts: ids, Target: d.Target}
 }
 
 // Attached is one container mount that was replaced.
@@ -99,9 +135,10 @@ func (h holder) Close() {
 }
 
 // Holders returns the mount namespaces other than this process's that hold
-// a mount of one of devs, one process each, with those mounts and the
-// namespaces opened; the caller closes each holder.
-func Holders(procRoot string, devs []Device) ([]holder, error) {
+// a mount of one of ids (its device number, file-system type and source all
+// the same), one process each, with those mounts and the namespaces opened;
+// the caller closes each holder.
+func Holders(procRoot string, ids []Identity) ([]holder, error) {
 	own, err := os.Readlink(filepath.Join(procRoot, "self/ns/mnt"))
 	if err != nil {
 		return nil, fmt.Errorf("this process's mount namespace: %w", err)
@@ -121,7 +158,7 @@ func Holders(procRoot string, devs []Device) ([]holder, error) {
 		if err != nil || seen[ns] {
 			continue // gone, a kernel thread, or a namespace seen already
 		}
-		h, ok := holderOf(procRoot, de.Name(), pid, ns, devs)
+		h, ok := holderOf(procRoot, de.Name(), pid, ns, ids)
 		if !ok {
 			continue // gone meanwhile: another process of ns may do
 		}
@@ -137,9 +174,9 @@ func Holders(procRoot string, devs []Device) ([]holder, error) {
 }
 
 // holderOf opens the namespaces of pid (whose mount namespace is ns) and
-// reads its mounts of devs; ok is false when pid is gone or its namespaces
+// reads its mounts of ids; ok is false when pid is gone or its namespaces
 // changed meanwhile.
-func holderOf(procRoot, dir string, pid int, ns string, devs []Device) (holder, bool) {
+func holderOf(procRoot, dir string, pid int, ns string, ids []Identity) (holder, bool) {
 	h := holder{pid: pid, ns: ns}
 	var err error
 	if h.mntNS, err = os.Open(filepath.Join(procRoot, dir, "ns/mnt")); err != nil {
@@ -155,7 +192,7 @@ func holderOf(procRoot, dir string, pid int, ns string, devs []Device) (holder, 
 		return h, false
 	}
 	for _, mi := range infos {
-		if slices.Contains(devs, Device{mi.Major, mi.Minor}) {
+		if slices.Contains(ids, identityOf(mi)) {
 			h.mounts = append(h.mounts, mi)
 		}
 	}
@@ -167,7 +204,7 @@ func holderOf(procRoot, dir string, pid int, ns string, devs []Device) (holder, 
 // same read-only flag, private propagation. It returns the mounts it
 // replaced; an error names each one that failed (the others are done).
 func Reattach(ctx context.Context, procRoot string, dead DeadMount, newTarget string) ([]Attached, error) {
-	holders, err := Holders(procRoot, dead.Devices)
+	holders, err := Holders(procRoot, dead.Mounts)
 	if err != nil {
 		return nil, err
 	}
@@ -393,9 +430,29 @@ func ReattachMain(fd int, path string, mountID uint64) error {
 		return err
 	}
 	defer dead.Close()
+	// The new mount goes beneath the dead one first, then the dead one is
+	// detached: path is never without a mount of the volume. Detached
+	// first, it would show the container's own directory under the mount
+	// point for a moment, and a write there (the workload retrying its
+	// failed write) would succeed into the container's root file system,
+	// then be hidden by the new mount: lost.
+	err = unix.MoveMount(fd, "", int(dead.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH|moveMountBeneath)
+	if err == nil {
+		if err := detach(dir, name); err != nil {
+			return fmt.Errorf("detach the dead mount at %s, above the new one: %w", path, err)
+		}
+		afterDetach(path)
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("attach the new mount beneath the dead one at %s: %w", path, err)
+	}
+	// A kernel before 6.5 has no MOVE_MOUNT_BENEATH (EINVAL): detach,
+	// then attach, with that moment between.
 	if err := detach(dir, name); err != nil {
 		return fmt.Errorf("detach the dead mount at %s: %w", path, err)
 	}
+	afterDetach(path)
 	target, err := openNoSymlinks(int(dir.Fd()), name, path, 0)
 	if err != nil {
 		return fmt.Errorf("attach the new mount: %w", err)
@@ -406,6 +463,15 @@ func ReattachMain(fd int, path string, mountID uint64) error {
 	}
 	return nil
 }
+
+// afterDetach is called by ReattachMain right after it detached the dead
+// mount at path; tests look at path then.
+var afterDetach = func(path string) {}
+
+// moveMountBeneath is MOVE_MOUNT_BENEATH (Linux 6.5, linux/mount.h), which
+// golang.org/x/sys/unix does not define: move_mount places the mount
+// beneath the target mount, at the same mount point.
+const moveMountBeneath = 0x200
 
 // openNoSymlinks opens (O_PATH, and flags) name from dirfd, following no
 // symbolic link; path names it in errors.

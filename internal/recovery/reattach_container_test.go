@@ -46,7 +46,7 @@ func TestReattachInAContainer(t *testing.T) {
 		old, data, conf, vol, next))
 
 	_, oldDev := statPath(t, old)
-	done, err := Reattach(context.Background(), "/proc", DeadMount{Devices: []Device{oldDev}, Target: old}, vol)
+	done, err := Reattach(context.Background(), "/proc", DeadMount{Mounts: []Identity{tmpfsOf(oldDev)}, Target: old}, vol)
 	if err != nil || len(done) != 2 {
 		t.Fatalf("reattach: %v, %v; want data and conf", done, err)
 	}
@@ -62,7 +62,7 @@ func TestReattachInAContainer(t *testing.T) {
 		t.Errorf("conf does not show the subPath's file: %v", err)
 	}
 
-	done, err = Reattach(context.Background(), "/proc", DeadMount{Devices: []Device{volDev}, Target: vol}, next)
+	done, err = Reattach(context.Background(), "/proc", DeadMount{Mounts: []Identity{tmpfsOf(volDev)}, Target: vol}, next)
 	if !errors.Is(err, errNotInVolume) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d: %s (root /sub)", pid, conf)) {
 		t.Errorf("reattach with a symbolic link for a subPath: %v; want conf refused, named", err)
 	}
@@ -76,6 +76,12 @@ func TestReattachInAContainer(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid), "root", conf, "secret")); err == nil {
 		t.Errorf("conf shows the node's directory")
 	}
+}
+
+// tmpfsOf returns the identity of a tmpfs that mountTmpfs mounted, whose
+// device is dev.
+func tmpfsOf(dev Device) Identity {
+	return Identity{Device: dev, FSType: "tmpfs", Source: "tmpfs"}
 }
 
 // startContainer runs script in a new private mount namespace, then keeps

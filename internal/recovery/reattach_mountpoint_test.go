@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -103,4 +104,45 @@ func readOnlyAt(t *testing.T, path string) bool {
 		t.Fatalf("statfs %s: %v", path, err)
 	}
 	return st.Flags&unix.ST_RDONLY != 0
+}
+
+// TestReattachMainNeverBare: while the dead mount is replaced, its mount
+// point always shows a mount of the volume. Were it bare for a moment (the
+// dead mount detached before the new one is attached), a workload retrying
+// its write would write into its own root file system, and the new mount
+// would then hide that write: a line lost.
+func TestReattachMainNeverBare(t *testing.T) {
+	if !inPrivateMountNS(t) {
+		return
+	}
+	base := mountBase(t)
+	mountPoint := filepath.Join(base, "data")
+	mkdir(t, mountPoint)
+	writeFile(t, filepath.Join(mountPoint, "underneath"), "the container's own directory")
+	mountDeadFUSE(t, mountPoint)
+	deadID, _ := statPath(t, mountPoint)
+	vol := filepath.Join(base, "new")
+	mountTmpfs(t, vol)
+	writeFile(t, filepath.Join(vol, "ok"), "volume")
+	tree := openTree(t, vol)
+
+	var seen []string
+	afterDetach = func(path string) {
+		b, err := os.ReadFile(filepath.Join(path, "ok"))
+		_, under := os.Stat(filepath.Join(path, "underneath"))
+		seen = append(seen, fmt.Sprintf("ok=%q (%v), underneath visible=%t", b, err, under == nil))
+		if err != nil || string(b) != "volume" || under == nil {
+			t.Errorf("right after the dead mount was detached, %s is not the new mount: %s", path, seen[len(seen)-1])
+		}
+	}
+	t.Cleanup(func() { afterDetach = func(string) {} })
+	if err := ReattachMain(int(tree.Fd()), mountPoint, deadID); err != nil {
+		t.Fatalf("attach at the dead mount: %v", err)
+	}
+	if len(seen) != 1 {
+		t.Fatalf("the dead mount was detached %d times, want once", len(seen))
+	}
+	if b, err := os.ReadFile(filepath.Join(mountPoint, "ok")); err != nil || string(b) != "volume" {
+		t.Errorf("the new mount is not at %s: %q, %v", mountPoint, b, err)
+	}
 }

@@ -18,13 +18,14 @@
 //     type and options (mount(8) in this pod, so the helper puts the new
 //     daemon in a new scope), and then every other mount namespace that
 //     still holds the dead mount (found through /proc/PID/mountinfo by the
-//     dead mount's device number) gets the new one at the same place: see
-//     [Reattach]. Before each mount, whatever still runs in the mount's
-//     scope is killed ([Recoverer.StopLeftovers]): a hung daemon whose
-//     connection was aborted, or the daemon of a failed attempt, must not
-//     live on beside the new one. A failure is retried with exponential back-off (from
-//     [DefaultBackoff] to [MaxBackoff]) and logged at each attempt, never in
-//     a hot loop.
+//     dead mount's device number, file-system type and source together:
+//     see [Identity]) gets the new one at the same place: see [Reattach].
+//     Before each mount, whatever still runs in the mount's scope is
+//     killed ([Recoverer.StopLeftovers]): a hung daemon whose connection
+//     was aborted, or the daemon of a failed attempt, must not live on
+//     beside the new one. A failure is retried with exponential back-off
+//     (from [DefaultBackoff] to [MaxBackoff]) and logged at each attempt,
+//     never in a hot loop.
 //
 // Detection is event-driven where the kernel offers it: with a cgroup v2
 // hierarchy, the "cgroup.events" file of the mount's scope changes when its
@@ -256,10 +257,7 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 	// node with hundreds of mounts, parsing it every second was most of
 	// what the idle daemon allocated (about 0.8 MB/s, BENCHMARKS.md).
 	if len(todo) > 0 {
-		infoPath := r.MountInfo
-		if infoPath == "" {
-			infoPath = "/proc/self/mountinfo"
-		}
+		infoPath := r.mountInfo()
 		infos, err := mount.ParseMountInfo(infoPath)
 		if err != nil {
 			r.log().Warn("cannot read the mount table", "file", infoPath, "err", err)
@@ -282,7 +280,7 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Record, infos []mount.MountInfo) Result {
 	res := Result{Target: rec.Target}
 	// A recovery under way (this pod's, or one that an earlier pod did not
-	// finish) has left the dead mount's device in the record's state file.
+	// finish) has left the dead mount's identity in the record's state file.
 	unfinished, hasState := readState(dir, rec.Target)
 	mi, mounted := lastMountAt(infos, rec.Target)
 	var err error
@@ -294,7 +292,7 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 			if hasState {
 				// The node's mount is back; containers may still hold
 				// the dead one.
-				return r.retryAttach(ctx, dir, rec, unfinished)
+				return r.retryAttach(ctx, dir, rec, unfinished, mi)
 			}
 			delete(r.state, rec.Target)
 			return res
@@ -334,11 +332,11 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 	dead := unfinished
 	switch {
 	case !hasState:
-		dead = DeadMount{Devices: []Device{{mi.Major, mi.Minor}}, Target: rec.Target}
+		dead = DeadMount{Mounts: []Identity{identityOf(mi)}, Target: rec.Target}
 	case mounted:
 		// The new mount of an unfinished recovery died in its turn:
 		// containers attached to it before are replaced too.
-		dead = dead.with(Device{mi.Major, mi.Minor})
+		dead = dead.with(identityOf(mi))
 	}
 	attached, rerr := r.recover(ctx, dir, rec, dead, !mounted, &res)
 	res.Took, res.Attached = time.Since(start), attached
@@ -402,10 +400,11 @@ func (r *Recoverer) failed(rec mountrecord.Record, a *attempt, err error) {
 	}
 }
 
-// retryAttach attaches the node's mount, which is back, in the containers
-// that still hold the dead one (their attach failed before, or the pod that
-// started the recovery ended first).
-func (r *Recoverer) retryAttach(ctx context.Context, dir string, rec mountrecord.Record, dead DeadMount) Result {
+// retryAttach attaches the node's mount, node, which is back, in the
+// containers that still hold the dead one (their attach failed before, or
+// the pod that started the recovery ended first). Once none holds it, the
+// state is removed and nothing is attached any more.
+func (r *Recoverer) retryAttach(ctx context.Context, dir string, rec mountrecord.Record, dead DeadMount, node mount.MountInfo) Result {
 	res := Result{Target: rec.Target, Action: "waiting"}
 	a := r.state[rec.Target]
 	if a == nil {
@@ -416,7 +415,11 @@ func (r *Recoverer) retryAttach(ctx context.Context, dir string, rec mountrecord
 		return res
 	}
 	start := time.Now()
-	attached, err := r.reattach(ctx, dead)
+	dead, err := r.stillHeld(dir, dead.without(identityOf(node).Device))
+	var attached []Attached
+	if err == nil && len(dead.Mounts) > 0 {
+		attached, err = r.reattach(ctx, dead)
+	}
 	res.Took, res.Attached = time.Since(start), attached
 	if err != nil {
 		res.Action, res.Err = "failed", err
@@ -437,17 +440,67 @@ func (r *Recoverer) reattach(ctx context.Context, dead DeadMount) ([]Attached, e
 	if reattach == nil {
 		reattach = Reattach
 	}
-	procRoot := r.ProcRoot
-	if procRoot == "" {
-		procRoot = "/proc"
+	return reattach(ctx, r.procRoot(), dead, dead.Target)
+}
+
+func (r *Recoverer) procRoot() string {
+	if r.ProcRoot == "" {
+		return "/proc"
 	}
-	return reattach(ctx, procRoot, dead, dead.Target)
+	return r.ProcRoot
+}
+
+func (r *Recoverer) mountInfo() string {
+	if r.MountInfo == "" {
+		return "/proc/self/mountinfo"
+	}
+	return r.MountInfo
+}
+
+// stillHeld returns dead with only the mounts that some other mount
+// namespace still holds, and keeps the state file in step. A dead mount
+// that nothing holds is gone for good, and the kernel may hand its device
+// number to any mount from then on: it is forgotten, never looked for again.
+func (r *Recoverer) stillHeld(dir string, dead DeadMount) (DeadMount, error) {
+	held := map[Identity]bool{}
+	if len(dead.Mounts) > 0 {
+		holders, err := Holders(r.procRoot(), dead.Mounts)
+		if err != nil {
+			return dead, fmt.Errorf("find what still holds the dead mount: %w", err)
+		}
+		for _, h := range holders {
+			for _, mi := range h.mounts {
+				held[identityOf(mi)] = true
+			}
+			h.Close()
+		}
+	}
+	kept := dead.keep(held)
+	if len(kept.Mounts) == len(dead.Mounts) {
+		return dead, nil
+	}
+	return kept, writeState(dir, kept)
+}
+
+// mountAt returns the identity of the topmost mount at target in this
+// process's mount table.
+func (r *Recoverer) mountAt(target string) (Identity, error) {
+	infos, err := mount.ParseMountInfo(r.mountInfo())
+	if err != nil {
+		return Identity{}, fmt.Errorf("read the mount table: %w", err)
+	}
+	mi, ok := lastMountAt(infos, target)
+	if !ok {
+		return Identity{}, fmt.Errorf("the new mount at %s is not in the mount table", target)
+	}
+	return identityOf(mi), nil
 }
 
 // recover detaches the dead mount at rec.Target (unless detached already),
 // mounts rec again and attaches the new mount wherever the dead one still
-// is. Until it is done, the dead mount's device is kept in the record's
-// state file, so that a later pass, or the next mount pod, carries on.
+// is. Until it is done, the dead mount's identity is kept in the record's
+// state file, so that a later pass, or the next mount pod, carries on; it
+// is forgotten as soon as no other mount namespace holds the dead mount.
 func (r *Recoverer) recover(ctx context.Context, dir string, rec mountrecord.Record, dead DeadMount, detached bool, res *Result) (attached []Attached, err error) {
 	start := time.Now()
 	recordPath := filepath.Join(dir, mountrecord.FileName(rec.Target))
@@ -483,6 +536,9 @@ func (r *Recoverer) recover(ctx context.Context, dir string, rec mountrecord.Rec
 				"path", rec.Target, "plugin", rec.Plugin, "pids", stopped)
 		}
 	}
+	if dead, err = r.stillHeld(dir, dead); err != nil {
+		return nil, err
+	}
 	args := []string{"-t", rec.FSType}
 	if len(rec.Options) > 0 {
 		args = append(args, "-o", strings.Join(rec.Options, ","))
@@ -500,9 +556,15 @@ func (r *Recoverer) recover(ctx context.Context, dir string, rec mountrecord.Rec
 	if err := r.check1(ctx, rec.Target); err != nil {
 		return nil, fmt.Errorf("the new mount at %s does not answer: %w", rec.Target, err)
 	}
+	node, err := r.mountAt(rec.Target)
+	if err != nil {
+		return nil, err
+	}
 	res.Remount = time.Since(start)
 	start = time.Now()
-	attached, err = r.reattach(ctx, dead)
+	if dead = dead.without(node.Device); len(dead.Mounts) > 0 {
+		attached, err = r.reattach(ctx, dead)
+	}
 	res.Attach = time.Since(start)
 	if err == nil {
 		clearState(dir, rec.Target)

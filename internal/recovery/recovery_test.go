@@ -24,12 +24,16 @@ const (
 )
 
 // bed is a registration directory with this pod registered, a mount table
-// with target mounted (device 0:77), and fakes for what a real dead FUSE
-// mount would do.
+// with target mounted (device 0:77), a /proc where a container holds a bind
+// of it (and another one of 0:81, a later mount of the same volume), and
+// fakes for what a real dead FUSE mount would do.
 type bed struct {
 	t         *testing.T
 	r         *Recoverer
 	mountinfo string
+	proc      *fakeProc
+	// newMinor is the minor device number the next mount gets.
+	newMinor  int
 	mu        sync.Mutex
 	health    map[string]error // path -> what stat answers
 	calls     []string
@@ -69,9 +73,12 @@ func newBed(t *testing.T) *bed {
 	if err := registration.Write(dir, plugin, registration.Registration{PodNamespace: "kube-system", PodName: "glusterfs-mountpod-x", PodUID: podUID, ContainerName: "mount"}); err != nil {
 		t.Fatal(err)
 	}
-	b := &bed{t: t, health: map[string]error{}, mountinfo: filepath.Join(t.TempDir(), "mountinfo")}
+	b := &bed{t: t, health: map[string]error{}, mountinfo: filepath.Join(t.TempDir(), "mountinfo"), proc: newFakeProc(t), newMinor: 90}
 	b.setMounted(true)
-	b.r = &Recoverer{Dir: dir, Plugins: []string{plugin}, PodUID: podUID, MountInfo: b.mountinfo, Backoff: 50 * time.Millisecond, Reporter: &b.reports}
+	b.proc.process("20", "2", "900 800 0:50 / / rw - overlay overlay rw\n901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw\n")
+	b.proc.process("40", "4", "900 800 0:50 / / rw - overlay overlay rw\n903 900 0:81 / /data rw - fuse.glusterfs srv:/vol rw\n")
+	b.r = &Recoverer{Dir: dir, Plugins: []string{plugin}, PodUID: podUID, MountInfo: b.mountinfo, ProcRoot: b.proc.dir,
+		Backoff: 50 * time.Millisecond, Reporter: &b.reports}
 	b.r.stat = func(_ context.Context, p string) error {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -86,6 +93,8 @@ func newBed(t *testing.T) *bed {
 				return []byte("mount error: no server"), b.failMount
 			}
 			b.health[args[len(args)-1]] = nil // the new daemon answers
+			b.mountedAs(b.newMinor)
+			b.newMinor++
 		}
 		return nil, nil
 	}
@@ -103,10 +112,21 @@ func newBed(t *testing.T) *bed {
 
 func (b *bed) setMounted(mounted bool) {
 	b.t.Helper()
-	line := "30 25 0:40 / / rw - overlay overlay rw\n"
 	if mounted {
-		line += fmt.Sprintf("812 30 0:77 / %s rw,relatime shared:1 - fuse.glusterfs srv:/vol rw,user_id=0\n", target)
+		b.mountedAs(77)
+		return
 	}
+	if err := os.WriteFile(b.mountinfo, []byte("30 25 0:40 / / rw - overlay overlay rw\n"), 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// mountedAs makes the mount table show the volume at target with device
+// 0:minor.
+func (b *bed) mountedAs(minor int) {
+	b.t.Helper()
+	line := "30 25 0:40 / / rw - overlay overlay rw\n" +
+		fmt.Sprintf("812 30 0:%d / %s rw,relatime shared:1 - fuse.glusterfs srv:/vol rw,user_id=0\n", minor, target)
 	if err := os.WriteFile(b.mountinfo, []byte(line), 0o644); err != nil {
 		b.t.Fatal(err)
 	}
@@ -134,11 +154,17 @@ func (b *bed) pass() Result {
 	return res[0]
 }
 
+// gluster returns the identity of a mount of the bed's volume with device
+// 0:minor.
+func gluster(minor int) Identity {
+	return Identity{Device: Device{0, minor}, FSType: "fuse.glusterfs", Source: "srv:/vol"}
+}
+
 // dead77 is the bed's mount at target, dead.
-var dead77 = DeadMount{Devices: []Device{{0, 77}}, Target: target}
+var dead77 = DeadMount{Mounts: []Identity{gluster(77)}, Target: target}
 
 func equalDead(a, b DeadMount) bool {
-	return a.Target == b.Target && slices.Equal(a.Devices, b.Devices)
+	return a.Target == b.Target && slices.Equal(a.Mounts, b.Mounts)
 }
 
 func glusterRecord() mountrecord.Record {
@@ -161,7 +187,7 @@ func TestDeadMountComesBack(t *testing.T) {
 		t.Errorf("commands %q, want %q", b.calls, want)
 	}
 	if len(b.attached) != 1 || !equalDead(b.attached[0], dead77) {
-		t.Errorf("attached %+v; want the dead mount's device 0:77", b.attached)
+		t.Errorf("attached %+v; want the dead mount 0:77", b.attached)
 	}
 	if res := b.pass(); res.Action != "healthy" {
 		t.Errorf("after recovery: %+v", res)
@@ -288,56 +314,30 @@ func TestIsDead(t *testing.T) {
 	}
 }
 
-// TestHolders reads a fake /proc: the namespaces that hold device 0:77,
+// TestHolders reads a fake /proc: the namespaces that hold the mount 0:77,
 // each once, not this process's own, with each bind's root and flags.
 func TestHolders(t *testing.T) {
-	proc := t.TempDir()
-	// ns/mnt and ns/pid are links, as in /proc, to files that stand in
-	// for the namespaces (the real links open the namespace).
-	ns := func(pid, id string) {
-		dir := filepath.Join(proc, pid, "ns")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for _, kind := range []string{"mnt", "pid"} {
-			name := kind + ":[" + id + "]"
-			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink(name, filepath.Join(dir, kind)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	info := func(pid, content string) {
-		if err := os.WriteFile(filepath.Join(proc, pid, "mountinfo"), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ns("self", "1")
-	ns("10", "1") // this process's namespace
-	info("10", "812 30 0:77 / "+target+" rw - fuse.glusterfs srv:/vol rw\n")
-	ns("20", "2") // a container: the volume at /data, a subPath read-only at /conf
-	info("20", "900 800 0:50 / / rw - overlay overlay rw\n901 900 0:77 / /data rw,relatime - fuse.glusterfs srv:/vol rw\n902 900 0:77 /sub /conf ro,relatime - fuse.glusterfs srv:/vol rw\n")
-	ns("21", "2") // the same container's other process
-	info("21", "901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw\n")
-	ns("30", "3") // a container without the volume
-	info("30", "900 800 0:50 / / rw - overlay overlay rw\n")
-	ns("40", "4") // a container that got the recovery's new mount, 0:81, dead in its turn
-	info("40", "900 800 0:50 / / rw - overlay overlay rw\n903 900 0:81 / /data rw - fuse.glusterfs srv:/vol rw\n")
-	hs, err := Holders(proc, []Device{{0, 81}})
+	p := newFakeProc(t)
+	p.process("10", "1", "812 30 0:77 / "+target+" rw - fuse.glusterfs srv:/vol rw\n") // this process's namespace
+	// A container: the volume at /data, a subPath read-only at /conf.
+	p.process("20", "2", "900 800 0:50 / / rw - overlay overlay rw\n901 900 0:77 / /data rw,relatime - fuse.glusterfs srv:/vol rw\n902 900 0:77 /sub /conf ro,relatime - fuse.glusterfs srv:/vol rw\n")
+	p.process("21", "2", "901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw\n") // the same container's other process
+	p.process("30", "3", "900 800 0:50 / / rw - overlay overlay rw\n")             // a container without the volume
+	// A container that got the recovery's new mount, 0:81, dead in its turn.
+	p.process("40", "4", "900 800 0:50 / / rw - overlay overlay rw\n903 900 0:81 / /data rw - fuse.glusterfs srv:/vol rw\n")
+	hs, err := Holders(p.dir, []Identity{gluster(81)})
 	if err != nil || len(hs) != 1 || hs[0].pid != 40 || len(hs[0].mounts) != 1 {
 		t.Fatalf("holders of 0:81: %+v, %v; want pid 40", hs, err)
 	}
 	hs[0].Close()
-	hs, err = Holders(proc, []Device{{0, 77}, {0, 81}})
+	hs, err = Holders(p.dir, []Identity{gluster(77), gluster(81)})
 	if err != nil || len(hs) != 2 || hs[0].pid != 20 || hs[1].pid != 40 {
 		t.Fatalf("holders of 0:77 and 0:81: %+v, %v; want pids 20 and 40", hs, err)
 	}
 	for _, h := range hs {
 		h.Close()
 	}
-	hs, err = Holders(proc, []Device{{0, 77}})
+	hs, err = Holders(p.dir, []Identity{gluster(77)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,8 +387,8 @@ func TestUnmountedDuringRecoveryStaysUnmounted(t *testing.T) {
 
 // TestUnfinishedRecoveryCarriesOn: a recovery detached the dead mount and
 // its pod ended before the remount worked; the next pass (of the next pod)
-// mounts again without detaching anything and attaches for the device the
-// state file kept, then clears the state.
+// mounts again without detaching anything and attaches for the dead mount
+// the state file kept, then clears the state.
 func TestUnfinishedRecoveryCarriesOn(t *testing.T) {
 	b := newBed(t)
 	b.record(glusterRecord())
@@ -405,7 +405,7 @@ func TestUnfinishedRecoveryCarriesOn(t *testing.T) {
 		t.Errorf("commands %q, want %q (nothing detached again)", b.calls, want)
 	}
 	if len(b.attached) != 1 || !equalDead(b.attached[0], dead77) {
-		t.Errorf("attached %+v; want the kept device 0:77", b.attached)
+		t.Errorf("attached %+v; want the kept dead mount 0:77", b.attached)
 	}
 	if _, ok := readState(dir, target); ok {
 		t.Error("the state file was kept after the recovery")
@@ -423,7 +423,7 @@ func TestOrphanStateRemoved(t *testing.T) {
 	b := newBed(t)
 	b.record(glusterRecord())
 	dir := filepath.Join(b.r.Dir, mountrecord.Dir)
-	if err := writeState(dir, DeadMount{Devices: []Device{{0, 77}}, Target: "/gone"}); err != nil {
+	if err := writeState(dir, DeadMount{Mounts: []Identity{gluster(77)}, Target: "/gone"}); err != nil {
 		t.Fatal(err)
 	}
 	b.pass()
@@ -501,9 +501,9 @@ func TestNewMountDiesDuringAttach(t *testing.T) {
 	if want := []string{"umount -l " + target, "mount -t glusterfs -o log-level=WARNING,ro srv:/vol " + target}; !slices.Equal(b.calls, want) {
 		t.Errorf("commands %q, want %q", b.calls, want)
 	}
-	want := DeadMount{Devices: []Device{{0, 77}, {0, 81}}, Target: target}
+	want := DeadMount{Mounts: []Identity{gluster(77), gluster(81)}, Target: target}
 	if len(b.attached) != 1 || !equalDead(b.attached[0], want) {
-		t.Errorf("attached for %+v; want both dead devices %+v", b.attached, want)
+		t.Errorf("attached for %+v; want both dead mounts %+v", b.attached, want)
 	}
 }
 
@@ -511,26 +511,42 @@ func TestStateFile(t *testing.T) {
 	dir := t.TempDir()
 	d := DeadMount{Target: target}
 	for i := range maxDevices + 3 {
-		d = d.with(Device{0, 100 + i})
+		d = d.with(gluster(100 + i))
 	}
-	d = d.with(Device{0, 100}) // once only
-	if len(d.Devices) != maxDevices || d.Devices[0] != (Device{0, 100}) || d.Devices[maxDevices-1] != (Device{0, 100 + maxDevices + 2}) {
-		t.Fatalf("devices %v; want the first and the latest, %d in all", d.Devices, maxDevices)
+	d = d.with(gluster(100)) // once only
+	if len(d.Mounts) != maxDevices || d.Mounts[0] != gluster(100) || d.Mounts[maxDevices-1] != gluster(100+maxDevices+2) {
+		t.Fatalf("mounts %v; want the first and the latest, %d in all", d.Mounts, maxDevices)
 	}
-	d = d.with(Device{4095, 1048575})
+	d = d.with(Identity{Device: Device{4095, 1048575}, FSType: "fuse.sshfs", Source: "user@host:/a\\040b"})
 	if err := writeState(dir, d); err != nil {
 		t.Fatal(err)
 	}
 	if got, ok := readState(dir, target); !ok || !equalDead(got, d) {
 		t.Errorf("read back %+v, %v; want %+v", got, ok, d)
 	}
-	// Written by an earlier version: one device.
-	for content, want := range map[string]bool{"0:77\n": true, "0:77 0:81": true, "": false, "0:77x": false, "-1:3": false, "0:77 junk": false} {
+	for content, want := range map[string]bool{
+		"v2\n": true, "v2\n0:77 fuse.glusterfs srv:/vol\n": true, "v2\n0:77 fuse.glusterfs srv:/vol": true,
+		"": false, "v2\n0:77 fuse.glusterfs\n": false, "v2\n0:77 fuse.glusterfs srv:/vol x\n": false,
+		"v2\n0:77  fuse.glusterfs srv:/vol\n": false, "v2\n4096:0 fuse.glusterfs srv:/vol\n": false,
+		"v2\n+0:77 fuse.glusterfs srv:/vol\n": false, "v2\n\n": false, "v3\n0:77 fuse.glusterfs srv:/vol\n": false,
+		// Written by an earlier version: device numbers only.
+		"0:77\n": true, "0:77 0:81": true, "0:77x": false, "-1:3": false, "0:77 junk": false,
+	} {
 		if err := os.WriteFile(statePath(dir, target), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := readState(dir, target); ok != want {
 			t.Errorf("state %q read: %v, want %v", content, ok, want)
 		}
+	}
+	long := DeadMount{Mounts: []Identity{{Device: Device{0, 77}, FSType: "fuse.glusterfs", Source: strings.Repeat("s", maxField+1)}}, Target: target}
+	if err := writeState(dir, long); err == nil {
+		t.Error("a source longer than the state file takes was kept")
+	}
+	if err := os.WriteFile(statePath(dir, target), []byte("v2\n"+strings.Repeat("0:77 fuse.glusterfs srv:/vol\n", stateMax/28)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := readState(dir, target); ok {
+		t.Error("a state file larger than stateMax was read")
 	}
 }

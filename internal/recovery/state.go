@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/mountcontainers/mountcontainers/internal/atomicfile"
 	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
@@ -13,16 +15,42 @@ import (
 )
 
 // A recovery's state lives next to its record, in a file of its own
-// ("<record>.recovering", holding the dead mount's devices, "MAJOR:MINOR"
-// each, separated by spaces: see [DeadMount]): written
-// before the dead mount is detached from the node, removed once every
-// container has the new mount. A pass that finds the node's target not
-// mounted, or mounted but still held dead in containers, carries on from
-// it, even in the next mount pod. It is not in the record itself so that
-// the volume host's removal of the record (an unmount) is never undone by a
-// write of the recovery's.
+// ("<record>.recovering"): written before the dead mount is detached from
+// the node, narrowed at each attempt to the dead mounts that some other
+// mount namespace still holds, and removed once every container has the new
+// mount or none holds a dead one any more. A pass that finds the node's
+// target not mounted, or mounted but still held dead in containers, carries
+// on from it, even in the next mount pod. It is not in the record itself so
+// that the volume host's removal of the record (an unmount) is never undone
+// by a write of the recovery's.
+//
+// The file's first line is stateVersion; each further line is a dead mount
+// ([Identity]), "MAJOR:MINOR FSTYPE SOURCE", the fields as mountinfo shows
+// them. A file with no further line is a recovery whose node mount is still
+// to be made again, with nothing left to attach.
+//
+// A file of an earlier version holds only device numbers, "MAJOR:MINOR"
+// separated by spaces. It is read as a recovery under way with no dead
+// mount to attach: a number alone may be another mount's by now, and the
+// record's type and source cannot stand in for what mountinfo showed (a
+// record's glusterfs is mountinfo's fuse.glusterfs, and a FUSE daemon names
+// its mount's source as it likes). It is not dropped either: a target it
+// detached would then look unmounted by other means, and its record would
+// be dropped without the remount. So the node's mount is made again, and
+// the containers that still hold the dead mount keep it, dead, until they
+// restart.
 
-const stateSuffix = ".recovering"
+const (
+	stateSuffix  = ".recovering"
+	stateVersion = "v2"
+	// maxField bounds a dead mount's type and source: the kernel takes a
+	// source of up to 4095 bytes, and mountinfo shows a space, tab, newline
+	// or backslash in it as four.
+	maxField = 4 * 4096
+	// stateMax bounds a state file: its version line and maxDevices lines
+	// of dead mounts with the largest device numbers and fields.
+	stateMax = len(stateVersion) + 1 + maxDevices*(len("4095:1048575")+2*maxField+3)
+)
 
 func statePath(dir, target string) string {
 	return filepath.Join(dir, mountrecord.FileName(target)+stateSuffix)
@@ -32,24 +60,77 @@ func statePath(dir, target string) string {
 // state file that cannot be trusted or read is ignored (and so is its
 // recovery): it is never worth a remount.
 func readState(dir, target string) (DeadMount, bool) {
-	data, ok, err := registration.ReadTrusted(statePath(dir, target), stateMax)
+	data, ok, err := registration.ReadTrusted(statePath(dir, target), int64(stateMax))
 	if err != nil || !ok {
 		return DeadMount{}, false
 	}
-	fields := strings.Fields(string(data))
+	return parseState(target, string(data))
+}
+
+// parseState reads the content s of target's state file.
+func parseState(target, s string) (DeadMount, bool) {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if lines[0] != stateVersion {
+		return parseDevicesOnly(target, s)
+	}
+	d := DeadMount{Target: target}
+	for _, line := range lines[1:] {
+		id, ok := parseIdentity(line)
+		if !ok || len(d.Mounts) == maxDevices {
+			return DeadMount{}, false
+		}
+		d = d.with(id)
+	}
+	return d, true
+}
+
+// parseDevicesOnly reads a state file of the earlier version: device
+// numbers only, whose recovery goes on with no dead mount to attach.
+func parseDevicesOnly(target, s string) (DeadMount, bool) {
+	fields := strings.Fields(s)
 	if len(fields) == 0 || len(fields) > maxDevices {
 		return DeadMount{}, false
 	}
-	d := DeadMount{Target: target}
 	for _, f := range fields {
-		var dev Device
-		var rest string
-		if n, _ := fmt.Sscanf(f, "%d:%d%s", &dev.Major, &dev.Minor, &rest); n != 2 || dev.Major < 0 || dev.Minor < 0 {
+		if _, ok := parseDevice(f); !ok {
 			return DeadMount{}, false
 		}
-		d = d.with(dev)
 	}
-	return d, true
+	return DeadMount{Target: target}, true
+}
+
+// parseIdentity reads a dead mount's line, "MAJOR:MINOR FSTYPE SOURCE".
+func parseIdentity(line string) (Identity, bool) {
+	f := strings.Split(line, " ")
+	if len(f) != 3 {
+		return Identity{}, false
+	}
+	dev, ok := parseDevice(f[0])
+	id := Identity{Device: dev, FSType: f[1], Source: f[2]}
+	return id, ok && id.valid()
+}
+
+// parseDevice reads "MAJOR:MINOR", in decimal, within the kernel's ranges
+// (12 and 20 bits).
+func parseDevice(s string) (Device, bool) {
+	major, minor, ok := strings.Cut(s, ":")
+	ma, err1 := strconv.ParseUint(major, 10, 12)
+	mi, err2 := strconv.ParseUint(minor, 10, 20)
+	if !ok || err1 != nil || err2 != nil {
+		return Device{}, false
+	}
+	return Device{int(ma), int(mi)}, true
+}
+
+// valid reports whether id can be kept in a state file and read back the
+// same: a device number within the kernel's ranges, and a type and a source
+// that are not empty, hold no white space and are at most maxField long.
+func (id Identity) valid() bool {
+	field := func(s string) bool {
+		return s != "" && len(s) <= maxField && !strings.ContainsFunc(s, unicode.IsSpace)
+	}
+	d := id.Device
+	return d.Major >= 0 && d.Major < 1<<12 && d.Minor >= 0 && d.Minor < 1<<20 && field(id.FSType) && field(id.Source)
 }
 
 // Unfinished reports whether a recovery of target's mount is under way, by
@@ -59,16 +140,16 @@ func Unfinished(dir, target string) bool {
 	return ok
 }
 
-// stateMax bounds a state file: maxDevices of "4095:1048575 ".
-const stateMax = maxDevices * 13
-
 func writeState(dir string, d DeadMount) error {
-	devs := make([]string, len(d.Devices))
-	for i, dev := range d.Devices {
-		devs[i] = dev.String()
+	var b strings.Builder
+	b.WriteString(stateVersion + "\n")
+	for _, id := range d.Mounts {
+		if !id.valid() {
+			return fmt.Errorf("keep the recovery's state: the dead mount %q cannot be kept", id)
+		}
+		b.WriteString(id.String() + "\n")
 	}
-	err := atomicfile.WriteFile(statePath(dir, d.Target), []byte(strings.Join(devs, " ")+"\n"), 0o600)
-	if err != nil {
+	if err := atomicfile.WriteFile(statePath(dir, d.Target), []byte(b.String()), 0o600); err != nil {
 		return fmt.Errorf("keep the recovery's state: %w", err)
 	}
 	return nil
