@@ -1,0 +1,117 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mountcontainers/mountcontainers/internal/recovery"
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+	"github.com/mountcontainers/mountcontainers/test/framework"
+)
+
+// TestHostileTenant: whoever writes a volume controls its content, and the
+// recovery acts on it as root. Here the tenant turns a subPath that another
+// container of the pod has bound into a symbolic link to a node directory,
+// then the FUSE daemon dies. The recovery must bring the volume back where
+// it is the volume, and refuse the subPath: the node directory never shows
+// in the container. Once per exec path the driver's mount takes.
+func TestHostileTenant(t *testing.T) {
+	bed := framework.Current(t)
+	g := setupGlusterfs(t, bed)
+	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
+		t.Run("SubPathSymlinkTo/"+string(mode), func(t *testing.T) { g.testSubPathSymlink(t, mode) })
+	}
+}
+
+func (g *glusterEnv) testSubPathSymlink(t *testing.T, mode mcexec.ExecMode) {
+	bed := g.bed
+	log := g.setDriverMode(t, mode)
+	// A node directory with a secret in it: what the tenant wants to see.
+	node := t.TempDir()
+	secret := fmt.Sprintf("node secret %d", time.Now().UnixNano())
+	if err := os.WriteFile(filepath.Join(node, "secret"), []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sub := "hostile-" + string(mode)
+	name := "hostile-" + string(mode)
+	bed.Apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: main
+      image: %[3]s
+      imagePullPolicy: Never
+      command: ["sleep", "infinity"]
+      volumeMounts:
+        - {name: data, mountPath: /data}
+    - name: victim
+      image: %[3]s
+      imagePullPolicy: Never
+      command: ["sleep", "infinity"]
+      volumeMounts:
+        - {name: data, mountPath: /sub, subPath: %[7]s}
+  volumes:
+    - name: data
+      flexVolume:
+        driver: %[4]s
+        options: {server: %[5]q, volume: %[6]s}
+`, name, g.ns, bed.Env.BaseImage, glusterDriver, bed.Env.NodeName, glusterVolume, sub))
+	p := bed.WaitPod(t, g.ns, name, true, 2*time.Minute)
+	t.Cleanup(func() {
+		_ = bed.Client.CoreV1().Pods(g.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+		bed.WaitPodGone(t, g.ns, name, p.UID, 2*time.Minute)
+	})
+	dir := g.volumeDir(p)
+	waitMountedVia(t, log, dir, viaOf(t, mode))
+	bed.MustExec(t, g.ns, name, "victim", "sh", "-c", "echo mine > /sub/own")
+
+	// The tenant's move, through the volume: the subPath becomes a link
+	// to the node directory.
+	bed.MustExec(t, g.ns, name, "main", "sh", "-c",
+		fmt.Sprintf("mv /data/%[1]s /data/%[1]s.orig && ln -s %[2]s /data/%[1]s && sync", sub, node))
+	pids := fuseProcesses(t, dir)
+	if len(pids) != 1 {
+		t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+
+	// The refusal, as the pod's Event says it ...
+	waitPodEvents(t, bed, g.ns, name, recovery.ReasonRecoveryFailed, 1, "refused", "/"+sub)
+	// ... while the volume itself is back in the container that mounts it
+	// whole, the tenant's link in it.
+	err := framework.Poll(context.Background(), "the volume back in "+name+"/main", 250*time.Millisecond, 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			out, se, err := bed.Exec(ctx, 30*time.Second, g.ns, name, "main", "readlink", "/data/"+sub)
+			return err == nil && strings.TrimSpace(out) == node, fmt.Sprintf("%q %q %v", out, se, err), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The victim's /sub is never the node directory: still the dead bind
+	// of the volume's own directory.
+	m := containerMount(t, bed, g.ns, name, "victim", "/sub")
+	if m.fstype != "fuse.glusterfs" || m.root != "/"+sub {
+		t.Errorf("the victim's /sub is %+v; want the volume's /%s (fuse.glusterfs), never the node's %s", m, sub, node)
+	}
+	out, se, err := bed.Exec(context.Background(), 30*time.Second, g.ns, name, "victim", "cat", "/sub/secret")
+	if strings.Contains(out, secret) || err == nil {
+		t.Errorf("the victim reads the node's secret through its subPath: %q %q %v", out, se, err)
+	}
+	t.Logf("the victim's /sub after the recovery: %+v; reading the node's file there: %v, %q", m, err, strings.TrimSpace(se))
+}
