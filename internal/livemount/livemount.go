@@ -7,11 +7,23 @@
 //
 // # What is a mount's daemon
 //
-// The kernel does not say which process serves a FUSE connection. A
-// process counts as a mount's daemon when one of its arguments is the mount
-// target: FUSE clients (glusterfs, ceph-fuse, sshfs, ...) are started with
-// the mount point on their command line. A daemon is "scoped" when it is in
-// the scope named after the mount target ([scope.Name]).
+// A mount's daemon is a process that holds the mount's FUSE connection: an
+// open /dev/fuse descriptor attached to it. Since Linux 6.16 the kernel
+// names a /dev/fuse descriptor's connection in /proc/PID/fdinfo
+// ("fuse_connection:"), and that number is the mount's device number, so a
+// process counts when one of its descriptors names the connection of the
+// mount. A descriptor is attached to a connection only by mounting with it
+// or by being handed over by a process that holds it, so no other user can
+// get hold of the connection of a mount root made. A /dev/fuse
+// descriptor whose fdinfo names no connection (an older kernel, or a
+// descriptor not yet mounted with) is matched as before by the command
+// line: the process counts when one of its arguments is the mount target,
+// as FUSE clients (glusterfs, ceph-fuse, sshfs, ...) are started with the
+// mount point on their command line. Either way the process must run as
+// root (every UID in /proc/PID/status is 0) and hold /dev/fuse open: a
+// process that only names a target, such as `sleep 1000 <target>` run by
+// any user, never counts. A daemon is "scoped" when it is in the scope
+// named after the mount target ([scope.Name]).
 //
 // # Caveats
 //
@@ -46,7 +58,8 @@ type Mount struct {
 	Target string `json:"target"`
 	Source string `json:"source"`
 	FSType string `json:"fstype"`
-	// Daemons are the processes whose command line names Target.
+	// Daemons are the processes that serve Target: see the package
+	// documentation.
 	Daemons []int `json:"daemons"`
 	// Plugin and Scope name the scope (under the plugin's parent) named
 	// after Target, when there is one.
@@ -138,15 +151,18 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 	dir := filepath.Clean(o.KubeletDir)
 	var mounts []Mount
 	seen := map[string]bool{}
+	conns := map[uint64][]string{}
 	for _, mi := range infos {
 		if !IsFUSE(mi.FsType) || seen[mi.MountPoint] ||
 			(mi.MountPoint != dir && !strings.HasPrefix(mi.MountPoint, dir+"/")) {
 			continue
 		}
 		seen[mi.MountPoint] = true
+		c := connection(mi.Major, mi.Minor)
+		conns[c] = append(conns[c], mi.MountPoint)
 		mounts = append(mounts, Mount{Target: mi.MountPoint, Source: mi.Source, FSType: mi.FsType})
 	}
-	daemons := findDaemons(o.ProcRoot, seen)
+	daemons := findDaemons(o.ProcRoot, seen, conns)
 
 	type known struct {
 		plugin string
@@ -215,9 +231,21 @@ func RemoveEmptyOrphans(m scope.Manager, r Report) (removed []Scope, err error) 
 	return removed, errors.Join(errs...)
 }
 
-// findDaemons returns, for each target, the PIDs whose command line has
-// the target as one of its arguments (after the program's name).
-func findDaemons(procRoot string, targets map[string]bool) map[string][]int {
+// fuseDevice is what the /proc link of a /dev/fuse descriptor names.
+const fuseDevice = "/dev/fuse"
+
+// connection returns the number the kernel gives the FUSE connection of a
+// mount of device major:minor in fdinfo: the kernel's own encoding of the
+// device number (MKDEV), which for the anonymous device of a fuse mount
+// (major 0) is the minor number.
+func connection(major, minor int) uint64 {
+	return uint64(major)<<20 | uint64(minor)
+}
+
+// findDaemons returns, for each target, the PIDs of the processes that
+// serve it: see the package documentation. conns maps a FUSE connection
+// to the targets it is mounted at.
+func findDaemons(procRoot string, targets map[string]bool, conns map[uint64][]string) map[string][]int {
 	out := map[string][]int{}
 	if len(targets) == 0 {
 		return out
@@ -231,19 +259,105 @@ func findDaemons(procRoot string, targets map[string]bool) map[string][]int {
 		if err != nil {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(procRoot, e.Name(), "cmdline"))
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
-		for _, a := range args[1:] {
-			if targets[a] && !slices.Contains(out[a], pid) {
-				out[a] = append(out[a], pid)
+		for _, t := range served(filepath.Join(procRoot, e.Name()), targets, conns) {
+			if !slices.Contains(out[t], pid) {
+				out[t] = append(out[t], pid)
 			}
 		}
 	}
 	for _, pids := range out {
 		sort.Ints(pids)
+	}
+	return out
+}
+
+// served returns the targets that the process whose /proc directory is
+// dir serves: those of the connections its /dev/fuse descriptors name and,
+// when one of them names none, those its command line names. A process
+// that does not run as root serves none.
+func served(dir string, targets map[string]bool, conns map[uint64][]string) []string {
+	if !runsAsRoot(dir) {
+		return nil
+	}
+	held, unnamed := fuseConnections(dir)
+	var out []string
+	for _, c := range held {
+		out = append(out, conns[c]...)
+	}
+	if unnamed {
+		out = append(out, namedTargets(dir, targets)...)
+	}
+	return out
+}
+
+// runsAsRoot reports whether every UID (real, effective, saved, file
+// system) of the process whose /proc directory is dir is 0: a set-user-ID
+// program run by another user does not.
+func runsAsRoot(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, "status"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if uids, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(uids)
+			return len(f) > 0 && !slices.ContainsFunc(f, func(u string) bool { return u != "0" })
+		}
+	}
+	return false
+}
+
+// fuseConnections returns the FUSE connections that the /dev/fuse
+// descriptors of the process whose /proc directory is dir name in their
+// fdinfo, and whether one of them names none. The links are read, not
+// followed: stat through a descriptor's link could wait on a hung file
+// system.
+func fuseConnections(dir string) (conns []uint64, unnamed bool) {
+	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
+	if err != nil {
+		return nil, false
+	}
+	for _, fd := range fds {
+		if link, err := os.Readlink(filepath.Join(dir, "fd", fd.Name())); err != nil || link != fuseDevice {
+			continue
+		}
+		info, err := os.ReadFile(filepath.Join(dir, "fdinfo", fd.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		if c, ok := fdinfoConnection(string(info)); ok {
+			conns = append(conns, c)
+		} else {
+			unnamed = true
+		}
+	}
+	return conns, unnamed
+}
+
+// fdinfoConnection returns the FUSE connection an fdinfo names, if any.
+func fdinfoConnection(info string) (uint64, bool) {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "fuse_connection:"); ok {
+			c, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return c, err == nil
+		}
+	}
+	return 0, false
+}
+
+// namedTargets returns the targets that are arguments (after the
+// program's name) of the process whose /proc directory is dir.
+func namedTargets(dir string, targets map[string]bool) []string {
+	data, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+	if err != nil || len(data) == 0 {
+		return nil
+	}
+	var out []string
+	args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+	for _, a := range args[1:] {
+		if targets[a] {
+			out = append(out, a)
+		}
 	}
 	return out
 }

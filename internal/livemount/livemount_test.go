@@ -42,14 +42,56 @@ func (f *fakeScopes) Kill(string, string, time.Duration) ([]int, error) {
 func (f *fakeScopes) Backend() scope.Backend { return scope.BackendCgroupfs }
 func (f *fakeScopes) Close() error           { return nil }
 
-func writeProc(t *testing.T, root string, pid int, args ...string) {
+// fakeProc is a process of a fake /proc.
+type fakeProc struct {
+	// uids are the real, effective, saved and file system UIDs.
+	uids [4]int
+	// fuse are the connections the fdinfo of each /dev/fuse descriptor
+	// names; -1: it names none.
+	fuse []int
+	args []string
+}
+
+// rootProc is a root process with the given /dev/fuse descriptors.
+func rootProc(fuse []int, args ...string) fakeProc {
+	return fakeProc{fuse: fuse, args: args}
+}
+
+// writeProc lays out p in the fake /proc at root, as the kernel shows it:
+// cmdline, status, descriptor links (read, never followed) and fdinfo.
+func writeProc(t *testing.T, root string, pid int, p fakeProc) {
 	t.Helper()
 	dir := filepath.Join(root, fmt.Sprint(pid))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{"fd", "fdinfo"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "cmdline"), []byte(strings.Join(args, "\x00")+"\x00"), 0o644); err != nil {
-		t.Fatal(err)
+	u := p.uids
+	status := fmt.Sprintf("Name:\tx\nPid:\t%d\nUid:\t%d\t%d\t%d\t%d\nGid:\t0\t0\t0\t0\n", pid, u[0], u[1], u[2], u[3])
+	files := map[string]string{
+		"cmdline":  strings.Join(p.args, "\x00") + "\x00",
+		"status":   status,
+		"fdinfo/0": "pos:\t0\nflags:\t02\nmnt_id:\t24\nino:\t5\n",
+	}
+	links := map[string]string{"fd/0": "/dev/null"}
+	for i, c := range p.fuse {
+		n := fmt.Sprint(3 + i)
+		links["fd/"+n] = "/dev/fuse"
+		files["fdinfo/"+n] = "pos:\t0\nflags:\t02100002\nmnt_id:\t24\nino:\t90\n"
+		if c >= 0 {
+			files["fdinfo/"+n] += fmt.Sprintf("fuse_connection:\t%d\n", c)
+		}
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -76,10 +118,10 @@ func TestSurvey(t *testing.T) {
 		t.Fatal(err)
 	}
 	proc := t.TempDir()
-	writeProc(t, proc, 100, "/usr/sbin/glusterfs", "--volfile-server=srv", a)
-	writeProc(t, proc, 200, "/usr/sbin/glusterfs", "--volfile-server=srv", b)
-	writeProc(t, proc, 300, "/bin/sleep", "30")
-	writeProc(t, proc, 400, a) // its own name is never an argument
+	writeProc(t, proc, 100, rootProc([]int{30}, "/usr/sbin/glusterfs", "--volfile-server=srv", a))
+	writeProc(t, proc, 200, rootProc([]int{31}, "/usr/sbin/glusterfs", "--volfile-server=srv", b))
+	writeProc(t, proc, 300, rootProc(nil, "/bin/sleep", "30"))
+	writeProc(t, proc, 400, rootProc([]int{-1}, a)) // its own name is never an argument
 	fs := &fakeScopes{scopes: map[string][]scope.Scope{"x.io/glusterfs": {
 		{Name: scope.Name(a), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(a), PIDs: []int{100}},
 		{Name: scope.Name(b), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(b), PIDs: []int{}},

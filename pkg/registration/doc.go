@@ -35,7 +35,10 @@
 // symlink is refused and a FIFO cannot block), must be a regular file of at
 // most [MaxFileSize] bytes, owned by root or by the reader's effective UID,
 // and neither the file nor the directory may be writable by group or others.
-// A missing file is not an error: the plugin is simply not registered.
+// The directory and each of its ancestors up to / are walked without
+// following a symbolic link: each must be a real directory owned by root or
+// that UID, and an ancestor may be writable by others only when it is
+// root's and sticky (as /tmp is). A missing file is not an error: the plugin is simply not registered.
 // Unknown JSON fields are ignored so that the contract can grow; the known
 // ones are validated.
 //

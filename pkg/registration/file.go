@@ -43,13 +43,15 @@ func Read(dir, plugin string) (r Registration, ok bool, err error) {
 	if err != nil {
 		return Registration{}, false, err
 	}
-	if err := checkDir(dir); err != nil {
+	dfd, err := openRegDir(dir)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return Registration{}, false, nil
 		}
 		return Registration{}, false, err
 	}
-	return readFile(path)
+	defer unix.Close(dfd)
+	return readFile(dfd, path)
 }
 
 // Exists reports whether dir holds a file (of any kind) at plugin's
@@ -62,14 +64,16 @@ func Exists(dir, plugin string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := checkDir(dir); err != nil {
+	dfd, err := openRegDir(dir)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
 		return false, err
 	}
+	defer unix.Close(dfd)
 	var st unix.Stat_t
-	switch err := unix.Lstat(path, &st); {
+	switch err := unix.Fstatat(dfd, filepath.Base(path), &st, unix.AT_SYMLINK_NOFOLLOW); {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, unix.ENOENT):
@@ -79,9 +83,10 @@ func Exists(dir, plugin string) (bool, error) {
 	}
 }
 
-// readFile reads and decodes the registration at path; see [readTrusted].
-func readFile(path string) (Registration, bool, error) {
-	data, ok, err := readTrusted(path, MaxFileSize)
+// readFile reads and decodes the registration at path, opening its base
+// name in dfd, the checked directory of path; see [readTrustedAt].
+func readFile(dfd int, path string) (Registration, bool, error) {
+	data, ok, err := readTrustedAt(dfd, filepath.Base(path), MaxFileSize)
 	if err != nil || !ok {
 		if err != nil {
 			err = fmt.Errorf("registration %s: %w", path, err)
@@ -99,33 +104,37 @@ func readFile(path string) (Registration, bool, error) {
 // process runs, once it passes the trust rules of a registration file: a
 // regular file (a symlink is refused, never followed), owned by root or
 // the effective user, not writable by group or others, at most maxSize
-// bytes, in a directory that passes the same owner and mode rules. ok is
-// false, with a nil error, when path or its directory does not exist.
-// Errors name the file or directory; a refusal wraps [ErrUntrusted].
+// bytes, in a directory that passes the same owner and mode rules and
+// whose ancestors up to / pass those of [openTrustedDir]. ok is false,
+// with a nil error, when path or its directory does not exist. Errors name
+// the file or directory; a refusal wraps [ErrUntrusted].
 func ReadTrusted(path string, maxSize int64) (data []byte, ok bool, err error) {
 	dir := filepath.Dir(path)
-	if err := trustDir(dir); err != nil {
+	dfd, err := openTrustedDir(dir)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, false, nil
 		}
 		return nil, false, fmt.Errorf("directory %s: %w", dir, err)
 	}
-	data, ok, err = readTrusted(path, maxSize)
+	defer unix.Close(dfd)
+	data, ok, err = readTrustedAt(dfd, filepath.Base(path), maxSize)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
 	return data, ok, nil
 }
 
-// readTrusted checks path before it opens it for reading, and returns its
-// content; ok is false, with a nil error, when path does not exist. Errors
-// do not name path. The path is first opened with O_PATH|O_NOFOLLOW, which
-// neither follows a symlink nor has the side effects of a real open (a
-// device node's driver is not called, a FIFO is not opened); only once
-// that handle passes the trust rules is the same file, not whatever is at
-// the path by then, opened for reading through /proc/self/fd.
-func readTrusted(path string, maxSize int64) (data []byte, ok bool, err error) {
-	pfd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// readTrustedAt checks the file name in the directory dfd before it opens
+// it for reading, and returns its content; ok is false, with a nil error,
+// when there is no such file. Errors do not name the file. The file is
+// first opened with O_PATH|O_NOFOLLOW, which neither follows a symlink nor
+// has the side effects of a real open (a device node's driver is not
+// called, a FIFO is not opened); only once that handle passes the trust
+// rules is the same file, not whatever is at the path by then, opened for
+// reading through /proc/self/fd.
+func readTrustedAt(dfd int, name string, maxSize int64) (data []byte, ok bool, err error) {
+	pfd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil, false, nil
@@ -147,7 +156,7 @@ func readTrusted(path string, maxSize int64) (data []byte, ok bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("open: %w", err)
 	}
-	f := os.NewFile(uintptr(fd), path)
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	var rst unix.Stat_t
 	if err := unix.Fstat(fd, &rst); err != nil {
@@ -183,33 +192,108 @@ func checkFile(st *unix.Stat_t, maxSize int64) error {
 	return nil
 }
 
-// checkDir applies the trust rules to the registration directory. A missing
-// directory is returned as an error wrapping fs.ErrNotExist.
+// checkDir applies the trust rules to the registration directory and its
+// ancestors; see [openRegDir].
 func checkDir(dir string) error {
-	if err := trustDir(dir); err != nil {
-		return fmt.Errorf("registration directory %s: %w", dir, err)
+	dfd, err := openRegDir(dir)
+	if err != nil {
+		return err
 	}
+	unix.Close(dfd)
 	return nil
 }
 
-// trustDir applies the trust rules to a directory, with errors that do not
-// name it; a missing directory is fs.ErrNotExist.
-func trustDir(dir string) error {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return fs.ErrNotExist
-		}
-		return err
+// openRegDir is [openTrustedDir] for the registration directory, with
+// errors that name it. A missing directory is returned as an error
+// wrapping fs.ErrNotExist.
+func openRegDir(dir string) (int, error) {
+	dfd, err := openTrustedDir(dir)
+	if err != nil {
+		return -1, fmt.Errorf("registration directory %s: %w", dir, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	return dfd, nil
+}
+
+// openTrustedDir returns an O_PATH descriptor of dir once dir and every
+// directory above it pass the trust rules. The walk starts at / and opens
+// each component relative to the one above it with O_PATH|O_NOFOLLOW, so
+// the directory checked is the directory opened, and a symbolic link
+// anywhere on the way is refused, never followed. Each component must be a
+// directory owned by root or the effective user. dir itself must not be
+// writable by group or others; an ancestor may be only when it is root's
+// and sticky (as /tmp and /var/tmp are): there, no one but root and an
+// entry's owner may rename or remove the entry, so the root's or own
+// directory below it cannot be swapped. A missing component is
+// fs.ErrNotExist. Errors about an ancestor name it; errors about dir
+// itself do not.
+func openTrustedDir(dir string) (int, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return -1, fmt.Errorf("resolve: %w", err)
+	}
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open /: %w", err)
+	}
+	cur := "/"
+	for _, name := range strings.Split(abs, "/")[1:] {
+		if name == "" {
+			continue // abs is "/"
+		}
+		if fd, err = openChild(fd, cur, name); err != nil {
+			return -1, err
+		}
+		cur = filepath.Join(cur, name)
+	}
+	if err := checkDirFD(fd, false); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// openChild checks the ancestor fd, at path, and returns an O_PATH
+// descriptor of its entry name, not following a symbolic link. It closes
+// fd.
+func openChild(fd int, path, name string) (int, error) {
+	defer unix.Close(fd)
+	if err := checkDirFD(fd, true); err != nil {
+		return -1, fmt.Errorf("ancestor %s: %w", path, err)
+	}
+	child, err := unix.Openat(fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return -1, fs.ErrNotExist
+	case err != nil:
+		return -1, fmt.Errorf("open %s: %w", filepath.Join(path, name), err)
+	}
+	return child, nil
+}
+
+// checkDirFD applies the trust rules of [openTrustedDir] to the open
+// directory fd: those of an ancestor when ancestor is set.
+func checkDirFD(fd int, ancestor bool) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat: %w", err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+	case unix.S_IFLNK:
+		return fmt.Errorf("%w: is a symbolic link", ErrUntrusted)
+	default:
 		return fmt.Errorf("%w: not a directory (%s)", ErrUntrusted, FileType(st.Mode))
 	}
 	if euid := uint32(os.Geteuid()); st.Uid != 0 && st.Uid != euid {
 		return fmt.Errorf("%w: owned by uid %d, want 0 or %d", ErrUntrusted, st.Uid, euid)
 	}
-	if st.Mode&0o022 != 0 {
+	switch {
+	case st.Mode&0o022 == 0:
+		return nil
+	case !ancestor:
 		return fmt.Errorf("%w: mode %04o is writable by group or others", ErrUntrusted, st.Mode&0o7777)
+	case st.Mode&unix.S_ISVTX == 0 || st.Uid != 0:
+		return fmt.Errorf("%w: mode %04o is writable by group or others, and it is not root's with the sticky bit", ErrUntrusted, st.Mode&0o7777)
 	}
 	return nil
 }
@@ -328,22 +412,24 @@ func RemoveIfOwned(dir, plugin, podUID string) (bool, error) {
 	if podUID == "" {
 		return false, fmt.Errorf("remove registration %s: empty pod UID", path)
 	}
-	if err := checkDir(dir); err != nil {
+	dfd, err := openRegDir(dir)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
 		return false, err
 	}
+	defer unix.Close(dfd)
 	unlock, err := lockDir(dir)
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
-	r, ok, err := readFile(path)
+	r, ok, err := readFile(dfd, path)
 	if err != nil || !ok || r.PodUID != podUID {
 		return false, err
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := unix.Unlinkat(dfd, filepath.Base(path), 0); err != nil && !errors.Is(err, unix.ENOENT) {
 		return false, fmt.Errorf("remove registration %s: %w", path, err)
 	}
 	return true, atomicfile.SyncDir(dir)
@@ -366,12 +452,14 @@ type Entry struct {
 // or decoded, or whose name is not a valid plugin name, is returned with Err
 // set rather than failing the listing. A missing directory lists as empty.
 func List(dir string) ([]Entry, error) {
-	if err := checkDir(dir); err != nil {
+	dfd, err := openRegDir(dir)
+	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
 		return nil, err
 	}
+	defer unix.Close(dfd)
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list registrations in %s: %w", dir, err)
@@ -386,7 +474,7 @@ func List(dir string) ([]Entry, error) {
 		e.Plugin, e.Err = PluginFromFileName(name)
 		if e.Err == nil {
 			var ok bool
-			e.Registration, ok, e.Err = readFile(e.Path)
+			e.Registration, ok, e.Err = readFile(dfd, e.Path)
 			if e.Err == nil && !ok {
 				continue // removed since ReadDir
 			}

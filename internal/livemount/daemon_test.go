@@ -1,0 +1,184 @@
+package livemount
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The test binary run with these variables set is a FUSE daemon in a mount
+// namespace of its own: see fuseChild.
+const (
+	childKubeletEnv = "LIVEMOUNT_TEST_FUSE_KUBELET"
+	childTargetEnv  = "LIVEMOUNT_TEST_FUSE_TARGET"
+)
+
+func TestMain(m *testing.M) {
+	if kubelet := os.Getenv(childKubeletEnv); kubelet != "" {
+		if err := fuseChild(kubelet, os.Getenv(childTargetEnv)); err != nil {
+			fmt.Fprintln(os.Stderr, "fuse child:", err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestOnlyFUSEHoldersAreDaemons reads a fake /proc: a process counts as a
+// mount's daemon only when it runs as root and holds the mount's FUSE
+// connection, or, where the kernel names no connection, holds /dev/fuse and
+// names the target. Naming the target is never enough.
+func TestOnlyFUSEHoldersAreDaemons(t *testing.T) {
+	kubelet := t.TempDir()
+	a := filepath.Join(kubelet, "pods/a/volumes/x~glusterfs/data")
+	blk := filepath.Join(kubelet, "pods/b/volumes/x~ntfs/data")
+	mi := filepath.Join(t.TempDir(), "mountinfo")
+	lines := []string{
+		"20 1 0:20 / / rw - ext4 /dev/vda rw",
+		fmt.Sprintf("30 20 0:30 / %s rw - fuse.glusterfs srv:/gv0 rw", a),
+		fmt.Sprintf("31 20 8:1 / %s rw - fuseblk /dev/sda1 rw", blk),
+	}
+	if err := os.WriteFile(mi, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	user := func(p fakeProc) fakeProc { p.uids = [4]int{1000, 1000, 1000, 1000}; return p }
+	setuid := func(p fakeProc) fakeProc { p.uids = [4]int{1000, 0, 0, 0}; return p }
+	proc := t.TempDir()
+	for pid, p := range map[int]fakeProc{
+		100: rootProc([]int{30}, "/usr/sbin/glusterfs", a),              // holds a's connection
+		101: rootProc([]int{30}, "/usr/sbin/glusterfs", "--pid-file=x"), // the same, without naming a
+		102: rootProc([]int{-1}, "/usr/bin/old-kernel-fuse", a),         // the kernel names no connection
+		103: rootProc([]int{8<<20 | 1}, "/usr/bin/ntfs-3g"),             // holds the fuseblk mount's
+		200: user(rootProc([]int{30}, "/bin/sleep", "1000", a)),         // another user's
+		201: setuid(rootProc([]int{-1}, "/usr/bin/fusermount", a)),      // another user's, set-user-ID root
+		202: rootProc(nil, "/bin/sleep", "1000", a),                     // no /dev/fuse
+		203: rootProc([]int{99}, "/usr/sbin/glusterfs", a),              // another connection
+		204: rootProc([]int{1}, "/usr/bin/ntfs-3g", blk),                // not 8:1's encoding
+	} {
+		writeProc(t, proc, pid, p)
+	}
+	r, err := Survey(context.Background(), Options{KubeletDir: kubelet, MountInfo: mi, ProcRoot: proc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]int{a: {100, 101, 102}, blk: {103}}
+	got := map[string][]int{}
+	for _, m := range r.Mounts {
+		got[m.Target] = m.Daemons
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("daemons %v, want %v", got, want)
+	}
+}
+
+// childReport is what fuseChild prints.
+type childReport struct {
+	Report Report
+	// Named: the kernel names the connection in the descriptor's fdinfo.
+	Named bool
+}
+
+// fuseChild mounts a FUSE file system at target, below kubelet, with a
+// /dev/fuse descriptor it holds (and never serves), and prints its survey
+// of kubelet. It runs in a mount namespace of its own, so that no other
+// process on the machine sees the mount; its command line does not name
+// target.
+func fuseChild(kubelet, target string) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open /dev/fuse: %w", err)
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd)
+	if err := unix.Mount("livemounttest", target, "fuse.livemounttest", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount fuse at %s: %w", target, err)
+	}
+	info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", fd))
+	if err != nil {
+		return fmt.Errorf("read fdinfo: %w", err)
+	}
+	r, err := Survey(context.Background(), Options{KubeletDir: kubelet, StatTimeout: 100 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(childReport{Report: r, Named: strings.Contains(string(info), "fuse_connection:")})
+}
+
+// startNaming starts a process of uid that names target on its command
+// line and lives until the test ends, and returns its PID.
+func startNaming(t *testing.T, uid uint32, target string) int {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "read x; :", "sh", target)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+	})
+	return cmd.Process.Pid
+}
+
+// TestDaemonOfARealFUSEMount mounts a FUSE file system and checks that the
+// process holding its connection is its one daemon, while a process of
+// another user and a root process without /dev/fuse, both naming the
+// mount point, are not.
+func TestDaemonOfARealFUSEMount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a FUSE file system needs root; CI runs this as root")
+	}
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("no FUSE here: %v", err)
+	}
+	unix.Close(fd)
+	kubelet := t.TempDir()
+	target := filepath.Join(kubelet, "pods/a/volumes/x~fuse/data")
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	impostors := []int{startNaming(t, 65534, target), startNaming(t, 0, target)}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childKubeletEnv+"="+kubelet, childTargetEnv+"="+target)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("fuse child: %v\n%s", err, stderr.Bytes())
+	}
+	var cr childReport
+	if err := json.Unmarshal(out, &cr); err != nil {
+		t.Fatalf("fuse child: %v\n%s", err, out)
+	}
+	if !cr.Named {
+		t.Skip("this kernel does not name a /dev/fuse descriptor's connection in fdinfo")
+	}
+	i := slices.IndexFunc(cr.Report.Mounts, func(m Mount) bool { return m.Target == target })
+	if i < 0 {
+		t.Fatalf("the survey %+v does not list %s", cr.Report, target)
+	}
+	if got := cr.Report.Mounts[i].Daemons; !reflect.DeepEqual(got, []int{cmd.Process.Pid}) {
+		t.Errorf("daemons %v, want only the FUSE child %d (not %v, which only name the mount point)", got, cmd.Process.Pid, impostors)
+	}
+}
