@@ -48,9 +48,9 @@ func unknownCommand(err error) bool {
 
 // servedByPod reports whether m is a FUSE mount whose daemon runs in the
 // mount pod that reported it, so that deleting the pod kills it: it has a
-// daemon, and not every daemon is in the mount's scope. (With hostPID the
-// report cannot tell the daemons of this pod from other processes of the
-// node naming the target: such mounts count too.)
+// daemon, and not every daemon is in the mount's scope. A daemon is a root
+// process holding the mount's FUSE connection (see livemount): another
+// process naming the target does not count.
 func servedByPod(m livemount.Mount) bool {
 	return !m.Scoped && len(m.Daemons) > 0
 }
