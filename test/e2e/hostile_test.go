@@ -20,9 +20,9 @@ import (
 )
 
 // TestHostileTenant: whoever writes a volume controls its content, and the
-// recovery acts on it as root. Here the tenant turns a subPath that another
-// container of the pod has bound into a symbolic link to a node directory,
-// then the FUSE daemon dies. The recovery must bring the volume back where
+// recovery acts on it as root. Here the tenant, through a client of their
+// own, turns a subPath that a container has bound into a symbolic link to a
+// node directory, then that container's FUSE daemon dies. The recovery must bring the volume back where
 // it is the volume, and refuse the subPath: the node directory never shows
 // in the container. Once per exec path the driver's mount takes.
 func TestHostileTenant(t *testing.T) {
@@ -79,10 +79,22 @@ spec:
 	waitMountedVia(t, log, dir, viaOf(t, mode))
 	bed.MustExec(t, g.ns, name, "victim", "sh", "-c", "echo mine > /sub/own")
 
-	// The tenant's move, through the volume: the subPath becomes a link
-	// to the node directory.
-	bed.MustExec(t, g.ns, name, "main", "sh", "-c",
+	// The tenant's move, through another client of the volume (their own
+	// pod here; their own server would do as well): the subPath becomes a
+	// link to the node directory. This client's bind still names the
+	// directory it was made of.
+	tenant := g.workload(t, "tenant-"+string(mode))
+	bed.MustExec(t, g.ns, tenant.Name, "main", "sh", "-c",
 		fmt.Sprintf("mv /data/%[1]s /data/%[1]s.orig && ln -s %[2]s /data/%[1]s && sync", sub, node))
+	if m := containerMount(t, bed, g.ns, name, "victim", "/sub"); m.root != "/"+sub {
+		t.Fatalf("the victim's /sub is %+v before the daemon dies; want the bind of /%s", m, sub)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			mp := g.mountPod(t)
+			t.Logf("mount pod log:\n%s", bed.Kubectl(t, "-n", mp.Namespace, "logs", "--tail=40", mp.Name))
+		}
+	})
 	pids := fuseProcesses(t, dir)
 	if len(pids) != 1 {
 		t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
