@@ -40,11 +40,20 @@ kubectl-plugin: build ## Link bin/kubectl-mountpod_rollout (and -rollout) to mou
 	ln -sfn mountpod-rollout $(BIN)/kubectl-mountpod-rollout
 
 .PHONY: test
-test: verify unit fuzz e2e ## Run all tests: verify, unit tests (with -race), a short fuzz run and the end-to-end suite (root).
+test: verify unit fuzz-replay e2e ## Run all tests: verify, unit tests (with -race), the fuzz targets' committed inputs and the end-to-end suite (root).
+
+# The unit tests and fuzz-replay go through test/tools/testsummary: go test's
+# usual output (V=1: -v's), then the failed tests with their last log
+# entries. TEST_DIGEST=FILE also appends a short digest of the failures to
+# FILE (.ci/run). UNIT_TIMEOUT ends a hang with Go's goroutine dump.
+TESTSUMMARY  := $(BIN)/tools/testsummary
+UNIT_TIMEOUT ?= 15m
+GO_TEST_JSON  = 2>&1 | $(TESTSUMMARY) $(if $(V),-v) $${TEST_DIGEST:+-digest "$$TEST_DIGEST"}
 
 .PHONY: unit
-unit: ## Run the unit tests with the race detector (no root needed, seconds).
-	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
+unit: ## Run the unit tests with the race detector (no root needed; a few minutes), failures summarised at the end.
+	@$(GO) build -o $(TESTSUMMARY) ./test/tools/testsummary
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) -json ./... $(GO_TEST_JSON)
 
 # Fuzz targets as package:Target[:count]; a target without a count runs
 # FUZZTIME. The slower targets have smaller counts, so that `make fuzz`
@@ -69,6 +78,14 @@ FUZZLONG    ?= 30
 FUZZ_ENV     = GO='$(GO)' FUZZ_TARGETS='$(FUZZ_TARGETS)' FUZZTIME='$(FUZZTIME)' \
 	FUZZ_ALL='$(if $(filter command line environment,$(origin FUZZTIME)),$(FUZZTIME))'
 
+# The packages with fuzz targets, for fuzz-replay.
+FUZZ_PKGS = $(sort $(dir $(shell grep -rlE --include='*_test.go' '^func Fuzz[A-Z]' . 2>/dev/null)))
+
+.PHONY: fuzz-replay
+fuzz-replay: ## Run every fuzz target on its seed corpus and testdata/fuzz inputs only, without fuzzing (deterministic; part of `make test`).
+	@$(GO) build -o $(TESTSUMMARY) ./test/tools/testsummary
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) -run '^Fuzz' -json $(FUZZ_PKGS) $(GO_TEST_JSON)
+
 .PHONY: fuzz
 fuzz: ## Fuzz every target of FUZZ_TARGETS for its count (FUZZTIME=... sets every one) and print the executions per target.
 	@$(FUZZ_ENV) test/fuzz.sh
@@ -91,20 +108,19 @@ e2e-load: ## Run the load test alone: 100 pods with GlusterFS volumes at once, t
 
 .PHONY: e2e-scale
 e2e-scale: ## Run the three-node suite with the rollout plan at full scale: 500 fake nodes and 15,000 pods (root; BENCHMARKS.md).
-	E2E_SUITES=nodes E2E_SCALE_NODES=500 test/bed/e2e.sh
+	E2E_SUITES=nodes E2E_SCALE_NODES=500 E2E_NODES_TIMEOUT=60m test/bed/e2e.sh
+
+# Every build tag of the tests at once: the files of e2e, e2e_load and
+# e2e_nodes compile together and no file needs a tag to be absent, so one
+# run of each checker sees every file.
+VERIFY_TAGS := e2e,e2e_load,e2e_nodes
 
 .PHONY: verify
-verify: ## Check formatting, go vet and staticcheck (also of the e2e-tagged files).
+verify: ## Check formatting, go vet and staticcheck (of every file, the e2e-tagged ones included).
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) vet -tags e2e ./...
-	$(GO) vet -tags e2e,e2e_load ./test/e2e/
-	$(GO) vet -tags e2e,e2e_nodes ./test/e2e/
-	$(GO) run $(STATICCHECK) ./...
-	$(GO) run $(STATICCHECK) -tags e2e ./...
-	$(GO) run $(STATICCHECK) -tags e2e,e2e_load ./test/e2e/
-	$(GO) run $(STATICCHECK) -tags e2e,e2e_nodes ./test/e2e/
+	$(GO) vet -tags $(VERIFY_TAGS) ./...
+	$(GO) run $(STATICCHECK) -tags $(VERIFY_TAGS) ./...
 
 .PHONY: bench
 bench: ## Run the benchmarks.

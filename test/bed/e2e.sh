@@ -2,11 +2,16 @@
 # e2e.sh: the one entry point of the end-to-end tests (the Makefile calls it).
 #   setup.sh (packages) -> build-kube.sh (cached) ->
 #   images.sh all (cached) ->
-#   go test -tags e2e ./test/e2e/... (the suite brings the bed up and down),
+#   go test -tags e2e -json ./test/e2e/... | testsummary -v (the suite brings
+#   the bed up and down; when a test failed, test/bed/diagnose.sh first),
 #   then TestNodes on a bed of three nodes (E2E_SUITES) ->
 #   down.sh again and check-clean.sh (nothing of the bed is left on the host).
-# Exits non-zero on any failure; prints timings and image sizes at the end.
-# Environment: see test/README.md (BED_DIR, E2E_RUN, E2E_TIMEOUT, BED_KEEP, ...).
+# Exits non-zero on any failure; prints timings and image sizes at the end,
+# and after a failure, last of all, the bed when the suite failed
+# (diagnose.sh's summary) and what the failed tests logged.
+# Environment: see test/README.md (BED_DIR, E2E_RUN, E2E_TIMEOUT, BED_KEEP, ...);
+# for .ci/run, E2E_STAGES=FILE appends "stage<TAB>seconds<TAB>result" per
+# step to FILE, and TEST_DIGEST=FILE a short digest of the failed tests.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,13 +22,19 @@ source "$here/lib.sh"
 cd "$REPO_ROOT"
 timings=()
 now() { date +%s; }
+# stage KEY SECONDS RESULT: a line of .ci/run's table (E2E_STAGES).
+stage() {
+	[[ -z ${E2E_STAGES:-} ]] || printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$E2E_STAGES"
+}
+# step KEY NAME COMMAND...: run COMMAND, timed.
 step() {
-	local name=$1 t0 rc=0
-	shift
+	local key=$1 name=$2 t0 rc=0
+	shift 2
 	log "=== $name"
 	t0=$(now)
 	"$@" || rc=$?
 	timings+=("$(printf '%-32s %5ss%s' "$name" "$(($(now) - t0))" "$( ((rc == 0)) || echo " (FAILED, exit $rc)")")")
+	stage "$key" "$(($(now) - t0))" "$( ((rc == 0)) && echo ok || echo "FAILED (exit $rc)")"
 	return "$rc"
 }
 
@@ -35,19 +46,24 @@ fi
 echo "$$" >"$runlock"
 
 snapshot=$(mktemp "${TMPDIR:-/tmp}/mc-e2e-sysctl.XXXXXX")
-# What the suites print, kept for the digest of failures at the very end.
-gotest_out=$(mktemp "${TMPDIR:-/tmp}/mc-e2e-gotest.XXXXXX")
+# testsummary, and what is printed last after a failure: the failed suite's
+# summary of its failed tests, and diagnose.sh's summary of the bed.
+work=$(mktemp -d "${TMPDIR:-/tmp}/mc-e2e.XXXXXX")
+testsummary=$work/testsummary
+failures=$work/failures
+export DIAGNOSE_SUMMARY=$work/diagnose-summary
 status=0
 finish() {
-	local rc=$?
+	local rc=$? t0 clean=ok
 	((status != 0)) || status=$rc
 	trap - EXIT INT TERM
 	if [[ ${BED_KEEP:-0} != 1 ]]; then
 		log "=== teardown check"
-		"$here/down.sh" || status=1
-		if ! "$here/check-clean.sh" "$snapshot"; then
-			status=1
-		fi
+		t0=$(now)
+		"$here/down.sh" || clean=FAILED
+		"$here/check-clean.sh" "$snapshot" || clean=FAILED
+		stage teardown "$(($(now) - t0))" "$clean"
+		[[ $clean == ok ]] || status=1
 	fi
 	rm -f "$snapshot" "$snapshot.paths"
 	[[ $(cat "$runlock" 2>/dev/null) == "$$" ]] && rm -f "$runlock"
@@ -59,45 +75,65 @@ finish() {
 	if ((status == 0)); then
 		log "e2e: PASS"
 	else
-		# Last, where a reader of a long log looks first: what the
-		# failed tests said.
-		"$here/failures.sh" "$gotest_out" >&2 || true
+		# Last, where a reader of a long log looks first: the bed when
+		# the suite failed, and what the failed tests said.
+		[[ ! -s $DIAGNOSE_SUMMARY ]] || cat "$DIAGNOSE_SUMMARY" >&2
+		[[ ! -s $failures ]] || cat "$failures" >&2
 		log "e2e: FAIL (exit $status; component logs in $BED_DIR/logs)"
 	fi
-	rm -f "$gotest_out"
+	rm -rf "$work"
 	exit "$status"
 }
 trap finish EXIT
 # On SIGINT/SIGTERM stop the suite first (its TestMain tears the bed down), then
 # finish. The suite runs in its own process group and in the background,
-# because bash runs traps only once a foreground command has ended.
+# because bash runs traps only once a foreground command has ended. It gets
+# SIGINT: go test and testsummary ignore it and pass on what the suite
+# prints while it tears the bed down (SIGTERM would end go test, and the
+# suite's output with it).
 suite_pid=
 on_signal() {
 	status=130
 	if [[ -n $suite_pid ]]; then
 		log "interrupted: stopping the e2e suite"
-		kill -TERM -- "-$suite_pid" 2>/dev/null
+		kill -INT -- "-$suite_pid" 2>/dev/null
 		wait "$suite_pid" 2>/dev/null
 	fi
 	exit 130
 }
 trap on_signal INT TERM
+# run_suite NODES GO_TEST_ARGS...: go test -json on a bed of NODES nodes,
+# through testsummary -v (it prints what go test -v would), which keeps its
+# summary of the failures for the end ($failures) and appends a short one to
+# $TEST_DIGEST. The exit status is go test's, else testsummary's.
 run_suite() {
-	# The suite's output goes to the terminal and to $gotest_out; the exit
-	# status is the suite's. tee ignores the signals that stop the suite,
-	# which still writes while it tears the bed down.
-	setsid bash -c '"$@" 2>&1 | (trap "" INT TERM && exec tee -a "$0"); exit "${PIPESTATUS[0]}"' "$gotest_out" "$@" &
+	local nodes=$1
+	shift
+	rm -f "$failures" "$DIAGNOSE_SUMMARY"
+	# shellcheck disable=SC2016 # expanded by the inner bash.
+	setsid bash -c 'tool=$1 out=$2 digest=$3; shift 3
+		"$@" 2>&1 | "$tool" -v -entries 5 -lines 30 -summary "$out" ${digest:+-digest "$digest"}
+		s=("${PIPESTATUS[@]}"); ((s[0] != 0)) && exit "${s[0]}"; exit "${s[1]}"' \
+		_ "$testsummary" "$failures" "${TEST_DIGEST:-}" env BED_NODES="$nodes" go test -json "$@" &
 	suite_pid=$!
 	wait "$suite_pid"
 }
+# after_failure: the framework runs diagnose.sh when a test failed, before
+# its teardown; when the suite failed without (a timeout or a crash ended
+# go test first, the bed did not come up), run it now: the bed may still be
+# up, and its logs outlive it.
+after_failure() {
+	[[ -s $DIAGNOSE_SUMMARY ]] || "$here/diagnose.sh" >&2 || true
+}
 
-step "setup (packages)" "$here/setup.sh"
+step setup "setup (packages)" "$here/setup.sh"
 # A bed left over from an interrupted run would spoil the host snapshot.
 if [[ -e $BED_DIR/env || -e $BED_DIR/state ]] || bed_leftovers; then
 	"$here/down.sh"
 fi
-step "build kubernetes $(kube_version)" "$here/build-kube.sh" >/dev/null
-step "images" "$here/images.sh" all
+step build-kube "build kubernetes $(kube_version)" "$here/build-kube.sh" >/dev/null
+step images "images" "$here/images.sh" all
+step build-tools "build testsummary" go build -o "$testsummary" ./test/tools/testsummary
 # After the builds: buildah creates /etc/cni/net.d on its first run, which is
 # the image builder's doing, not the bed's.
 "$here/sysctl-snapshot.sh" "$snapshot"
@@ -112,21 +148,32 @@ if [[ -n ${E2E_RUN:-}${E2E_TAGS:-} ]]; then
 else
 	suites=${E2E_SUITES:-one nodes}
 fi
+# go test's timeouts (of the tests, the bed's coming up and going aside) end
+# a hang with Go's goroutine dump well before CI's 90 minutes: the suites
+# take about 11 and 5 minutes.
 rc=0
 for suite in $suites; do
 	case $suite in
-	one)
-		gotest=(go test -tags "e2e${E2E_TAGS:+,$E2E_TAGS}" -count=1 -v -timeout "${E2E_TIMEOUT:-60m}")
-		[[ -z ${E2E_RUN:-} ]] || gotest+=(-run "$E2E_RUN")
-		step "e2e suite (bed up+tests+down)" run_suite env BED_NODES=1 "${gotest[@]}" ./test/e2e/... || rc=$?
-		;;
-	nodes)
-		step "e2e suite, 3 nodes (TestNodes)" run_suite env BED_NODES=3 \
-			go test -tags e2e,e2e_nodes -count=1 -v -timeout "${E2E_TIMEOUT:-60m}" -run '^TestNodes$' ./test/e2e/ || rc=$?
-		;;
+	one) key=one-node ;;
+	nodes) key=three-node ;;
 	*) die "E2E_SUITES: unknown suite $suite (one, nodes)" ;;
 	esac
-	# The next suite's bed would replace this one's component logs.
-	((rc == 0)) || break
+	if ((rc != 0)); then
+		# The next suite's bed would replace this one's component logs.
+		stage "$key" - "not run"
+		continue
+	fi
+	case $suite in
+	one)
+		gotest=(-tags "e2e${E2E_TAGS:+,$E2E_TAGS}" -count=1 -v -timeout "${E2E_TIMEOUT:-30m}")
+		[[ -z ${E2E_RUN:-} ]] || gotest+=(-run "$E2E_RUN")
+		step "$key" "e2e suite (bed up+tests+down)" run_suite 1 "${gotest[@]}" ./test/e2e/... || rc=$?
+		;;
+	nodes)
+		step "$key" "e2e suite, 3 nodes (TestNodes)" run_suite 3 -tags e2e,e2e_nodes -count=1 -v \
+			-timeout "${E2E_NODES_TIMEOUT:-${E2E_TIMEOUT:-20m}}" -run '^TestNodes$' ./test/e2e/ || rc=$?
+		;;
+	esac
+	((rc == 0)) || after_failure
 done
 exit "$rc"

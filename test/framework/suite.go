@@ -85,7 +85,11 @@ func RunSuite(m *testing.M) int {
 		if bed, err := Connect(EnvPath()); err == nil && bed.Healthy(context.Background()) == nil {
 			fmt.Fprintf(os.Stderr, "framework: reusing the running bed of %s (left running afterwards)\n", bed.Env.BedDir)
 			current = bed
-			return m.Run()
+			code := m.Run()
+			if code != 0 {
+				diagnose(root)
+			}
+			return code
 		}
 		fmt.Fprintln(os.Stderr, "framework: BED_REUSE=1 but no healthy bed is running; starting one")
 	}
@@ -126,6 +130,11 @@ func RunSuite(m *testing.M) int {
 	suiteStart := time.Now()
 	code := m.Run()
 	fmt.Fprintf(os.Stderr, "framework: tests ran in %.1fs\n", time.Since(suiteStart).Seconds())
+	if code != 0 {
+		// Before the bed goes: its pods, events and mount pods' logs
+		// go with it.
+		diagnose(root)
+	}
 	signal.Stop(stop)
 	if os.Getenv("BED_KEEP") == "1" {
 		fmt.Fprintf(os.Stderr, "framework: BED_KEEP=1: bed left running; tear it down with test/bed/down.sh\n")
@@ -136,6 +145,25 @@ func RunSuite(m *testing.M) int {
 		return 1
 	}
 	return code
+}
+
+// diagnose runs test/bed/diagnose.sh, bounded to five minutes, unless
+// BED_DIAGNOSE=0: what a reader of a failed run's log needs once the machine
+// is gone. It never fails the suite.
+func diagnose(root string) {
+	if os.Getenv("BED_DIAGNOSE") == "0" {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "framework: the suite failed: test/bed/diagnose.sh (BED_DIAGNOSE=0 skips it)")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "test", "bed", "diagnose.sh"))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Dir = root
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "framework: diagnose.sh: %v\n", err)
+	}
 }
 
 // runScript runs test/bed/<name> with the suite's environment, its output
