@@ -310,3 +310,31 @@ cat /proc/$$/cgroup
 		t.Errorf("scopes %v (%v) after a refused mount, want none", l, err)
 	}
 }
+
+// TestHelperOOMScoreAdj: the real helper, and so the daemon it starts, runs
+// with at least the configured oom_score_adj (0 by default), never with a
+// lower one than it was started with.
+func TestHelperOOMScoreAdj(t *testing.T) {
+	parent, env := scopetest.Parent(t)
+	bin := scopetest.Build(t, ".", "mount-scope")
+	target := filepath.Join(t.TempDir(), "mnt")
+	dir := helperDir(t, bin, "cat /proc/$$/oom_score_adj\n")
+	env = append(env, "MOUNTPOD_PLUGINS="+plugin)
+	for _, tc := range []struct {
+		start, setting, want string
+	}{
+		{"0", "", "0"},
+		{"200", "", "200"},
+		{"0", "300", "300"},
+		{"200", "-500", "200"},
+	} {
+		// The shell sets the score the helper starts with, then becomes it.
+		cmd := exec.Command("sh", "-c", `echo "$0" >/proc/self/oom_score_adj && exec "$@"`, tc.start, filepath.Join(dir, "mount.fuse.test"), "srv:/vol", target)
+		cmd.Env = append(slices.Clone(env), "MOUNTPOD_SCOPE_OOM_SCORE_ADJ="+tc.setting)
+		out, err := cmd.CombinedOutput()
+		if got := strings.TrimSpace(string(out)); err != nil || got != tc.want {
+			t.Errorf("started with %s, MOUNTPOD_SCOPE_OOM_SCORE_ADJ=%q: oom_score_adj %q (%v), want %s", tc.start, tc.setting, got, err, tc.want)
+		}
+	}
+	scopetest.RemoveOnceEmpty(t, parent, plugin, target)
+}

@@ -196,7 +196,7 @@ func newCephDriver(t *testing.T) *cephDriver {
 // away when the volume is unmounted or the mount fails.
 func TestCephFSSecretFile(t *testing.T) {
 	c := newCephDriver(t)
-	dir := filepath.Join(t.TempDir(), "v")
+	dir := filepath.Join(t.TempDir(), "pods", "0f1e", "volumes", "kubernetes.io~cephfs", "v") // the kubelet's layout
 	keyFile := flexvolume.SecretFile(c.secrets, dir)
 
 	s, _, _ := call(t, c.Driver, "mount", dir, cephOpts(""))

@@ -359,7 +359,7 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 	}
 	msg := fmt.Sprintf("mounted %s at %s %s", what, dir, where)
 	if inPod {
-		msg += d.record(mountrecord.Record{Plugin: d.Plugin, Source: m.Source, Target: dir, FSType: m.FSType, Options: m.Options, Pod: m.Pod})
+		msg += d.record(ctx, mountrecord.Record{Plugin: d.Plugin, Source: m.Source, Target: dir, FSType: m.FSType, Options: m.Options, Pod: m.Pod})
 	}
 	return Status{Status: StatusSuccess, Message: msg}
 }
@@ -378,11 +378,20 @@ func (d *Driver) dropSecret(m Mount, dir string) string {
 
 // record writes the mount record of a mount made through the mount pod,
 // so that the mount pod can make it again if its FUSE daemon dies; it
-// returns what to add to the reply when that fails (the mount stays).
-func (d *Driver) record(r mountrecord.Record) string {
+// returns what to add to the reply when that fails (the mount stays). The
+// pod the options name is kept only when it is the pod whose volume
+// directory the target is: the options can name any pod, the target is the
+// kubelet's.
+func (d *Driver) record(ctx context.Context, r mountrecord.Record) string {
 	e, ok := d.Exec.(*mcexec.Exec)
 	if !ok {
 		return ""
+	}
+	if err := r.CheckPod(); err != nil {
+		if d.Log != nil {
+			d.Log.WarnContext(ctx, "mount recorded without the pod its options name", "record", mountrecord.FileName(r.Target), "dir", r.Target, "err", err)
+		}
+		r.Pod = nil
 	}
 	if err := mountrecord.Write(e.RecordsDir(), r); err != nil {
 		return fmt.Sprintf(" (it will not come back by itself if its daemon dies: %v)", err)

@@ -418,7 +418,9 @@ func TestMountInMountPod(t *testing.T) {
 	e, _ := r.For(plugin)
 	d := &flexvolume.Driver{Plugin: plugin, Exec: e, Mounts: markerChecker{}, Timeout: 42 * time.Second, Log: log, Servers: testServers(t)}
 
-	dir := filepath.Join(t.TempDir(), "v")
+	// The kubelet's layout: the pod the options name (UID 0f1e) is the
+	// one whose volume directory the target is.
+	dir := filepath.Join(t.TempDir(), "pods", "0f1e", "volumes", "kubernetes.io~glusterfs", "v")
 	s, _, _ := call(t, d, "mount", dir, goodOpts)
 	if s.Status != flexvolume.StatusSuccess || !strings.Contains(s.Message, "glusterfs-mountpod-abcde") || !strings.Contains(s.Message, "via cri-exec-sync") {
 		t.Fatalf("mount: %+v, want a message naming the mount pod and the path", s)
@@ -487,5 +489,57 @@ func TestMountInMountPod(t *testing.T) {
 	}
 	if len(vias) != 2 || vias[0] != "container ctr1 via cri-exec-sync" || vias[1] != vias[0] {
 		t.Errorf("decisions logged %q, want two in container ctr1 via cri-exec-sync", vias)
+	}
+}
+
+// TestRecordKeepsOnlyTheTargetsPod: a mount whose options name a pod other
+// than the one whose volume directory the target is (or whose target is in
+// no pod's directory) is recorded without that pod, and the log says so.
+func TestRecordKeepsOnlyTheTargetsPod(t *testing.T) {
+	rt := crifake.NewFakeRuntime()
+	endpoint := rt.Serve(t)
+	regDir := filepath.Join(t.TempDir(), "plugin-containers")
+	reg := registration.Registration{PodNamespace: "kube-system", PodName: "glusterfs-mountpod-abcde", PodUID: "6f1c1d2e-0000-4000-8000-000000000001", ContainerName: "mount"}
+	if err := registration.Write(regDir, plugin, reg); err != nil {
+		t.Fatal(err)
+	}
+	rt.SetContainers(crifake.Container("ctr1", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
+	rt.SetExec(func(_ context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+		if req.Cmd[0] == "mount" {
+			os.WriteFile(filepath.Join(req.Cmd[len(req.Cmd)-1], ".mounted"), nil, 0o644)
+		}
+		return &runtimeapi.ExecSyncResponse{}, nil
+	})
+	logPath := filepath.Join(t.TempDir(), "driver.log")
+	logger, logFile, err := flexvolume.OpenLog(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logFile.Close() })
+	r := mcexec.NewResolver(mcexec.Options{Dir: regDir, Endpoint: endpoint, ExecMode: mcexec.ModeCRI, Logger: logger})
+	t.Cleanup(func() { r.Close() })
+	e, _ := r.For(plugin)
+	d := &flexvolume.Driver{Plugin: plugin, Exec: e, Mounts: markerChecker{}, Log: logger, Servers: testServers(t)}
+
+	root := t.TempDir()
+	for _, dir := range []string{
+		filepath.Join(root, "pods", "9a9a", "volumes", "kubernetes.io~glusterfs", "v"), // another pod's
+		filepath.Join(root, "v"), // no pod's
+	} {
+		if s, _, _ := call(t, d, "mount", dir, goodOpts); s.Status != flexvolume.StatusSuccess {
+			t.Fatalf("mount at %s: %+v", dir, s)
+		}
+		data, ok, err := registration.ReadTrusted(filepath.Join(regDir, mountrecord.Dir, mountrecord.FileName(dir)), mountrecord.MaxSize)
+		if err != nil || !ok {
+			t.Fatalf("record of %s: %v, %v", dir, ok, err)
+		}
+		rec, err := mountrecord.Decode(data)
+		if err != nil || rec.Target != dir || rec.Pod != nil {
+			t.Errorf("record %+v, %v; want one of %s naming no pod", rec, err, dir)
+		}
+		log, _ := os.ReadFile(logPath)
+		if want := `"record":"` + mountrecord.FileName(dir) + `"`; !strings.Contains(string(log), want) {
+			t.Errorf("log %q does not name the record (%s)", log, want)
+		}
 	}
 }

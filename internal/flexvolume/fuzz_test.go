@@ -49,6 +49,12 @@ var optionSeeds = []string{
 	`{"server":"a","volume":"v","mountOptions":"xlator-option=x.y=z"}`,
 	`{"server":"a","volume":"v","mountOptions":"backup-volfile-servers=b:$(id)"}`,
 	`{"server":"a","volume":"v","mountOptions":"entry-timeout=4294967296"}`,
+	`{"server":"a","volume":"v","mountOptions":"lru-limit=65536,background-qlen=64,reader-thread-count=4"}`,
+	`{"server":"a","volume":"v","mountOptions":"lru-limit=0"}`,
+	`{"server":"a","volume":"v","mountOptions":"lru-limit=4294967295"}`,
+	`{"server":"a","volume":"v","mountOptions":"background-qlen=1025"}`,
+	`{"server":"a","volume":"v","mountOptions":"reader-thread-count=17"}`,
+	`{"server":"a","volume":"v","mountOptions":"invalidate-limit=65537,fetch-attempts=65"}`,
 	`{"server":"a","volume":"v","mountOptions":"ro=1"}`,
 	`{"server":"a","volume":7}`, `{"server":null,"volume":"v"}`,
 	`{"server":"a","volume":"v","volumee":"w"}`,
@@ -63,7 +69,8 @@ var optionSeeds = []string{
 
 // FuzzParseOptions: the option parser is deterministic; a refusal of an
 // object names one of its keys (or a required key it lacks); accepted
-// options hold only checked servers, volume and mount options, make a
+// options hold only checked servers, volume and mount options (those that
+// size the client's caches, queues and threads within their bounds), make a
 // mount(8) command line whose only dashes are its own, and written back as
 // JSON parse to the same options. Applied with the default allow-list, a
 // server accepted is never a loopback, unspecified, link-local, multicast
@@ -154,6 +161,7 @@ func checkOptions(t *testing.T, raw []byte, o Options) {
 		if err := checkMountOption(opt); err != nil || strings.ContainsAny(opt, ", \t\n\x00") {
 			t.Fatalf("ParseOptions(%q): mount option %q (%v)", raw, opt, err)
 		}
+		checkBounds(t, raw, opt)
 	}
 	args := o.MountArgs("/dir")
 	if args[0] != "-t" || args[1] != FSType || args[len(args)-1] != "/dir" || args[len(args)-2] != o.Source() {

@@ -102,6 +102,8 @@ const (
 type allowed struct {
 	kind valueKind
 	enum []string
+	// least and most bound a uintValue; most 0 means any 32-bit value.
+	least, most uint64
 }
 
 // allowedOptions are the mount options a volume may ask for. Left out on
@@ -110,6 +112,11 @@ type allowed struct {
 // translator settings), log-level TRACE and DEBUG (a client logging every
 // call can fill the node's disk: the logs are on the node, see
 // deploy/glusterfs), and anything not listed.
+//
+// The options that size the client's caches, queues and threads are
+// bounded: a FUSE daemon outlives the mount pod in a scope of its own
+// (docs/scopes.md), and one volume must not make it grow without end.
+// lru-limit=0 would turn the inode cache's limit off, so it is refused.
 var allowedOptions = map[string]allowed{
 	"ro": {}, "rw": {}, "acl": {}, "selinux": {}, "worm": {}, "defaults": {},
 	"noatime": {}, "nodiratime": {}, "relatime": {}, "nodev": {}, "nosuid": {},
@@ -124,12 +131,12 @@ var allowedOptions = map[string]allowed{
 	"entry-timeout":              {kind: uintValue},
 	"negative-timeout":           {kind: uintValue},
 	"gid-timeout":                {kind: uintValue},
-	"background-qlen":            {kind: uintValue},
-	"fetch-attempts":             {kind: uintValue},
-	"volfile-max-fetch-attempts": {kind: uintValue},
-	"lru-limit":                  {kind: uintValue},
-	"invalidate-limit":           {kind: uintValue},
-	"reader-thread-count":        {kind: uintValue},
+	"background-qlen":            {kind: uintValue, most: 1024},
+	"fetch-attempts":             {kind: uintValue, most: 64},
+	"volfile-max-fetch-attempts": {kind: uintValue, most: 64},
+	"lru-limit":                  {kind: uintValue, least: 1, most: 262144},
+	"invalidate-limit":           {kind: uintValue, most: 65536},
+	"reader-thread-count":        {kind: uintValue, most: 16},
 	backupServersOption:          {kind: hostList},
 }
 
@@ -383,9 +390,7 @@ func checkMountOption(opt string) error {
 		if !uintRE.MatchString(value) {
 			return fmt.Errorf("mount option %s=%q: want a non-negative integer", name, value)
 		}
-		if _, err := strconv.ParseUint(value, 10, 32); err != nil {
-			return fmt.Errorf("mount option %s=%q: out of range", name, value)
-		}
+		return checkUint(name, value, a)
 	case boolValue:
 		if !slices.Contains(boolWords, value) {
 			return fmt.Errorf("mount option %s=%q: want one of %s", name, value, strings.Join(boolWords, ", "))
@@ -400,6 +405,19 @@ func checkMountOption(opt string) error {
 				return fmt.Errorf("mount option %s: %v", name, err)
 			}
 		}
+	}
+	return nil
+}
+
+// checkUint checks the value of the uintValue option name against its
+// bounds.
+func checkUint(name, value string, a allowed) error {
+	n, err := strconv.ParseUint(value, 10, 32)
+	if err != nil {
+		return fmt.Errorf("mount option %s=%q: out of range", name, value)
+	}
+	if a.most != 0 && (n < a.least || n > a.most) {
+		return fmt.Errorf("mount option %s=%d: out of range, want %d to %d", name, n, a.least, a.most)
 	}
 	return nil
 }

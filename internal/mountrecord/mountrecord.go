@@ -84,14 +84,50 @@ func (p Pod) Validate() error {
 		return fmt.Errorf("pod namespace %q: want a DNS label", p.Namespace)
 	case !dnsName(p.Name, 253, true):
 		return fmt.Errorf("pod name %q: want a DNS subdomain", p.Name)
-	case p.UID == "" || len(p.UID) > 64 || strings.Trim(p.UID, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "":
+	case !validUID(p.UID):
 		return fmt.Errorf("pod UID %q: want letters, digits and dashes", p.UID)
 	}
 	return nil
 }
 
+// validUID reports whether s is a pod UID: 1 to 64 letters, digits and
+// dashes.
+func validUID(s string) bool {
+	return s != "" && len(s) <= 64 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") == ""
+}
+
 // String is namespace/name.
 func (p Pod) String() string { return p.Namespace + "/" + p.Name }
+
+// TargetPodUID returns the UID of the pod whose volume directory target
+// is, as the kubelet lays it out: <root>/pods/<uid>/volumes/<plugin>/<name>.
+// It reports false for a target laid out otherwise.
+func TargetPodUID(target string) (string, bool) {
+	volumes := path.Dir(path.Dir(path.Clean(target)))
+	podDir := path.Dir(volumes)
+	uid := path.Base(podDir)
+	if path.Base(volumes) != "volumes" || path.Base(path.Dir(podDir)) != "pods" || !validUID(uid) {
+		return "", false
+	}
+	return uid, true
+}
+
+// CheckPod checks that r's Pod, which the volume's options name, is the
+// pod whose volume directory holds r's target, which the kubelet alone
+// chooses. A record that names no pod passes.
+func (r Record) CheckPod() error {
+	if r.Pod == nil {
+		return nil
+	}
+	uid, ok := TargetPodUID(r.Target)
+	switch {
+	case !ok:
+		return fmt.Errorf("pod %s (UID %s) named for target %s, which is not in a pod's volume directory", r.Pod, r.Pod.UID, r.Target)
+	case uid != r.Pod.UID:
+		return fmt.Errorf("pod %s (UID %s) named for target %s, which is in the volume directory of pod UID %s", r.Pod, r.Pod.UID, r.Target, uid)
+	}
+	return nil
+}
 
 // dnsName reports whether s is a DNS-1123 label (or, with dots, a
 // subdomain of such labels) of at most max characters.

@@ -181,3 +181,39 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckPod: the pod a record names must be the one whose volume
+// directory holds its target; the UID comes from the kubelet's layout.
+func TestCheckPod(t *testing.T) {
+	const uid = "6a1f9c5e-9e3b-4f3a-8d3c-1b2a3c4d5e6f"
+	for target, want := range map[string]string{
+		"/var/lib/kubelet/pods/" + uid + "/volumes/kubernetes.io~glusterfs/data": uid,
+		"/k/pods/0f1e/volumes/x~y/v":                               "0f1e",
+		"/var/lib/kubelet/pods/" + uid + "/volumes/x/data/more":    "",
+		"/var/lib/kubelet/pods/" + uid + "/volume-subpaths/x/data": "",
+		"/var/lib/kubelet/plugins/" + uid + "/volumes/x/data":      "",
+		"/var/lib/kubelet/pods/a_b/volumes/x/data":                 "",
+		"/mnt/data": "",
+	} {
+		got, ok := TargetPodUID(target)
+		if got != want || ok != (want != "") {
+			t.Errorf("TargetPodUID(%q) = %q, %v; want %q", target, got, ok, want)
+		}
+	}
+	r := glusterRecord("/var/lib/kubelet/pods/" + uid + "/volumes/kubernetes.io~glusterfs/data")
+	if err := r.CheckPod(); err != nil {
+		t.Errorf("a record naming no pod: %v", err)
+	}
+	r.Pod = &Pod{Namespace: "shop", Name: "web-0", UID: uid}
+	if err := r.CheckPod(); err != nil {
+		t.Errorf("the pod of the target's volume directory: %v", err)
+	}
+	r.Pod.UID = "0f1e"
+	if err := r.CheckPod(); err == nil || !strings.Contains(err.Error(), "pod UID "+uid) {
+		t.Errorf("another pod's UID: %v; want an error naming the target's pod UID", err)
+	}
+	r.Target = "/mnt/data"
+	if err := r.CheckPod(); err == nil || !strings.Contains(err.Error(), "not in a pod's volume directory") {
+		t.Errorf("a target outside the pods' directories: %v", err)
+	}
+}

@@ -25,7 +25,11 @@
 //     was aborted, or the daemon of a failed attempt, must not live on
 //     beside the new one. A failure is retried with exponential back-off
 //     (from [DefaultBackoff] to [MaxBackoff]) and logged at each attempt,
-//     never in a hot loop.
+//     never in a hot loop. A mount that dies again within [StableAfter] of
+//     coming back waits the same back-off, as a failed attempt.
+//   - stat does not answer within [StatTimeout]: hung, left alone. The
+//     stats of a pass run at once, and a mount whose earlier stat has not
+//     returned is not stat again until it does (see [Recoverer.probeAll]).
 //
 // Detection is event-driven where the kernel offers it: with a cgroup v2
 // hierarchy, the "cgroup.events" file of the mount's scope changes when its
@@ -69,7 +73,6 @@ import (
 
 	"k8s.io/mount-utils"
 
-	"github.com/mountcontainers/mountcontainers/internal/livemount"
 	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -81,6 +84,12 @@ const (
 	MaxBackoff      = time.Minute
 	// StatTimeout bounds the health check of one mount.
 	StatTimeout = 2 * time.Second
+	// StableAfter is how long a mount must stay up after it came back for
+	// its next death to be recovered at once: one that dies sooner is
+	// flapping (a server that takes the client and drops it again), and
+	// waits as after a failed attempt. Short, so that a daemon killed now
+	// and then (an OOM kill, an administrator) comes back at once each time.
+	StableAfter = 2 * time.Second
 	// CommandTimeout bounds each mount, umount and attach.
 	CommandTimeout = 30 * time.Second
 )
@@ -131,8 +140,16 @@ type Recoverer struct {
 	// one; default [Reattach].
 	Reattach func(ctx context.Context, procRoot string, dead DeadMount, newTarget string) ([]Attached, error)
 
-	// stat checks a mount; default livemount.StatWithin with StatTimeout.
+	// stat checks a mount, and may block for as long as the mount's
+	// daemon makes it (see [Recoverer.probeAll]); default os.Stat.
 	stat func(ctx context.Context, path string) error
+	// statLimit bounds a pass's wait for the stats; default StatTimeout.
+	statLimit time.Duration
+	// now tells the time of back-offs; default time.Now.
+	now func() time.Time
+
+	probeMu sync.Mutex
+	probing map[string]bool // targets whose stat has not returned
 
 	mu     sync.Mutex
 	woken  string              // what started the pass: "start", "event" or "poll"
@@ -140,16 +157,22 @@ type Recoverer struct {
 	warned map[string]bool     // targets whose record was refused or not recoverable, logged once
 }
 
+// attempt is the back-off state of a dead mount, kept after it came back
+// until it has stayed up for StableAfter.
 type attempt struct {
 	failures int
 	next     time.Time
+	// cameBack is when the mount came back; zero while it is dead.
+	cameBack time.Time
 }
 
 // Result is what one pass did for one record.
 type Result struct {
 	Target string
-	// Action: "healthy", "dropped", "recovered", "failed", "waiting"
-	// (back-off), "not-recoverable", "refused" (bad record).
+	// Action: "healthy", "hung" (its stat did not answer in time, or an
+	// earlier one still has not: neither healthy nor dead, left alone),
+	// "dropped", "recovered", "failed", "waiting" (back-off),
+	// "not-recoverable", "refused" (bad record).
 	Action string
 	// Attached are the containers' mounts replaced, when recovered.
 	Attached []Attached
@@ -263,8 +286,9 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 			r.log().Warn("cannot read the mount table", "file", infoPath, "err", err)
 			return nil
 		}
+		health := r.probeAll(ctx, mountedTargets(todo, infos))
 		for _, rec := range todo {
-			results = append(results, r.check(ctx, dir, rec, infos))
+			results = append(results, r.check(ctx, dir, rec, infos, health[rec.Target]))
 		}
 	}
 	for t := range r.state {
@@ -276,8 +300,20 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 	return results
 }
 
-// check handles one record.
-func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Record, infos []mount.MountInfo) Result {
+// mountedTargets returns the targets of recs that infos shows mounted.
+func mountedTargets(recs []mountrecord.Record, infos []mount.MountInfo) []string {
+	var out []string
+	for _, rec := range recs {
+		if _, ok := lastMountAt(infos, rec.Target); ok {
+			out = append(out, rec.Target)
+		}
+	}
+	return out
+}
+
+// check handles one record, whose target's stat answered health when it
+// is mounted.
+func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Record, infos []mount.MountInfo, health error) Result {
 	res := Result{Target: rec.Target}
 	// A recovery under way (this pod's, or one that an earlier pod did not
 	// finish) has left the dead mount's identity in the record's state file.
@@ -285,8 +321,11 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 	mi, mounted := lastMountAt(infos, rec.Target)
 	var err error
 	switch {
+	case mounted && errors.Is(health, errHung):
+		res.Action, res.Err = "hung", health
+		return res
 	case mounted:
-		err = r.check1(ctx, rec.Target)
+		err = health
 		if !IsDead(err) {
 			res.Action = "healthy"
 			if hasState {
@@ -294,7 +333,7 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 				// the dead one.
 				return r.retryAttach(ctx, dir, rec, unfinished, mi)
 			}
-			delete(r.state, rec.Target)
+			r.forgetIfStable(rec.Target)
 			return res
 		}
 	case hasState:
@@ -318,13 +357,8 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 		}
 		return res
 	}
-	a := r.state[rec.Target]
-	if a == nil {
-		a = &attempt{}
-		r.state[rec.Target] = a
-		r.observeDead(rec.Plugin)
-	}
-	if time.Now().Before(a.next) {
+	a := r.died(rec)
+	if r.clock().Before(a.next) {
 		res.Action = "waiting"
 		return res
 	}
@@ -354,7 +388,7 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 		r.failed(rec, a, rerr)
 		return res
 	}
-	delete(r.state, rec.Target)
+	a.cameBack = r.clock()
 	r.observeAttempt(rec.Plugin, OutcomeRecovered)
 	res.Action = "recovered"
 	attrs := []any{"path", rec.Target, "plugin", rec.Plugin, "source", rec.Source, "was", err.Error(), "foundBy", r.woken, "took", res.Took.Round(time.Millisecond),
@@ -392,7 +426,7 @@ func (r *Recoverer) failed(rec mountrecord.Record, a *attempt, err error) {
 		base = DefaultBackoff
 	}
 	backoff := min(base<<min(a.failures-1, 16), MaxBackoff)
-	a.next = time.Now().Add(backoff)
+	a.next = r.clock().Add(backoff)
 	r.log().Error("FUSE mount is dead; bringing it back failed", "path", rec.Target, "plugin", rec.Plugin, "source", rec.Source,
 		"attempt", a.failures, "retryIn", backoff, "err", err)
 	if r.Reporter != nil {
@@ -411,7 +445,7 @@ func (r *Recoverer) retryAttach(ctx context.Context, dir string, rec mountrecord
 		a = &attempt{}
 		r.state[rec.Target] = a
 	}
-	if time.Now().Before(a.next) {
+	if r.clock().Before(a.next) {
 		return res
 	}
 	start := time.Now()
@@ -427,7 +461,7 @@ func (r *Recoverer) retryAttach(ctx context.Context, dir string, rec mountrecord
 		r.failed(rec, a, err)
 		return res
 	}
-	delete(r.state, rec.Target)
+	a.cameBack = r.clock()
 	clearState(dir, rec.Target)
 	r.observeAttempt(rec.Plugin, OutcomeRecovered)
 	res.Action = "recovered"
@@ -553,7 +587,7 @@ func (r *Recoverer) recover(ctx context.Context, dir string, rec mountrecord.Rec
 		}
 		return nil, errUnmounted
 	}
-	if err := r.check1(ctx, rec.Target); err != nil {
+	if err := r.probe(ctx, rec.Target); err != nil {
 		return nil, fmt.Errorf("the new mount at %s does not answer: %w", rec.Target, err)
 	}
 	node, err := r.mountAt(rec.Target)
@@ -572,12 +606,45 @@ func (r *Recoverer) recover(ctx context.Context, dir string, rec mountrecord.Rec
 	return attached, err
 }
 
-// check1 checks that the mount at path answers.
-func (r *Recoverer) check1(ctx context.Context, path string) error {
-	if r.stat != nil {
-		return r.stat(ctx, path)
+// died returns the back-off state of rec's dead mount, and counts a new
+// death. The first death is tried at once; a mount that dies again within
+// StableAfter of coming back is flapping: that counts as a failed attempt,
+// with the same back-off.
+func (r *Recoverer) died(rec mountrecord.Record) *attempt {
+	a := r.state[rec.Target]
+	switch {
+	case a == nil:
+		a = &attempt{}
+		r.state[rec.Target] = a
+	case a.cameBack.IsZero():
+		return a // the same death
+	case r.clock().Sub(a.cameBack) >= StableAfter:
+		*a = attempt{}
+	default:
+		up := r.clock().Sub(a.cameBack).Round(time.Millisecond)
+		a.cameBack = time.Time{}
+		r.observeDead(rec.Plugin)
+		r.failed(rec, a, fmt.Errorf("it died again %s after it came back", up))
+		return a
 	}
-	return livemount.StatWithin(ctx, path, StatTimeout)
+	r.observeDead(rec.Plugin)
+	return a
+}
+
+// forgetIfStable drops target's back-off state once its mount is up and
+// has been for StableAfter since it came back (or was not brought back by
+// this recoverer).
+func (r *Recoverer) forgetIfStable(target string) {
+	if a := r.state[target]; a == nil || a.cameBack.IsZero() || r.clock().Sub(a.cameBack) >= StableAfter {
+		delete(r.state, target)
+	}
+}
+
+func (r *Recoverer) clock() time.Time {
+	if r.now == nil {
+		return time.Now()
+	}
+	return r.now()
 }
 
 // errUnmounted: the record went away during a recovery.

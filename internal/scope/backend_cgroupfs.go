@@ -42,6 +42,9 @@ func newCgroupfs(cfg Config) (*cgroupfs, error) {
 	if cfg.MemoryLimit > 0 && !slices.ContainsFunc(layout.Hierarchies, func(h Hierarchy) bool { return h.Memory }) {
 		return nil, fmt.Errorf("a memory limit is set but no cgroup hierarchy under %s has the memory controller", cfg.CgroupRoot)
 	}
+	if cfg.PidsLimit > 0 && !slices.ContainsFunc(layout.Hierarchies, func(h Hierarchy) bool { return h.Pids }) {
+		return nil, fmt.Errorf("a pids limit is set but no cgroup hierarchy under %s has the pids controller", cfg.CgroupRoot)
+	}
 	return &cgroupfs{cfg: cfg, layout: layout, ns: ns, rmdir: rmdir}, nil
 }
 
@@ -102,8 +105,8 @@ func (c *cgroupfs) Place(plugin, target string, pid int) (Scope, error) {
 }
 
 // prepare creates every missing level of rel in hierarchy h (copying the
-// cpuset of its parent into each new cpuset cgroup) and sets the memory
-// limit of the plugin's parent prel.
+// cpuset of its parent into each new cpuset cgroup) and sets the CPU
+// weight and the memory and pids limits of the plugin's parent prel.
 func (c *cgroupfs) prepare(h Hierarchy, prel, rel string) error {
 	dir := h.Path
 	for _, name := range strings.Split(rel, "/") {
@@ -125,11 +128,23 @@ func (c *cgroupfs) prepare(h Hierarchy, prel, rel string) error {
 			// before the process arrives.
 			c.weigh(h, prel, btoi(!exists(filepath.Join(h.Path, rel))))
 		}
-		if c.cfg.MemoryLimit > 0 && h.Memory {
-			if err := c.limitMemory(h, prel); err != nil {
-				return err
-			}
+		if err := c.limit(h, prel); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// limit sets the configured memory and pids limits of the plugin's parent
+// prel where h has their controllers.
+func (c *cgroupfs) limit(h Hierarchy, prel string) error {
+	if c.cfg.MemoryLimit > 0 && h.Memory {
+		if err := c.limitMemory(h, prel); err != nil {
+			return err
+		}
+	}
+	if c.cfg.PidsLimit > 0 && h.Pids {
+		return c.limitPids(h, prel)
 	}
 	return nil
 }
@@ -157,21 +172,26 @@ func copyCpuset(parent, dir string) error {
 	return nil
 }
 
-// CPU weight of one process at the default nice level, and the largest
-// weight, in cgroup v1 (cpu.shares) and v2 (cpu.weight).
+// CPU weight of one process at the default nice level in cgroup v1
+// (cpu.shares) and v2 (cpu.weight).
 const (
 	sharesPerProcess = 1024
-	maxShares        = 1 << 18
 	weightPerProcess = 100
-	maxWeight        = 10000
 )
+
+// maxWeighedScopes is the most scopes a parent is weighed for: however
+// many mounts a node has, their daemons together never weigh more than
+// this many processes at the default nice level (4096 shares, weight 400)
+// against the node's other cgroups, such as kubepods.
+const maxWeighedScopes = 4
 
 // weigh gives the plugin's parent prel in h the CPU weight of as many
 // processes at the default nice level as it has scopes (counting more
 // that are about to be made), and Config.Parent, which holds the parents
 // of every plugin, the weight of all their scopes; at least one process
-// each: cpu.shares in v1, cpu.weight in v2 (after enabling the cpu
-// controller in every ancestor's cgroup.subtree_control).
+// each, at most maxWeighedScopes: cpu.shares in v1, cpu.weight in v2
+// (after enabling the cpu controller in every ancestor's
+// cgroup.subtree_control).
 //
 // A cgroup competes for CPU with its siblings as one entity whatever it
 // holds. At the default weight, every mount of every plugin together
@@ -179,7 +199,9 @@ const (
 // without systemd, each process of the root cgroup): under load each
 // mount's helpers and FUSE daemon got a small fraction of what they get
 // without a scope (BENCHMARKS.md, "A node under load"). This way a scope
-// does not change what its mount weighs.
+// does not change what its mount weighs, for the first few mounts; the
+// cap keeps many mounts from outweighing the node's workloads (1024 shares
+// per scope would give 64 mounts the weight of 64 busy processes).
 //
 // Best effort: a mount is not refused because its weight could not be set
 // (cgroup v2 refuses the cpu controller while real-time processes sit in
@@ -216,15 +238,15 @@ func countScopes(dir string) int {
 	return n
 }
 
-// setWeight gives the cgroup dir of h the CPU weight of n processes (at
-// least one, at most what the kernel takes), ignoring errors.
+// setWeight gives the cgroup dir of h the CPU weight of n processes, at
+// least one and at most maxWeighedScopes, ignoring errors.
 func setWeight(h Hierarchy, dir string, n int) {
-	n = max(n, 1)
+	n = min(max(n, 1), maxWeighedScopes)
 	if h.V2 {
-		_ = writeFile(filepath.Join(dir, "cpu.weight"), strconv.Itoa(min(n*weightPerProcess, maxWeight)), false)
+		_ = writeFile(filepath.Join(dir, "cpu.weight"), strconv.Itoa(n*weightPerProcess), false)
 		return
 	}
-	_ = writeFile(filepath.Join(dir, "cpu.shares"), strconv.Itoa(min(n*sharesPerProcess, maxShares)), false)
+	_ = writeFile(filepath.Join(dir, "cpu.shares"), strconv.Itoa(n*sharesPerProcess), false)
 }
 
 func btoi(b bool) int {
@@ -267,6 +289,17 @@ func (c *cgroupfs) limitMemory(h Hierarchy, prel string) error {
 		return err
 	}
 	return writeFile(filepath.Join(h.Path, prel, "memory.max"), limit, false)
+}
+
+// limitPids sets pids.max of prel in h, after enabling the pids controller
+// in every ancestor's cgroup.subtree_control in v2.
+func (c *cgroupfs) limitPids(h Hierarchy, prel string) error {
+	if h.V2 {
+		if err := enableController(h, prel, "pids"); err != nil {
+			return err
+		}
+	}
+	return writeFile(filepath.Join(h.Path, prel, "pids.max"), strconv.FormatInt(c.cfg.PidsLimit, 10), false)
 }
 
 func (c *cgroupfs) List(plugin string) ([]Scope, error) {

@@ -187,11 +187,24 @@ func (s *systemd) place(ctx context.Context, unit, slice, target, plugin string,
 			return fmt.Errorf("start transient unit: waiting for the job: %w", ctx.Err())
 		}
 	}
+	return s.limitSlice(ctx, slice)
+}
+
+// limitSlice sets the configured limits of the plugin's slice: MemoryMax=
+// and TasksMax=.
+func (s *systemd) limitSlice(ctx context.Context, slice string) error {
+	var props []sdbus.Property
 	if s.cfg.MemoryLimit > 0 {
-		err := s.conn.SetUnitPropertiesContext(ctx, slice, true, sdbus.Property{Name: "MemoryMax", Value: dbus.MakeVariant(uint64(s.cfg.MemoryLimit))})
-		if err != nil {
-			return fmt.Errorf("set MemoryMax of %s: %w", slice, dbusError(err))
-		}
+		props = append(props, sdbus.Property{Name: "MemoryMax", Value: dbus.MakeVariant(uint64(s.cfg.MemoryLimit))})
+	}
+	if s.cfg.PidsLimit > 0 {
+		props = append(props, sdbus.Property{Name: "TasksMax", Value: dbus.MakeVariant(uint64(s.cfg.PidsLimit))})
+	}
+	if len(props) == 0 {
+		return nil
+	}
+	if err := s.conn.SetUnitPropertiesContext(ctx, slice, true, props...); err != nil {
+		return fmt.Errorf("set the limits of %s: %w", slice, dbusError(err))
 	}
 	return nil
 }

@@ -37,10 +37,12 @@ func TestDetectLayout(t *testing.T) {
 				name += "(memory)"
 			case h.CPU:
 				name += "(cpu)"
+			case h.Pids:
+				name += "(pids)"
 			}
 			got = append(got, name)
 		}
-		want := []string{"blkio", "cpu,cpuacct(cpu)", "cpuset(cpuset)", "devices", "freezer", "memory(memory)", "pids", "systemd", "unified(v2)"}
+		want := []string{"blkio", "cpu,cpuacct(cpu)", "cpuset(cpuset)", "devices", "freezer", "memory(memory)", "pids(pids)", "systemd", "unified(v2)"}
 		if l.Unified || !slices.Equal(got, want) {
 			t.Errorf("layout = unified %v, %q; want hybrid %q", l.Unified, got, want)
 		}
@@ -51,7 +53,7 @@ func TestDetectLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []Hierarchy{{Path: root, V2: true, Memory: true, CPU: true}}; !l.Unified || !slices.Equal(l.Hierarchies, want) {
+		if want := []Hierarchy{{Path: root, V2: true, Memory: true, CPU: true, Pids: true}}; !l.Unified || !slices.Equal(l.Hierarchies, want) {
 			t.Errorf("layout = %+v; want unified %+v", l, want)
 		}
 	})
@@ -165,8 +167,8 @@ func TestPlaceUnified(t *testing.T) {
 }
 
 // TestCPUWeight: the plugin's parent weighs as many processes as it has
-// scopes, at least one, as scopes come and go; only in the hierarchy with
-// the cpu controller.
+// scopes, at least one and at most maxWeighedScopes, as scopes come and go;
+// only in the hierarchy with the cpu controller.
 func TestCPUWeight(t *testing.T) {
 	t.Run("hybrid", func(t *testing.T) {
 		root := fakeHybrid(t)
@@ -235,8 +237,8 @@ func TestCPUWeight(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got := readTrim(t, filepath.Join(root, "cpu,cpuacct/mountcontainers/kubernetes.io~glusterfs/cpu.shares")); got != "262144" {
-			t.Errorf("cpu.shares with 300 scopes = %q, want the most cgroup v1 takes, 262144", got)
+		if got := readTrim(t, filepath.Join(root, "cpu,cpuacct/mountcontainers/kubernetes.io~glusterfs/cpu.shares")); got != "4096" {
+			t.Errorf("cpu.shares with 300 scopes = %q, want the cap, 4096", got)
 		}
 	})
 	t.Run("unified", func(t *testing.T) {

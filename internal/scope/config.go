@@ -69,6 +69,17 @@ type Config struct {
 	// plugin's parent: memory.limit_in_bytes (v1), memory.max (v2) or
 	// MemoryMax= of the plugin's slice (systemd).
 	MemoryLimit int64
+	// PidsLimit, when positive, is the most processes and threads each
+	// plugin's parent may hold: pids.max (v1 and v2) or TasksMax= of the
+	// plugin's slice (systemd).
+	PidsLimit int64
+	// OOMScoreAdj is the least oom_score_adj a process placed by [Exec],
+	// [Start] or [RunHelper] runs with: a lower one (such as the -997 a
+	// system-node-critical mount pod gives its processes) is raised to it
+	// before the command runs, a higher one is kept, since lowering needs
+	// CAP_SYS_RESOURCE. From -1000 to 1000; default 0, the score of an
+	// ordinary process.
+	OOMScoreAdj int
 	// SystemdSockets are the D-Bus sockets tried for systemd, in order. A
 	// socket whose base name is "private" is systemd's peer-to-peer socket;
 	// any other is a message bus. Default [DefaultSystemdSockets].
@@ -125,6 +136,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.MemoryLimit < 0 {
 		return cfg, fmt.Errorf("invalid memory limit %d: must not be negative", cfg.MemoryLimit)
+	}
+	if cfg.PidsLimit < 0 {
+		return cfg, fmt.Errorf("invalid pids limit %d: must not be negative", cfg.PidsLimit)
+	}
+	if cfg.OOMScoreAdj < minOOMScoreAdj || cfg.OOMScoreAdj > maxOOMScoreAdj {
+		return cfg, fmt.Errorf("invalid oom_score_adj %d: want %d to %d", cfg.OOMScoreAdj, minOOMScoreAdj, maxOOMScoreAdj)
 	}
 	return cfg, validateParent(cfg.Parent)
 }

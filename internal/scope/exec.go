@@ -56,7 +56,8 @@ func ExitCode(err error) int {
 // Exec places the calling process in the scope of target under plugin's
 // parent, then replaces it with argv, argv[0] found on PATH, with the same
 // environment: whatever the command starts (a FUSE daemon) starts in the
-// scope. The arguments are checked and the command is looked up first, so
+// scope, with its oom_score_adj raised to at least cfg.OOMScoreAdj. The
+// arguments are checked and the command is looked up first, so
 // neither a bad name nor a missing command leaves a scope behind. Exec returns only on failure. A failure of execve(2) itself, after
 // placement, leaves an empty scope that Remove takes away.
 func Exec(cfg Config, plugin, target string, argv []string) error {
@@ -76,6 +77,9 @@ func Exec(cfg Config, plugin, target string, argv []string) error {
 	}
 	_, err = m.Place(plugin, target, 0)
 	m.Close()
+	if err == nil {
+		err = raiseOOMScoreAdj(oomScoreAdjFile(cfg, 0), cfg.OOMScoreAdj)
+	}
 	if err != nil {
 		return err
 	}

@@ -97,6 +97,17 @@ func ConfigFromEnv(getenv func(string) string) (enabled bool, cfg Config, err er
 		CgroupNS:     CgroupNSMode(getenv("MOUNTPOD_SCOPE_CGROUPNS")),
 		HostCgroupNS: getenv("MOUNTPOD_SCOPE_HOST_CGROUPNS"),
 	}
+	if cfg.PidsLimit, err = envInt(getenv, "MOUNTPOD_SCOPE_PIDS_LIMIT"); err != nil {
+		return false, cfg, err
+	}
+	adj, err := envInt(getenv, "MOUNTPOD_SCOPE_OOM_SCORE_ADJ")
+	if err != nil {
+		return false, cfg, err
+	}
+	if adj < minOOMScoreAdj || adj > maxOOMScoreAdj {
+		return false, cfg, fmt.Errorf("MOUNTPOD_SCOPE_OOM_SCORE_ADJ=%d: want %d to %d", adj, minOOMScoreAdj, maxOOMScoreAdj)
+	}
+	cfg.OOMScoreAdj = int(adj)
 	if s := getenv("MOUNTPOD_SCOPE_SYSTEMD_SOCKETS"); s != "" {
 		cfg.SystemdSockets = strings.Split(s, ",")
 	}
@@ -111,6 +122,20 @@ func ConfigFromEnv(getenv func(string) string) (enabled bool, cfg Config, err er
 		return false, cfg, err
 	}
 	return true, cfg, nil
+}
+
+// envInt reads the whole number of the setting name with getenv; empty
+// means 0.
+func envInt(getenv func(string) string, name string) (int64, error) {
+	s := strings.TrimSpace(getenv(name))
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: want a whole number: %w", name, s, err)
+	}
+	return n, nil
 }
 
 // IsMountHelperName reports whether name (a program's argv[0]) is a mount
@@ -160,7 +185,9 @@ func RealHelper(argv0 string) (string, error) {
 // RunHelper runs as the mount helper argv[0]: when argv is a mount and
 // scopes are on (settings read with getenv, see [HelperConfigFromEnv]), it
 // places the calling process in the scope of the mount target under the
-// plugin's parent; then it replaces itself with the real helper, with the
+// plugin's parent and raises its oom_score_adj to at least the configured
+// one (see [Config.OOMScoreAdj]); then it replaces itself with the real
+// helper, with the
 // same arguments and environment, so the daemon the helper starts is born in
 // the scope. A call that is not a mount (`mount.glusterfs -V`) runs the real
 // helper whatever the settings. It returns only on failure, and then nothing
@@ -210,6 +237,9 @@ func RunHelper(getenv func(string) string, argv []string, env []string) error {
 			}
 			_, err = m.Place(hc.Plugin, target, 0)
 			m.Close()
+			if err == nil {
+				err = raiseOOMScoreAdj(oomScoreAdjFile(hc.Config, 0), hc.Config.OOMScoreAdj)
+			}
 			if err != nil {
 				return fmt.Errorf("mount helper %s: scope for %s: %w", name, target, err)
 			}

@@ -40,6 +40,10 @@ type Hierarchy struct {
 	// CPU is true where the cpu controller is: the v1 hierarchy with
 	// cpu.shares, or the v2 one when its root offers cpu.
 	CPU bool
+	// Pids is true where the pids controller is: the v1 hierarchy named
+	// after it (its root has no pids file), or the v2 one when its root
+	// offers pids.
+	Pids bool
 }
 
 // DetectLayout reads the layout of the cgroup hierarchies under root:
@@ -100,6 +104,7 @@ func hierarchyAt(dir string) (Hierarchy, error) {
 		}
 		h.Memory = slices.Contains(strings.Fields(string(controllers)), "memory")
 		h.CPU = slices.Contains(strings.Fields(string(controllers)), "cpu")
+		h.Pids = slices.Contains(strings.Fields(string(controllers)), "pids")
 		return h, nil
 	}
 	if !exists(filepath.Join(dir, "release_agent")) {
@@ -108,6 +113,7 @@ func hierarchyAt(dir string) (Hierarchy, error) {
 	h.Cpuset = exists(filepath.Join(dir, "cpuset.cpus"))
 	h.Memory = exists(filepath.Join(dir, "memory.limit_in_bytes"))
 	h.CPU = exists(filepath.Join(dir, "cpu.shares"))
+	h.Pids = slices.Contains(strings.Split(filepath.Base(dir), ","), "pids")
 	return h, nil
 }
 

@@ -84,8 +84,11 @@ func realCgroupfs(t *testing.T, cfg Config) (*cgroupfs, string) {
 }
 
 func TestRealCgroupfs(t *testing.T) {
-	c, parent := realCgroupfs(t, Config{MemoryLimit: 256 << 20})
+	c, parent := realCgroupfs(t, Config{MemoryLimit: 256 << 20, PidsLimit: 512})
 	t.Logf("layout of %s: unified %v, %d hierarchies", c.layout.Root, c.layout.Unified, len(c.layout.Hierarchies))
+	if !slices.ContainsFunc(c.layout.Hierarchies, func(h Hierarchy) bool { return h.Pids }) {
+		t.Error("no hierarchy with the pids controller detected")
+	}
 
 	self, err := ProcMembership(os.Getpid())
 	if err != nil {
@@ -127,6 +130,11 @@ func TestRealCgroupfs(t *testing.T) {
 		if h.Memory && !h.V2 {
 			if got := readTrim(t, filepath.Join(h.Path, parent, "kubernetes.io~glusterfs", "memory.limit_in_bytes")); got != "268435456" {
 				t.Errorf("memory.limit_in_bytes of the plugin's parent = %q, want 268435456", got)
+			}
+		}
+		if h.Pids {
+			if got := readTrim(t, filepath.Join(h.Path, parent, "kubernetes.io~glusterfs", "pids.max")); got != "512" {
+				t.Errorf("pids.max of the plugin's parent = %q, want 512", got)
 			}
 		}
 		if h.CPU && !h.V2 {

@@ -23,6 +23,9 @@ const gate = `read -r go <&%[1]d || exit 125; [ "$go" = go ] || exit 125; exec %
 // pod's exec service): no second Go process to start, and it works with
 // either backend and from a private cgroup namespace.
 //
+// Before the command runs, its oom_score_adj is raised to the manager's
+// Config.OOMScoreAdj (0 for a Manager of another package) when lower.
+//
 // On success the caller waits for cmd as usual. On error nothing of the
 // command has run; a started process has been killed and waited for.
 // cmd.ExtraFiles gets one more entry (the pipe's read end).
@@ -51,6 +54,10 @@ func Start(m Manager, plugin, target string, cmd *exec.Cmd) (Scope, error) {
 		return Scope{}, &commandError{code: commandExitCode(err), err: err}
 	}
 	s, err := m.Place(plugin, target, cmd.Process.Pid)
+	if err == nil {
+		cfg := configOf(m)
+		err = raiseOOMScoreAdj(oomScoreAdjFile(cfg, cmd.Process.Pid), cfg.OOMScoreAdj)
+	}
 	if err == nil {
 		_, err = w.WriteString("go\n")
 	}

@@ -34,7 +34,7 @@ func newSystemdFake(t *testing.T, cfg Config) (*systemdtest.Systemd, Manager) {
 }
 
 func TestSystemdPlace(t *testing.T) {
-	fake, m := newSystemdFake(t, Config{MemoryLimit: 512 << 20})
+	fake, m := newSystemdFake(t, Config{MemoryLimit: 512 << 20, PidsLimit: 512})
 	sleep := startSleep(t)
 	pid := sleep.Process.Pid
 
@@ -69,6 +69,9 @@ func TestSystemdPlace(t *testing.T) {
 	}
 	if got := u.SliceProperties["MemoryMax"]; got != uint64(512<<20) {
 		t.Errorf("MemoryMax of %s = %#v, want %d", slice, got, 512<<20)
+	}
+	if got := u.SliceProperties["TasksMax"]; got != uint64(512) {
+		t.Errorf("TasksMax of %s = %#v, want 512", slice, got)
 	}
 
 	// PID 0: systemd takes the caller's PID from the bus.

@@ -1,0 +1,161 @@
+package recovery
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// hangGuard bounds the wait for a pass that should not block; it only
+// turns a hang into a failure, and is never what a test measures.
+const hangGuard = 30 * time.Second
+
+const target2 = "/var/lib/kubelet/pods/b/volumes/kubernetes.io~glusterfs/logs"
+
+// guardedPass runs a pass and fails the test if it does not return.
+func (b *bed) guardedPass() map[string]Result {
+	b.t.Helper()
+	done := make(chan []Result, 1)
+	go func() { done <- b.r.Pass(context.Background()) }()
+	select {
+	case res := <-done:
+		out := map[string]Result{}
+		for _, r := range res {
+			out[r.Target] = r
+		}
+		return out
+	case <-time.After(hangGuard):
+		b.t.Fatalf("a pass did not return within %s", hangGuard)
+		return nil
+	}
+}
+
+// mountedBoth makes the mount table show target (0:77) and target2 (0:78),
+// with a record of each.
+func (b *bed) mountedBoth() {
+	b.t.Helper()
+	table := "30 25 0:40 / / rw - overlay overlay rw\n" +
+		fmt.Sprintf("812 30 0:77 / %s rw - fuse.glusterfs srv:/vol rw\n", target) +
+		fmt.Sprintf("813 30 0:78 / %s rw - fuse.glusterfs srv:/logs rw\n", target2)
+	if err := os.WriteFile(b.mountinfo, []byte(table), 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.record(glusterRecord())
+	r := glusterRecord()
+	r.Source, r.Target = "srv:/logs", target2
+	b.record(r)
+}
+
+// A mount whose stat hangs is reported hung, pass after pass, with one
+// stat outstanding at most; the other mount is checked all the while, and
+// the hung one is checked again once its stat returns.
+func TestHungMountStatOnce(t *testing.T) {
+	b := newBed(t)
+	b.mountedBoth()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var mu sync.Mutex
+	calls := map[string]int{}
+	hang := true // the first pass waits StatTimeout for it
+	b.r.stat = func(_ context.Context, p string) error {
+		mu.Lock()
+		calls[p]++
+		blocks := hang && p == target
+		mu.Unlock()
+		if blocks {
+			<-release
+		}
+		return nil
+	}
+	for i := range 5 {
+		res := b.guardedPass()
+		if res[target].Action != "hung" || res[target2].Action != "healthy" {
+			t.Fatalf("pass %d: %+v; want %s hung and %s healthy", i, res, target, target2)
+		}
+	}
+	mu.Lock()
+	if calls[target] != 1 || calls[target2] != 5 || len(b.calls) != 0 {
+		t.Fatalf("stats %v, commands %q; want one stat of the hung mount, five of the other, no command", calls, b.calls)
+	}
+	hang = false
+	mu.Unlock()
+	release <- struct{}{} // the hung stat returns
+	for start := time.Now(); b.guardedPass()[target].Action != "healthy"; {
+		if time.Since(start) > hangGuard {
+			t.Fatal("the mount whose stat returned is still reported hung")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls[target] != 2 {
+		t.Errorf("%d stats of the mount; want 2, the hung one and one after it returned", calls[target])
+	}
+}
+
+// The stats of a pass run at once: each of these two answers only once
+// the other has started.
+func TestStatsRunConcurrently(t *testing.T) {
+	b := newBed(t)
+	b.mountedBoth()
+	b.r.statLimit = time.Hour // a pass waits for both, however slow
+	started := map[string]chan struct{}{target: make(chan struct{}), target2: make(chan struct{})}
+	other := map[string]string{target: target2, target2: target}
+	b.r.stat = func(_ context.Context, p string) error {
+		close(started[p])
+		select {
+		case <-started[other[p]]:
+			return nil
+		case <-time.After(hangGuard):
+			return fmt.Errorf("stat %s: the other mount's stat never started", p)
+		}
+	}
+	start := time.Now()
+	res := b.guardedPass()
+	t.Logf("pass took %s", time.Since(start))
+	if res[target].Action != "healthy" || res[target2].Action != "healthy" {
+		t.Errorf("%+v; want both healthy", res)
+	}
+}
+
+// A mount that dies again soon after it came back backs off as after a
+// failed attempt, doubling; its first death, and a death after it stayed
+// up for StableAfter, are recovered at once.
+func TestFlappingMountBacksOff(t *testing.T) {
+	b := newBed(t)
+	b.r.Backoff = time.Second
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.r.now = func() time.Time { return now }
+	b.record(glusterRecord())
+	mounts := func() int {
+		return len(slices.DeleteFunc(slices.Clone(b.calls), func(c string) bool { return !strings.HasPrefix(c, "mount ") }))
+	}
+	step := func(d time.Duration, kill bool, want string, wantMounts int) {
+		t.Helper()
+		now = now.Add(d)
+		if kill {
+			b.kill()
+		}
+		if res := b.pass(); res.Action != want || mounts() != wantMounts {
+			t.Fatalf("at +%s: %+v after %d mounts; want %s after %d", now.Sub(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)), res, mounts(), want, wantMounts)
+		}
+	}
+	step(0, true, "recovered", 1)                     // the first death: at once
+	step(time.Second, true, "waiting", 1)             // died 1 s after: waits 1 s
+	step(500*time.Millisecond, false, "waiting", 1)   //
+	step(500*time.Millisecond, false, "recovered", 2) //
+	step(time.Second, true, "waiting", 2)             // again: waits 2 s
+	step(time.Second, false, "waiting", 2)            //
+	step(time.Second, false, "recovered", 3)          //
+	step(StableAfter, false, "healthy", 3)            // up long enough
+	step(time.Second, true, "recovered", 4)           // a new death: at once
+	got := b.reports.get()
+	if len(got) != 6 || !strings.HasPrefix(got[1], "failed "+target+" attempt 1 retry in 1s: it died again 1s after it came back") ||
+		!strings.HasPrefix(got[3], "failed "+target+" attempt 2 retry in 2s: ") {
+		t.Errorf("reported %q; want each early death reported as a failed attempt", got)
+	}
+}
