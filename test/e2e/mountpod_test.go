@@ -5,8 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -444,24 +446,40 @@ func TestMountpodReplacement(t *testing.T) {
 	})
 }
 
-// followLog follows the log of pod's mount container (kubectl logs -f)
-// until the container ends; the returned function waits for that (at
-// most a minute) and returns the log.
+// followLog holds the log of pod's mount container open, as the runtime
+// writes it on the node (<pod logs dir>/<ns>_<pod>_<uid>/mount/<n>.log),
+// from before the pod shuts down; the returned function reads it all, once
+// the container has ended. The kubelet removes the file with the pod, but
+// an open file can still be read: no stream to cut, no race with the
+// deletion (kubectl logs -f of a pod being deleted has both).
 func followLog(t *testing.T, bed *framework.Bed, ns, pod string) func() string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	done := make(chan framework.KubectlResult, 1)
-	go func() { done <- bed.RunKubectl(ctx, "", "logs", "-f", "-n", ns, pod, "-c", "mount") }()
-	t.Cleanup(cancel)
+	p, err := bed.Client.CoreV1().Pods(ns).Get(context.Background(), pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pattern := filepath.Join(bed.Env.BedDir, "pod-logs", fmt.Sprintf("%s_%s_%s", ns, pod, p.UID), "mount", "*.log")
+	var files []string
+	err = framework.Poll(context.Background(), "the log file "+pattern, 100*time.Millisecond, time.Minute,
+		func(context.Context) (bool, string, error) {
+			files, err = filepath.Glob(pattern)
+			return len(files) > 0, fmt.Sprint(files, err), err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files) // the newest restart's last
+	f, err := os.Open(files[len(files)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
 	return func() string {
-		select {
-		case r := <-done:
-			return r.Stdout + r.Stderr
-		case <-time.After(time.Minute):
-			cancel()
-			r := <-done
-			return r.Stdout + r.Stderr + "\n(log still open after a minute)"
+		data, err := io.ReadAll(f)
+		if err != nil {
+			t.Errorf("read the log of %s/%s: %v", ns, pod, err)
 		}
+		return string(data)
 	}
 }
 
