@@ -45,6 +45,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/scope"
@@ -284,10 +285,32 @@ func served(dir string, targets map[string]bool, conns map[uint64][]string) []st
 	for _, c := range held {
 		out = append(out, conns[c]...)
 	}
-	if unnamed {
+	if unnamed && !kernelNamesConnections {
 		out = append(out, namedTargets(dir, targets)...)
 	}
 	return out
+}
+
+// kernelNamesConnections is whether this kernel names a /dev/fuse
+// descriptor's connection in its fdinfo (Linux 6.16 on). There, a daemon's
+// descriptor always names one: a descriptor that names none serves no
+// mount, whatever its process's command line says (a container's root can
+// hold a file it calls /dev/fuse). The command-line fallback is for older
+// kernels only.
+var kernelNamesConnections = kernelAtLeast(6, 16)
+
+// kernelAtLeast reports whether the running kernel's release is at least
+// major.minor.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 // runsAsRoot reports whether every UID (real, effective, saved, file

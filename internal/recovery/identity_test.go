@@ -27,6 +27,10 @@ func newFakeProc(t *testing.T) *fakeProc {
 	t.Helper()
 	p := &fakeProc{t: t, dir: t.TempDir()}
 	p.ns("self", "1")
+	// Plain files are no namespaces: every one counts as the node's.
+	real := sameUserNS
+	sameUserNS = func(string, *os.File) bool { return true }
+	t.Cleanup(func() { sameUserNS = real })
 	return p
 }
 

@@ -182,6 +182,10 @@ func holderOf(procRoot, dir string, pid int, ns string, ids []Identity) (holder,
 	if h.mntNS, err = os.Open(filepath.Join(procRoot, dir, "ns/mnt")); err != nil {
 		return h, false
 	}
+	if !sameUserNS(procRoot, h.mntNS) {
+		h.Close()
+		return h, true // not a holder: see sameUserNS
+	}
 	if h.pidNS, err = os.Open(filepath.Join(procRoot, dir, "ns/pid")); err != nil {
 		h.Close()
 		return h, false
@@ -197,6 +201,29 @@ func holderOf(procRoot, dir string, pid int, ns string, ids []Identity) (holder,
 		}
 	}
 	return h, true
+}
+
+// sameUserNS tells whether mntNS, a mount namespace, is owned by this
+// process's user namespace (the node's: the mount pod has none of its
+// own). Only such a namespace is a holder. The attach runs as full root in
+// the holder's mount namespace and executes a path resolved there; a
+// namespace that a user namespace owns is one that anybody may have made
+// (unshare -Urm copies every mount, the dead one included, and may then
+// mount its own /proc): entering it would run what its maker chose, as
+// root. A container of the node's runtime is owned by the node's user
+// namespace and cannot mount. It is a variable for the tests that fake
+// /proc with plain files.
+var sameUserNS = func(procRoot string, mntNS *os.File) bool {
+	fd, err := unix.IoctlRetInt(int(mntNS.Fd()), unix.NS_GET_USERNS)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var theirs, ours unix.Stat_t
+	if unix.Fstat(fd, &theirs) != nil || unix.Stat(filepath.Join(procRoot, "self/ns/user"), &ours) != nil {
+		return false
+	}
+	return theirs.Dev == ours.Dev && theirs.Ino == ours.Ino
 }
 
 // Reattach gives every other mount namespace that holds a bind of dead the
