@@ -25,14 +25,13 @@ func TestWatchOverflowReportsAll(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w, err := newDirWatch(dir, map[string]string{"kubernetes.io~rbd.json": rbd}, 2*time.Second, 2*time.Second)
+	w, err := newDirWatch(dir, map[string]string{"kubernetes.io~rbd.json": rbd}, 10*time.Millisecond, 10*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := make(chan batch, 1)
-	go w.run(ctx, out)
+	// The queue fills before the watch reads anything (as while it
+	// sleeps), however fast this machine writes: the watch exists, its
+	// loop has not started.
 	// Unrelated files, alternating so that the kernel cannot merge
 	// identical events; each create is one event, each remove another.
 	for i := 0; i < limit; i++ {
@@ -44,12 +43,16 @@ func TestWatchOverflowReportsAll(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan batch, 1)
+	go w.run(ctx, out)
 	select {
 	case b := <-out:
 		if !b.all {
 			t.Errorf("batch after an overflow = %+v, want all", b)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute): // a hang guard
 		t.Fatal("no batch after an overflow")
 	}
 }
