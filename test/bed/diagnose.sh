@@ -226,6 +226,14 @@ awk -v max="$max_lines" 'NR <= max { print } END { if (NR > max) print "[" NR - 
 		echo "last error of each component's log:"
 		cat "$tmp/errors"
 	fi
+	# The tails themselves, short: the sections above hold longer ones.
+	echo "last lines of the components' logs:"
+	for f in $(for ((i = 1; i <= nodes; i++)); do echo "kubelet$(sfx "$i")" "containerd$(sfx "$i")"; done) \
+		kube-apiserver kube-controller-manager; do
+		[[ -r $LOGS/$f.log ]] || continue
+		echo "  $f:"
+		tail -n 3 "$LOGS/$f.log" 2>/dev/null | cut -c 1-200 | sed 's/^/    /'
+	done
 	kern=$(grep -aiE 'out of memory|oom-kill|killed process|blocked for more than|hung_task|segfault|BUG:|general protection' "$tmp/dmesg" 2>/dev/null | tail -n 3 | cut -c 1-220 | sed 's/^/  /')
 	if [[ -n $kern ]]; then
 		echo "kernel:"
