@@ -73,10 +73,11 @@ func installDriver(t *testing.T, settings flexvolume.Settings) string {
 
 // runDriver runs the driver as the kubelet does (standard output and
 // error read together) and returns its reply, the output and the exit
-// code; a driver that does not answer within seconds fails the test.
+// code; a driver that does not answer within a minute (a hang guard)
+// fails the test.
 func runDriver(t *testing.T, exe string, args ...string) (flexvolume.Status, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Env = []string{envAsDriver + "=1", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}

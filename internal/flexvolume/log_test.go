@@ -30,7 +30,7 @@ func openLogWithin(t *testing.T, path string, unblock func()) (io.Closer, error)
 	select {
 	case r := <-done:
 		return r.f, r.err
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute): // a hang guard: the open never waits
 		if unblock != nil {
 			unblock()
 		}
