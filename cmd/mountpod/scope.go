@@ -1,7 +1,7 @@
 package main
 
 import (
-	"errors"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -50,6 +50,8 @@ func scopeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "cgroup-root", EnvVars: []string{"MOUNTPOD_SCOPE_CGROUP_ROOT"}, Value: scope.DefaultCgroupRoot, Usage: "Where the host's cgroup file system is mounted in this container, such as /host/sys/fs/cgroup (cgroupfs backend)."},
 		&cli.StringFlag{Name: "parent", EnvVars: []string{"MOUNTPOD_SCOPE_PARENT"}, Value: scope.DefaultParent, Usage: "Cgroup, relative to the root of every hierarchy, under which each plugin gets its parent; for systemd, the prefix of the plugin's slice."},
 		&cli.StringFlag{Name: "memory-limit", EnvVars: []string{"MOUNTPOD_SCOPE_MEMORY_LIMIT"}, Usage: "Memory limit of each plugin's parent cgroup (all its mounts together), such as 2Gi; empty for none."},
+		&cli.StringFlag{Name: "pids-limit", EnvVars: []string{"MOUNTPOD_SCOPE_PIDS_LIMIT"}, Usage: "Most processes and threads each plugin's parent cgroup may hold (all its mounts together); empty or 0 for no limit."},
+		&cli.StringFlag{Name: "oom-score-adj", EnvVars: []string{"MOUNTPOD_SCOPE_OOM_SCORE_ADJ"}, Usage: "Least oom_score_adj the command runs with, from -1000 to 1000: a lower one (a system-node-critical pod's -997) is raised to it, a higher one kept; empty or 0 for an ordinary process's."},
 		&cli.StringSliceFlag{Name: "systemd-socket", EnvVars: []string{"MOUNTPOD_SCOPE_SYSTEMD_SOCKETS"}, Value: cli.NewStringSlice(scope.DefaultSystemdSockets...), Usage: `D-Bus sockets tried for systemd, in order; one named "private" is systemd's own, any other a system bus.`},
 		&cli.StringFlag{Name: "cgroupns", EnvVars: []string{"MOUNTPOD_SCOPE_CGROUPNS"}, Value: string(scope.CgroupNSAuto), Usage: `Whether cgroupfs placement enters the host's cgroup namespace: "auto" (when this container's is private), "enter" or "off".`},
 		&cli.StringFlag{Name: "host-cgroupns", EnvVars: []string{"MOUNTPOD_SCOPE_HOST_CGROUPNS"}, Value: scope.DefaultHostCgroupNS, Usage: "The host's cgroup namespace (needs hostPID for the default)."},
@@ -57,23 +59,33 @@ func scopeFlags() []cli.Flag {
 	}
 }
 
-// scopeConfigFrom builds the scope configuration from the flags of c.
+// scopeConfigFrom builds the scope configuration from the flags of c with
+// the code that reads the MOUNTPOD_SCOPE_* environment of serve and of the
+// mount helper, scope.ConfigFromEnv: each flag stands for the variable it
+// reads (see scopeEnv), so a setting has the same meaning, checks and
+// default whether it is given to `mountpod scope` or to the mount pod.
+// MOUNTPOD_SCOPES is not asked: whoever runs `mountpod scope` wants a
+// scope.
 func scopeConfigFrom(c *cli.Context) (scope.Config, error) {
-	limit, err := scope.ParseMemoryLimit(c.String("memory-limit"))
-	if err != nil {
-		return scope.Config{}, err
+	env := scopeEnv(c)
+	_, cfg, err := scope.ConfigFromEnv(func(name string) string { return env[name] })
+	return cfg, err
+}
+
+// scopeEnv returns the value of each MOUNTPOD_SCOPE_* setting as c's flags
+// give it (the flag, else the variable, else the flag's default), written
+// as the variable is.
+func scopeEnv(c *cli.Context) map[string]string {
+	return map[string]string{
+		"MOUNTPOD_SCOPE_BACKEND":         c.String("backend"),
+		"MOUNTPOD_SCOPE_CGROUP_ROOT":     c.String("cgroup-root"),
+		"MOUNTPOD_SCOPE_PARENT":          c.String("parent"),
+		"MOUNTPOD_SCOPE_MEMORY_LIMIT":    c.String("memory-limit"),
+		"MOUNTPOD_SCOPE_PIDS_LIMIT":      c.String("pids-limit"),
+		"MOUNTPOD_SCOPE_OOM_SCORE_ADJ":   c.String("oom-score-adj"),
+		"MOUNTPOD_SCOPE_SYSTEMD_SOCKETS": strings.Join(c.StringSlice("systemd-socket"), ","),
+		"MOUNTPOD_SCOPE_CGROUPNS":        c.String("cgroupns"),
+		"MOUNTPOD_SCOPE_HOST_CGROUPNS":   c.String("host-cgroupns"),
+		"MOUNTPOD_SCOPE_TIMEOUT":         c.Duration("timeout").String(),
 	}
-	if c.Duration("timeout") <= 0 {
-		return scope.Config{}, errors.New("--timeout must be positive")
-	}
-	return scope.Config{
-		Backend:        scope.Backend(c.String("backend")),
-		CgroupRoot:     c.String("cgroup-root"),
-		Parent:         c.String("parent"),
-		MemoryLimit:    limit,
-		SystemdSockets: c.StringSlice("systemd-socket"),
-		CgroupNS:       scope.CgroupNSMode(c.String("cgroupns")),
-		HostCgroupNS:   c.String("host-cgroupns"),
-		Timeout:        c.Duration("timeout"),
-	}, nil
 }

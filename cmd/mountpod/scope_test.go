@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -12,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/mountcontainers/mountcontainers/internal/scope"
 	"github.com/mountcontainers/mountcontainers/internal/scope/scopetest"
@@ -173,4 +177,85 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
+}
+
+// scopeConfigOf returns the scope configuration `mountpod scope args...`
+// would use, and the error that would stop it.
+func scopeConfigOf(t *testing.T, args ...string) (scope.Config, error) {
+	t.Helper()
+	var cfg scope.Config
+	var cfgErr error
+	cmd := scopeCommand()
+	cmd.Action = func(c *cli.Context) error {
+		cfg, cfgErr = scopeConfigFrom(c)
+		return nil
+	}
+	app := &cli.App{
+		Name: "mountpod", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard,
+		ExitErrHandler: func(*cli.Context, error) {}, // an error is the test's to report, not an exit
+	}
+	if err := app.Run(append([]string{"mountpod", "scope"}, args...)); err != nil {
+		t.Fatalf("mountpod scope %q: %v", args, err)
+	}
+	return cfg, cfgErr
+}
+
+// TestScopeLimitsAreServes: `mountpod scope` takes the pids limit and the
+// oom_score_adj from its flags or from the variables serve and the mount
+// helper read, with their defaults and checks: its configuration is the
+// one scope.ConfigFromEnv makes of the same settings.
+func TestScopeLimitsAreServes(t *testing.T) {
+	for _, name := range []string{"MOUNTPOD_SCOPE_PIDS_LIMIT", "MOUNTPOD_SCOPE_OOM_SCORE_ADJ"} {
+		t.Setenv(name, "")
+	}
+	cfg, err := scopeConfigOf(t)
+	if err != nil || cfg.PidsLimit != 0 || cfg.OOMScoreAdj != 0 {
+		t.Errorf("no flag, no variable: pids limit %d, oom_score_adj %d, %v; want 0, 0 (serve's defaults)", cfg.PidsLimit, cfg.OOMScoreAdj, err)
+	}
+
+	// Every setting from the environment: the very configuration serve's
+	// reading of that environment gives.
+	for k, v := range map[string]string{
+		"MOUNTPOD_SCOPE_BACKEND":         "cgroupfs",
+		"MOUNTPOD_SCOPE_CGROUP_ROOT":     "/host/sys/fs/cgroup",
+		"MOUNTPOD_SCOPE_PARENT":          "mc",
+		"MOUNTPOD_SCOPE_MEMORY_LIMIT":    "2Gi",
+		"MOUNTPOD_SCOPE_PIDS_LIMIT":      "512",
+		"MOUNTPOD_SCOPE_OOM_SCORE_ADJ":   "-500",
+		"MOUNTPOD_SCOPE_SYSTEMD_SOCKETS": "/run/a,/run/b",
+		"MOUNTPOD_SCOPE_CGROUPNS":        "off",
+		"MOUNTPOD_SCOPE_HOST_CGROUPNS":   "/host/proc/1/ns/cgroup",
+		"MOUNTPOD_SCOPE_TIMEOUT":         "45s",
+	} {
+		t.Setenv(k, v)
+	}
+	_, serves, err := scope.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = scopeConfigOf(t)
+	if err != nil || !reflect.DeepEqual(cfg, serves) {
+		t.Errorf("from the environment: %+v, %v; want serve's %+v", cfg, err, serves)
+	}
+
+	// A flag wins over its variable.
+	cfg, err = scopeConfigOf(t, "--pids-limit", "100", "--oom-score-adj", "300")
+	if err != nil || cfg.PidsLimit != 100 || cfg.OOMScoreAdj != 300 {
+		t.Errorf("--pids-limit 100 --oom-score-adj 300: pids limit %d, oom_score_adj %d, %v; want 100, 300", cfg.PidsLimit, cfg.OOMScoreAdj, err)
+	}
+
+	// Refused as serve refuses them.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pids-limit", "lots"}, "want a whole number"},
+		{[]string{"--pids-limit", "-1"}, "must not be negative"},
+		{[]string{"--oom-score-adj", "1001"}, "want -1000 to 1000"},
+		{[]string{"--oom-score-adj", "-1001"}, "want -1000 to 1000"},
+	} {
+		if _, err := scopeConfigOf(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want an error saying %q", tc.args, err, tc.want)
+		}
+	}
 }

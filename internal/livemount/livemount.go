@@ -46,7 +46,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/scope"
 )
@@ -145,7 +144,9 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 	if !filepath.IsAbs(o.KubeletDir) {
 		return Report{}, fmt.Errorf("kubelet directory %q is not an absolute path", o.KubeletDir)
 	}
-	infos, err := mount.ParseMountInfo(o.MountInfo)
+	// Mount points decoded: they are compared with the kubelet's
+	// directory and the daemons' arguments, and stat'ed.
+	infos, err := ParseMountInfo(o.MountInfo)
 	if err != nil {
 		return Report{}, fmt.Errorf("read mount table %s: %w", o.MountInfo, err)
 	}
@@ -161,7 +162,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		seen[mi.MountPoint] = true
 		c := connection(mi.Major, mi.Minor)
 		conns[c] = append(conns[c], mi.MountPoint)
-		mounts = append(mounts, Mount{Target: mi.MountPoint, Source: mi.Source, FSType: mi.FsType})
+		mounts = append(mounts, Mount{Target: mi.MountPoint, Source: Unescape(mi.Source), FSType: mi.FsType})
 	}
 	daemons := findDaemons(o.ProcRoot, seen, conns)
 

@@ -78,11 +78,11 @@ func TestHoldersTakeOnlyTheDeadMount(t *testing.T) {
 	p := newFakeProc(t)
 	root := "900 800 0:50 / / rw - overlay overlay rw\n"
 	p.process("1", "5", root+"950 900 0:77 / /var/lib/kubelet/pods/b/volumes/kubernetes.io~projected/token rw - tmpfs tmpfs rw\n") // the host
-	p.process("20", "2", root+"901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw\n")                                            // holds the dead mount
+	p.process("20", "2", root+"901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n")                       // holds the dead mount
 	p.process("30", "3", root+"902 900 0:77 / /var/run/secrets/kubernetes.io/serviceaccount ro - tmpfs tmpfs rw\n")                // another pod's token
 	p.process("31", "31", "903 800 0:77 / / rw - overlay overlay rw,lowerdir=/l\n")                                                // a container's root
-	p.process("40", "4", root+"904 900 0:77 / /data rw - fuse.glusterfs other:/vol rw\n")                                          // another volume
-	p.process("50", "6", root+"905 900 0:77 / /data rw - fuse.sshfs srv:/vol rw\n")                                                // another file system
+	p.process("40", "4", root+"904 900 0:77 / /data rw - fuse.glusterfs other:/vol rw,user_id=0,group_id=0\n")                     // another volume
+	p.process("50", "6", root+"905 900 0:77 / /data rw - fuse.sshfs srv:/vol rw,user_id=0,group_id=0\n")                           // another file system
 	hs, err := Holders(p.dir, []Identity{gluster(77)})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestStateForgottenWhenNoHolderRemains(t *testing.T) {
 		t.Errorf("state file kept with no holder left: %v", err)
 	}
 	// Another pod's mount of the same volume gets the freed number.
-	b.proc.process("60", "7", "901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw\n")
+	b.proc.process("60", "7", "901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n")
 	time.Sleep(110 * time.Millisecond)
 	if res := b.pass(); res.Action != "healthy" {
 		t.Errorf("after the recovery: %+v", res)
@@ -160,7 +160,7 @@ func TestStateForgottenWhileDetached(t *testing.T) {
 	if d, ok := readState(dir, target); !ok || len(d.Mounts) != 0 {
 		t.Fatalf("state %+v, %v; want a recovery under way with no dead mount", d, ok)
 	}
-	b.proc.process("60", "7", "901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw\n")
+	b.proc.process("60", "7", "901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n")
 	b.failMount = nil
 	time.Sleep(110 * time.Millisecond)
 	if res := b.pass(); res.Action != "recovered" {
@@ -188,7 +188,7 @@ func TestNewMountTakesTheDeadNumber(t *testing.T) {
 		if name == "mount" {
 			b.proc.exit("20")
 			b.newMinor = 77
-			b.proc.process("1", "5", "812 30 0:77 / "+target+" rw - fuse.glusterfs srv:/vol rw\n")
+			b.proc.process("1", "5", "812 30 0:77 / "+target+" rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n")
 		}
 		return mount(ctx, name, args...)
 	}
@@ -232,5 +232,65 @@ func TestStateOfAnEarlierVersion(t *testing.T) {
 	}
 	if got, err := os.ReadDir(dir); err != nil || slices.ContainsFunc(got, func(e os.DirEntry) bool { return strings.HasSuffix(e.Name(), stateSuffix) }) {
 		t.Errorf("records directory %v, %v; want no state file", got, err)
+	}
+}
+
+// TestHoldersRefuseMountsRootDidNotMake: any user of the node can make a
+// FUSE mount with the setuid fusermount, of the type and source they like
+// (fuse.SUBTYPE, the fsname). Once the kernel hands such a mount the dead
+// mount's number, only its superblock's user_id, fusermount's real UID,
+// tells it from the dead mount: a mount that root did not make (user_id
+// other than 0, or none) is never a holder's.
+func TestHoldersRefuseMountsRootDidNotMake(t *testing.T) {
+	p := newFakeProc(t)
+	root := "900 800 0:50 / / rw - overlay overlay rw\n"
+	p.process("1", "5", root+"950 900 0:77 / /home/u/mnt rw,nosuid,nodev - fuse.glusterfs srv:/vol rw,user_id=1000,group_id=1000\n") // fusermount's, in the host's namespace
+	p.process("20", "2", root+"901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n")                         // holds the dead mount
+	p.process("30", "3", root+"902 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw\n")                                              // no user_id
+	p.process("40", "4", root+"903 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw,user_id=0,user_id=1000\n")                       // not the kernel's
+	hs, err := Holders(p.dir, []Identity{gluster(77)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, h := range hs {
+		pids = append(pids, h.pid)
+		h.Close()
+	}
+	if !slices.Equal(pids, []int{20}) {
+		t.Errorf("holders of 0:77 fuse.glusterfs srv:/vol: pids %v; want 20 only (1, 30 and 40 hold mounts root did not make)", pids)
+	}
+}
+
+// TestDeadMountRootDidNotMakeNotRecorded: the dead mount at the target was
+// not made by root. It is mounted again (the record is the mount pod's),
+// but it is never kept as the dead mount, and no container's mount of the
+// same number, type and source is taken for it.
+func TestDeadMountRootDidNotMakeNotRecorded(t *testing.T) {
+	b := newBed(t)
+	b.record(glusterRecord())
+	dir := filepath.Join(b.r.Dir, mountrecord.Dir)
+	line := "30 25 0:40 / / rw - overlay overlay rw\n" +
+		"812 30 0:77 / " + target + " rw,nosuid,nodev shared:1 - fuse.glusterfs srv:/vol rw,user_id=1000,group_id=1000\n"
+	if err := os.WriteFile(b.mountinfo, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var kept []DeadMount
+	mount := b.r.Command
+	b.r.Command = func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		if d, ok := readState(dir, target); ok && name == "umount" {
+			kept = append(kept, d)
+		}
+		return mount(ctx, name, args...)
+	}
+	b.kill()
+	if res := b.pass(); res.Action != "recovered" || res.Err != nil {
+		t.Fatalf("%+v; want recovered", res)
+	}
+	if len(kept) != 1 || len(kept[0].Mounts) != 0 {
+		t.Errorf("state before the detach %+v; want a recovery under way with no dead mount", kept)
+	}
+	if len(b.attached) != 0 {
+		t.Errorf("attached for %+v; want nothing attached", b.attached)
 	}
 }

@@ -40,8 +40,8 @@ func (b *bed) guardedPass() map[string]Result {
 func (b *bed) mountedBoth() {
 	b.t.Helper()
 	table := "30 25 0:40 / / rw - overlay overlay rw\n" +
-		fmt.Sprintf("812 30 0:77 / %s rw - fuse.glusterfs srv:/vol rw\n", target) +
-		fmt.Sprintf("813 30 0:78 / %s rw - fuse.glusterfs srv:/logs rw\n", target2)
+		fmt.Sprintf("812 30 0:77 / %s rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n", target) +
+		fmt.Sprintf("813 30 0:78 / %s rw - fuse.glusterfs srv:/logs rw,user_id=0,group_id=0\n", target2)
 	if err := os.WriteFile(b.mountinfo, []byte(table), 0o644); err != nil {
 		b.t.Fatal(err)
 	}

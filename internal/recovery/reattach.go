@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"k8s.io/mount-utils"
+
+	"github.com/mountcontainers/mountcontainers/internal/livemount"
 )
 
 // ReattachCommand is the hidden subcommand of mountpod that runs
@@ -40,6 +42,15 @@ type DeadMount struct {
 // once the last mount of a file system is gone, the kernel hands its
 // anonymous number to the next mount that needs one (another pod's tmpfs,
 // an overlay, a new FUSE mount).
+//
+// Type and source do not tell whose mount it is: any user of the node can
+// make a FUSE mount with the setuid fusermount, and choose both (the type
+// is fuse.SUBTYPE, the source its fsname), and once the kernel hands the
+// dead mount's number to it, only its owner tells it from the dead one.
+// So a FUSE mount has an identity only when root made it: its superblock's
+// options (mountinfo's last field) carry user_id=0, which fusermount sets
+// to the real UID of whoever runs it, and the mount pod's daemons, started
+// by root, show. See [identityOf].
 type Identity struct {
 	Device Device
 	// FSType and Source are mountinfo's fields as the kernel writes them
@@ -49,10 +60,34 @@ type Identity struct {
 
 func (id Identity) String() string { return id.Device.String() + " " + id.FSType + " " + id.Source }
 
-// identityOf returns the identity of the mount mi.
-func identityOf(mi mount.MountInfo) Identity {
-	return Identity{Device: Device{mi.Major, mi.Minor}, FSType: mi.FsType, Source: mi.Source}
+// identityOf returns the identity of the mount mi, and false for a FUSE
+// mount that root did not make (see [Identity]): such a mount is never
+// taken for a dead one, however its number, type and source match.
+//
+// The user_id a FUSE mount shows is in the user namespace of whoever made
+// it: root of a user namespace of its own (unshare -Urm) shows 0 too. Such
+// a mount is only ever in mount namespaces that its user namespace owns
+// (their mounts do not propagate back to the node's), and [Holders] never
+// takes those.
+func identityOf(mi mount.MountInfo) (Identity, bool) {
+	id := Identity{Device: deviceOf(mi), FSType: mi.FsType, Source: mi.Source}
+	return id, !livemount.IsFUSE(mi.FsType) || madeByRoot(mi.SuperOptions)
 }
+
+// madeByRoot reports whether a FUSE superblock's options name user_id 0,
+// once (the kernel writes it once).
+func madeByRoot(superOptions []string) bool {
+	var uids []string
+	for _, o := range superOptions {
+		if uid, ok := strings.CutPrefix(o, "user_id="); ok {
+			uids = append(uids, uid)
+		}
+	}
+	return len(uids) == 1 && uids[0] == "0"
+}
+
+// deviceOf returns the device number of the mount mi.
+func deviceOf(mi mount.MountInfo) Device { return Device{mi.Major, mi.Minor} }
 
 // Device is a mount's device number.
 type Device struct {
@@ -97,7 +132,8 @@ type Attached struct {
 	PID     int    `json:"pid"`
 	MountNS string `json:"mountNS"`
 	// MountPoint is where the mount is in that namespace, Root the
-	// directory of the file system it shows (a subPath), ReadOnly its flag.
+	// directory of the file system it shows (a subPath), both decoded
+	// from mountinfo's escapes; ReadOnly is its flag.
 	MountPoint string `json:"mountPoint"`
 	Root       string `json:"root"`
 	ReadOnly   bool   `json:"readOnly"`
@@ -136,8 +172,10 @@ func (h holder) Close() {
 
 // Holders returns the mount namespaces other than this process's that hold
 // a mount of one of ids (its device number, file-system type and source all
-// the same), one process each, with those mounts and the namespaces opened;
-// the caller closes each holder.
+// the same, and for a FUSE mount, made by root: see [Identity]), one
+// process each, with those mounts and the namespaces opened; the caller
+// closes each holder. The mounts' MountPoint and Root are decoded (see
+// [livemount.ParseMountInfo]): they are paths to open.
 func Holders(procRoot string, ids []Identity) ([]holder, error) {
 	own, err := os.Readlink(filepath.Join(procRoot, "self/ns/mnt"))
 	if err != nil {
@@ -190,13 +228,13 @@ func holderOf(procRoot, dir string, pid int, ns string, ids []Identity) (holder,
 		h.Close()
 		return h, false
 	}
-	infos, err := mount.ParseMountInfo(filepath.Join(procRoot, dir, "mountinfo"))
+	infos, err := livemount.ParseMountInfo(filepath.Join(procRoot, dir, "mountinfo"))
 	if now, lerr := os.Readlink(filepath.Join(procRoot, dir, "ns/mnt")); err != nil || lerr != nil || now != ns {
 		h.Close()
 		return h, false
 	}
 	for _, mi := range infos {
-		if slices.Contains(ids, identityOf(mi)) {
+		if id, ok := identityOf(mi); ok && slices.Contains(ids, id) {
 			h.mounts = append(h.mounts, mi)
 		}
 	}

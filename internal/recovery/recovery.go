@@ -18,8 +18,9 @@
 //     type and options (mount(8) in this pod, so the helper puts the new
 //     daemon in a new scope), and then every other mount namespace that
 //     still holds the dead mount (found through /proc/PID/mountinfo by the
-//     dead mount's device number, file-system type and source together:
-//     see [Identity]) gets the new one at the same place: see [Reattach].
+//     dead mount's device number, file-system type and source together,
+//     and only in a FUSE mount that root made: see [Identity]) gets the
+//     new one at the same place: see [Reattach].
 //     Before each mount, whatever still runs in the mount's scope is
 //     killed ([Recoverer.StopLeftovers]): a hung daemon whose connection
 //     was aborted, or the daemon of a failed attempt, must not live on
@@ -73,6 +74,7 @@ import (
 
 	"k8s.io/mount-utils"
 
+	"github.com/mountcontainers/mountcontainers/internal/livemount"
 	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -281,7 +283,7 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 	// what the idle daemon allocated (about 0.8 MB/s, BENCHMARKS.md).
 	if len(todo) > 0 {
 		infoPath := r.mountInfo()
-		infos, err := mount.ParseMountInfo(infoPath)
+		infos, err := livemount.ParseMountInfo(infoPath)
 		if err != nil {
 			r.log().Warn("cannot read the mount table", "file", infoPath, "err", err)
 			return nil
@@ -364,13 +366,19 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 	}
 	start := time.Now()
 	dead := unfinished
-	switch {
-	case !hasState:
-		dead = DeadMount{Mounts: []Identity{identityOf(mi)}, Target: rec.Target}
-	case mounted:
-		// The new mount of an unfinished recovery died in its turn:
-		// containers attached to it before are replaced too.
-		dead = dead.with(identityOf(mi))
+	if !hasState {
+		dead = DeadMount{Target: rec.Target}
+	}
+	if mounted {
+		// The dead mount, or the new mount of an unfinished recovery,
+		// dead in its turn: containers attached to it before are
+		// replaced too.
+		if id, ok := identityOf(mi); ok {
+			dead = dead.with(id)
+		} else {
+			r.log().Warn("the dead mount at the target was not made by root: it is mounted again, but no container's mount is taken for it",
+				"path", rec.Target, "plugin", rec.Plugin, "fstype", mi.FsType, "source", mi.Source, "superOptions", strings.Join(mi.SuperOptions, ","))
+		}
 	}
 	attached, rerr := r.recover(ctx, dir, rec, dead, !mounted, &res)
 	res.Took, res.Attached = time.Since(start), attached
@@ -449,7 +457,7 @@ func (r *Recoverer) retryAttach(ctx context.Context, dir string, rec mountrecord
 		return res
 	}
 	start := time.Now()
-	dead, err := r.stillHeld(dir, dead.without(identityOf(node).Device))
+	dead, err := r.stillHeld(dir, dead.without(deviceOf(node)))
 	var attached []Attached
 	if err == nil && len(dead.Mounts) > 0 {
 		attached, err = r.reattach(ctx, dead)
@@ -504,7 +512,9 @@ func (r *Recoverer) stillHeld(dir string, dead DeadMount) (DeadMount, error) {
 		}
 		for _, h := range holders {
 			for _, mi := range h.mounts {
-				held[identityOf(mi)] = true
+				if id, ok := identityOf(mi); ok {
+					held[id] = true
+				}
 			}
 			h.Close()
 		}
@@ -516,18 +526,18 @@ func (r *Recoverer) stillHeld(dir string, dead DeadMount) (DeadMount, error) {
 	return kept, writeState(dir, kept)
 }
 
-// mountAt returns the identity of the topmost mount at target in this
-// process's mount table.
-func (r *Recoverer) mountAt(target string) (Identity, error) {
-	infos, err := mount.ParseMountInfo(r.mountInfo())
+// mountAt returns the device number of the topmost mount at target in
+// this process's mount table.
+func (r *Recoverer) mountAt(target string) (Device, error) {
+	infos, err := livemount.ParseMountInfo(r.mountInfo())
 	if err != nil {
-		return Identity{}, fmt.Errorf("read the mount table: %w", err)
+		return Device{}, fmt.Errorf("read the mount table: %w", err)
 	}
 	mi, ok := lastMountAt(infos, target)
 	if !ok {
-		return Identity{}, fmt.Errorf("the new mount at %s is not in the mount table", target)
+		return Device{}, fmt.Errorf("the new mount at %s is not in the mount table", target)
 	}
-	return identityOf(mi), nil
+	return deviceOf(mi), nil
 }
 
 // recover detaches the dead mount at rec.Target (unless detached already),
@@ -596,7 +606,7 @@ func (r *Recoverer) recover(ctx context.Context, dir string, rec mountrecord.Rec
 	}
 	res.Remount = time.Since(start)
 	start = time.Now()
-	if dead = dead.without(node.Device); len(dead.Mounts) > 0 {
+	if dead = dead.without(node); len(dead.Mounts) > 0 {
 		attached, err = r.reattach(ctx, dead)
 	}
 	res.Attach = time.Since(start)
@@ -650,7 +660,8 @@ func (r *Recoverer) clock() time.Time {
 // errUnmounted: the record went away during a recovery.
 var errUnmounted = errors.New("unmounted by its volume host meanwhile")
 
-// lastMountAt returns the topmost mount at target in infos.
+// lastMountAt returns the topmost mount at target in infos, whose mount
+// points are decoded ([livemount.ParseMountInfo]).
 func lastMountAt(infos []mount.MountInfo, target string) (mount.MountInfo, bool) {
 	var found mount.MountInfo
 	ok := false

@@ -75,8 +75,8 @@ func newBed(t *testing.T) *bed {
 	}
 	b := &bed{t: t, health: map[string]error{}, mountinfo: filepath.Join(t.TempDir(), "mountinfo"), proc: newFakeProc(t), newMinor: 90}
 	b.setMounted(true)
-	b.proc.process("20", "2", "900 800 0:50 / / rw - overlay overlay rw\n901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw\n")
-	b.proc.process("40", "4", "900 800 0:50 / / rw - overlay overlay rw\n903 900 0:81 / /data rw - fuse.glusterfs srv:/vol rw\n")
+	b.proc.process("20", "2", "900 800 0:50 / / rw - overlay overlay rw\n901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n")
+	b.proc.process("40", "4", "900 800 0:50 / / rw - overlay overlay rw\n903 900 0:81 / /data rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n")
 	b.r = &Recoverer{Dir: dir, Plugins: []string{plugin}, PodUID: podUID, MountInfo: b.mountinfo, ProcRoot: b.proc.dir,
 		Backoff: 50 * time.Millisecond, Reporter: &b.reports}
 	b.r.stat = func(_ context.Context, p string) error {
@@ -318,13 +318,13 @@ func TestIsDead(t *testing.T) {
 // each once, not this process's own, with each bind's root and flags.
 func TestHolders(t *testing.T) {
 	p := newFakeProc(t)
-	p.process("10", "1", "812 30 0:77 / "+target+" rw - fuse.glusterfs srv:/vol rw\n") // this process's namespace
+	p.process("10", "1", "812 30 0:77 / "+target+" rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n") // this process's namespace
 	// A container: the volume at /data, a subPath read-only at /conf.
-	p.process("20", "2", "900 800 0:50 / / rw - overlay overlay rw\n901 900 0:77 / /data rw,relatime - fuse.glusterfs srv:/vol rw\n902 900 0:77 /sub /conf ro,relatime - fuse.glusterfs srv:/vol rw\n")
-	p.process("21", "2", "901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw\n") // the same container's other process
-	p.process("30", "3", "900 800 0:50 / / rw - overlay overlay rw\n")             // a container without the volume
+	p.process("20", "2", "900 800 0:50 / / rw - overlay overlay rw\n901 900 0:77 / /data rw,relatime - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n902 900 0:77 /sub /conf ro,relatime - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n")
+	p.process("21", "2", "901 900 0:77 / /data rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n") // the same container's other process
+	p.process("30", "3", "900 800 0:50 / / rw - overlay overlay rw\n")                                  // a container without the volume
 	// A container that got the recovery's new mount, 0:81, dead in its turn.
-	p.process("40", "4", "900 800 0:50 / / rw - overlay overlay rw\n903 900 0:81 / /data rw - fuse.glusterfs srv:/vol rw\n")
+	p.process("40", "4", "900 800 0:50 / / rw - overlay overlay rw\n903 900 0:81 / /data rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n")
 	hs, err := Holders(p.dir, []Identity{gluster(81)})
 	if err != nil || len(hs) != 1 || hs[0].pid != 40 || len(hs[0].mounts) != 1 {
 		t.Fatalf("holders of 0:81: %+v, %v; want pid 40", hs, err)

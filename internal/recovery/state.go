@@ -27,7 +27,11 @@ import (
 // The file's first line is stateVersion; each further line is a dead mount
 // ([Identity]), "MAJOR:MINOR FSTYPE SOURCE", the fields as mountinfo shows
 // them. A file with no further line is a recovery whose node mount is still
-// to be made again, with nothing left to attach.
+// to be made again, with nothing left to attach. A FUSE mount is written
+// only when root made it ([identityOf]), and a line names no owner: the
+// check is made again on every mount a holder shows, so a file of an
+// earlier build, which did not check, never lets another user's mount be
+// taken for a dead one either.
 //
 // A file of an earlier version holds only device numbers, "MAJOR:MINOR"
 // separated by spaces. It is read as a recovery under way with no dead

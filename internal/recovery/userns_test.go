@@ -30,7 +30,7 @@ func TestHoldersOnlyOfTheNodesUserNS(t *testing.T) {
 	}
 	for _, mi := range infos {
 		if mi.MountPoint == vol {
-			id = identityOf(mi)
+			id, _ = identityOf(mi)
 		}
 	}
 	if id.FSType == "" {

@@ -26,6 +26,9 @@ type cgroupfs struct {
 	// rmdir removes an empty cgroup; tests replace it to remove the
 	// plain files of their fake trees first, as the kernel does.
 	rmdir func(string) error
+	// noKillFile makes Kill leave cgroup.kill alone, as on a kernel
+	// before 5.14 (tests).
+	noKillFile bool
 }
 
 var _ Manager = (*cgroupfs)(nil)
@@ -436,25 +439,15 @@ func (c *cgroupfs) Kill(plugin, name string, wait time.Duration) ([]int, error) 
 			}
 			return all, nil
 		}
+		kill := func(pids []int) ([]int, error) { return c.killScope(rel, pids, procs) }
 		var err error
-		killed, err = killUntilEmpty("/"+rel, wait, procs, killPIDs)
+		killed, err = killUntilEmpty("/"+rel, wait, procs, kill)
 		return err
 	})
 	if err != nil {
 		return killed, fmt.Errorf("kill the processes of scope %s of plugin %s (%s): %w", name, plugin, "/"+rel, err)
 	}
 	return killed, nil
-}
-
-// killPIDs sends SIGKILL to pids; one that has exited meanwhile is no
-// error.
-func killPIDs(pids []int) error {
-	for _, pid := range pids {
-		if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("kill %d: %w", pid, err)
-		}
-	}
-	return nil
 }
 
 // lock takes an exclusive flock(2) on plugin's parent (prel) in the first

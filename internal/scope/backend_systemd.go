@@ -318,12 +318,15 @@ func (s *systemd) Kill(plugin, name string, wait time.Duration) ([]int, error) {
 		}
 		return pids, nil
 	}
-	kill := func([]int) error {
+	// Killed by the unit: systemd finds and signals the processes of the
+	// unit's cgroup itself (through pidfds since systemd 254), never a
+	// PID read here; pids is only what Kill reports.
+	kill := func(pids []int) ([]int, error) {
 		err := s.conn.KillUnitWithTarget(ctx, unit, sdbus.All, int32(unix.SIGKILL))
 		if err != nil && dbusErrorName(err) != errNoSuchUnit {
-			return fmt.Errorf("kill: %w", dbusError(err))
+			return nil, fmt.Errorf("kill: %w", dbusError(err))
 		}
-		return nil
+		return pids, nil
 	}
 	killed, err := killUntilEmpty(unit, wait, procs, kill)
 	if err != nil {

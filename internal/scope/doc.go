@@ -45,7 +45,10 @@
 // scopes, and of Config.Parent to that of all scopes below it (cpu.shares
 // in v1, cpu.weight in v2; best effort), so that a scope does not change
 // what its mount weighs when the CPU is contended (BENCHMARKS.md, "A node
-// under load").
+// under load"). Kill never signals a PID read from cgroup.procs by number:
+// it writes cgroup.kill (cgroup v2, Linux 5.14) and signals through pidfds
+// the processes still in the scope once they are open, so a number reused
+// by an unrelated process meanwhile is never signalled.
 //
 // The systemd backend asks systemd, over D-Bus (go-systemd), for a transient
 // unit "<name>.scope" in the slice [SliceName] returns

@@ -14,7 +14,7 @@ func TestKillUntilEmpty(t *testing.T) {
 	var signalled [][]int
 	killed, err := killUntilEmpty("scope", time.Second,
 		func() ([]int, error) { r := rounds[0]; rounds = rounds[1:]; return r, nil },
-		func(pids []int) error { signalled = append(signalled, pids); return nil })
+		func(pids []int) ([]int, error) { signalled = append(signalled, pids); return pids, nil })
 	if err != nil || !slices.Equal(killed, []int{3, 7, 9}) || len(signalled) != 2 {
 		t.Errorf("killUntilEmpty = %v, %v after signalling %v; want [3 7 9]", killed, err, signalled)
 	}
@@ -23,7 +23,7 @@ func TestKillUntilEmpty(t *testing.T) {
 	start := time.Now()
 	killed, err = killUntilEmpty("/a/scope", 100*time.Millisecond,
 		func() ([]int, error) { return []int{42}, nil },
-		func([]int) error { return nil })
+		func(pids []int) ([]int, error) { return pids, nil })
 	if !errors.Is(err, ErrPopulated) || !strings.Contains(err.Error(), "[42] in /a/scope") || !slices.Equal(killed, []int{42}) {
 		t.Errorf("a process that stays: %v, %v; want ErrPopulated naming 42", killed, err)
 	}
@@ -36,11 +36,23 @@ func TestKillUntilEmpty(t *testing.T) {
 	if _, err := killUntilEmpty("s", time.Second, func() ([]int, error) { return nil, boom }, nil); !errors.Is(err, boom) {
 		t.Errorf("procs failing: %v", err)
 	}
-	if _, err := killUntilEmpty("s", time.Second, func() ([]int, error) { return []int{1}, nil }, func([]int) error { return boom }); !errors.Is(err, boom) {
+	if _, err := killUntilEmpty("s", time.Second, func() ([]int, error) { return []int{1}, nil }, func([]int) ([]int, error) { return nil, boom }); !errors.Is(err, boom) {
 		t.Errorf("kill failing: %v", err)
 	}
+	// A process listed but not signalled (it left the scope before its
+	// signal): not reported, and the wait still ends.
+	start = time.Now()
+	killed, err = killUntilEmpty("/a/scope", 100*time.Millisecond,
+		func() ([]int, error) { return []int{0}, nil },
+		func([]int) ([]int, error) { return nil, nil })
+	if !errors.Is(err, ErrPopulated) || killed != nil {
+		t.Errorf("a process never signalled: %v, %v; want ErrPopulated and nothing signalled", killed, err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the wait of 100ms took %s", took)
+	}
 	// Nothing there: nothing signalled.
-	if killed, err := killUntilEmpty("s", time.Second, func() ([]int, error) { return nil, nil }, func([]int) error { t.Error("signalled nothing"); return nil }); killed != nil || err != nil {
+	if killed, err := killUntilEmpty("s", time.Second, func() ([]int, error) { return nil, nil }, func([]int) ([]int, error) { t.Error("signalled nothing"); return nil, nil }); killed != nil || err != nil {
 		t.Errorf("empty scope: %v, %v", killed, err)
 	}
 }

@@ -117,13 +117,14 @@ func checkName(name string) error {
 const killInterval = 20 * time.Millisecond
 
 // killUntilEmpty is Kill's loop: procs lists the scope's processes (nil for
-// a scope that does not exist), kill signals them. It signals every process
-// it finds, waits killInterval and looks again, until none is left or wait
-// has passed.
-func killUntilEmpty(where string, wait time.Duration, procs func() ([]int, error), kill func([]int) error) ([]int, error) {
+// a scope that does not exist), kill signals them and returns those it
+// signalled (a process that left the scope meanwhile is not). It signals
+// every process it finds, waits killInterval and looks again, until none is
+// left or wait has passed, and returns every process it signalled, sorted.
+func killUntilEmpty(where string, wait time.Duration, procs func() ([]int, error), kill func([]int) ([]int, error)) ([]int, error) {
 	deadline := time.Now().Add(wait)
 	var killed []int
-	for {
+	for tried := false; ; tried = true {
 		pids, err := procs()
 		if err != nil {
 			return killed, err
@@ -133,16 +134,17 @@ func killUntilEmpty(where string, wait time.Duration, procs func() ([]int, error
 		}
 		slices.Sort(pids)
 		pids = slices.Compact(pids)
-		if len(killed) > 0 && time.Now().After(deadline) {
+		if tried && time.Now().After(deadline) {
 			return killed, fmt.Errorf("%w: %v in %s, %s after SIGKILL", ErrPopulated, pids, where, wait)
 		}
-		if err := kill(pids); err != nil {
-			return killed, err
-		}
-		for _, pid := range pids {
+		signalled, err := kill(pids)
+		for _, pid := range signalled {
 			if i, found := slices.BinarySearch(killed, pid); !found {
 				killed = slices.Insert(killed, i, pid)
 			}
+		}
+		if err != nil {
+			return killed, err
 		}
 		time.Sleep(killInterval)
 	}

@@ -415,3 +415,107 @@ func TestRealCgroupfsKill(t *testing.T) {
 		t.Error("Kill(\"../..\") succeeded")
 	}
 }
+
+// TestRealCgroupfsKillSparesALeaver: Kill lists a scope's processes, then
+// signals them. A process that leaves the scope in between (which may as
+// well have exited, its number handed to an unrelated process) is not
+// signalled; the one that stays is. In every hierarchy of the machine with
+// cgroup.kill where the kernel has it, and with pidfds alone, as before
+// Linux 5.14; and in its cgroup2 hierarchy alone (as on a cgroup v2 only
+// node), where cgroup.kill does it all.
+func TestRealCgroupfsKillSparesALeaver(t *testing.T) {
+	needRoot(t)
+	layout, err := DetectLayout(DefaultCgroupRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := ""
+	for _, h := range layout.Hierarchies {
+		if h.V2 {
+			v2 = h.Path
+		}
+	}
+	for _, tt := range []struct {
+		name       string
+		root       string
+		noKillFile bool
+	}{
+		{"cgroup.kill", DefaultCgroupRoot, false},
+		{"pidfd", DefaultCgroupRoot, true},
+		{"cgroup2 only", v2, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.root == "" {
+				t.Skip("no cgroup2 hierarchy")
+			}
+			c, _ := realCgroupfs(t, Config{CgroupRoot: tt.root})
+			c.noKillFile = tt.noKillFile
+			leaver, stayer := startSleep(t), startSleep(t)
+			s, err := c.Place(glusterfs, targetA, leaver.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Place(glusterfs, targetA, stayer.Process.Pid); err != nil {
+				t.Fatal(err)
+			}
+			real := beforeSignal
+			t.Cleanup(func() { beforeSignal = real })
+			moved := false
+			beforeSignal = func(pids []int) {
+				if moved {
+					return
+				}
+				moved = true
+				if !slices.Contains(pids, leaver.Process.Pid) {
+					t.Errorf("listed %v; want the leaver %d among them", pids, leaver.Process.Pid)
+				}
+				if _, err := c.Place(glusterfs, targetB, leaver.Process.Pid); err != nil {
+					t.Errorf("move the leaver out: %v", err)
+				}
+			}
+			killed, err := c.Kill(glusterfs, s.Name, 5*time.Second)
+			if err != nil || !slices.Equal(killed, []int{stayer.Process.Pid}) {
+				t.Errorf("Kill = %v, %v; want [%d], the process that stayed", killed, err, stayer.Process.Pid)
+			}
+			if !moved {
+				t.Fatal("Kill signalled without calling beforeSignal")
+			}
+			if err := stayer.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+				t.Errorf("the process that stayed: %v; want killed", err)
+			}
+			if why := signalledOrGone(t, leaver.Process.Pid); why != "" {
+				t.Errorf("the process that left the scope before its signal: %s; want it untouched", why)
+			}
+		})
+	}
+}
+
+// signalledOrGone tells, without waiting, whether process pid has been
+// sent SIGKILL: it is gone, a zombie, or has SIGKILL pending (the kernel
+// marks every thread of a process sent SIGKILL at once); "" if not.
+func signalledOrGone(t *testing.T, pid int) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return err.Error()
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "State":
+			if strings.HasPrefix(v, "Z") || strings.HasPrefix(v, "X") {
+				return "state " + v
+			}
+		case "SigPnd", "ShdPnd":
+			mask, err := strconv.ParseUint(v, 16, 64)
+			if err != nil {
+				t.Fatalf("%s of %d: %q", k, pid, v)
+			}
+			if mask&(1<<(syscall.SIGKILL-1)) != 0 {
+				return "SIGKILL pending"
+			}
+		}
+	}
+	return ""
+}

@@ -62,4 +62,23 @@
 // is: through the mount pod's exec socket it is streamed to the utility;
 // through CRI ExecSync, which has no stdin, the command fails with an error
 // (125) rather than silently dropping the data.
+//
+// # Paths root trusts
+//
+// The settings that decide where a tool runs are names anyone could write
+// into an environment: the runtime endpoint (--runtime-endpoint,
+// CONTAINER_RUNTIME_ENDPOINT, the mapping, or the first of package cri's
+// probed sockets), the host root of nsenter mode and the directory the
+// helper is run from. Each is walked from / without the kernel following a
+// symbolic link, with the rules of a registration directory (package
+// registration): owned by root (or the shim's own user), not writable by
+// group or others unless root's and sticky, as /tmp is; the host root and
+// the helper's directory not writable by others at all. The runtime's
+// socket must be a socket of that owner; on its path only, a symbolic link
+// root owns in a checked directory is followed and its target walked the
+// same way, since /var/run is one on most distributions. Anything else
+// fails with 125 and an error naming the path and why. The registration
+// directory, the mapping and the exec sockets are checked by packages
+// registration and execsocket; the host PATH is the caller's, as for the
+// tool run without the shim, less its empty and relative entries.
 package shim

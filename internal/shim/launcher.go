@@ -120,17 +120,15 @@ func openHelper() (fd int, path string, err error) {
 
 // openHelperIn returns an O_PATH descriptor of dir's helper once the opened
 // file is a regular file (never a symlink), executable, owned by root or
-// the shim's own user and writable by nobody else, in a directory with the
-// same owner and mode rules: the shim runs it as root.
+// the shim's own user and writable by nobody else, in a directory that
+// passes [CheckTrustedDir] (its ancestors up to / too): the shim runs it as
+// root.
 func openHelperIn(dir string) (int, error) {
-	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dfd, dir, err := openTrustedDir(dir)
 	if err != nil {
-		return -1, &fs.PathError{Op: "open", Path: dir, Err: err}
-	}
-	defer unix.Close(dfd)
-	if err := checkOwnerMode(dfd, dir); err != nil {
 		return -1, err
 	}
+	defer unix.Close(dfd)
 	p := filepath.Join(dir, HelperName)
 	fd, err := unix.Openat(dfd, HelperName, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {

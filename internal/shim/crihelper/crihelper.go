@@ -11,11 +11,14 @@ package crihelper
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mountcontainers/mountcontainers/internal/shim"
+	"github.com/mountcontainers/mountcontainers/pkg/cri"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 )
 
@@ -32,7 +35,11 @@ var _ shim.Backend = Backend{}
 // Run runs argv for plugin where the resolver decides: the registered
 // container when it is running, else the host.
 func (Backend) Run(ctx context.Context, cfg *shim.Config, plugin string, argv []string, stdio shim.IO) int {
-	r := resolver(cfg, stdio.Stderr)
+	r, err := resolver(cfg, stdio.Stderr)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "%s: %v\n", shim.BinaryName, err)
+		return shim.ExitShimFailed
+	}
 	defer r.Close()
 	return shim.RunUtility(ctx, cfg, plugin, argv, stdio, func(ctx context.Context) (shim.Target, error) {
 		e, err := r.For(plugin)
@@ -70,10 +77,20 @@ type target struct {
 func (t target) OnHost() bool  { return t.d.OnHost() }
 func (t target) Where() string { return t.d.Where() }
 
-// resolver builds the resolver for cfg; the caller closes it.
-func resolver(cfg *shim.Config, stderr io.Writer) *mcexec.Resolver {
+// resolver builds the resolver for cfg; the caller closes it. It refuses
+// a runtime socket or, in nsenter mode, a host root that root must not
+// trust (see [shim.CheckRuntimeSocket] and [shim.CheckTrustedDir]), even
+// where a command would not need it: the settings are wrong either way.
+func resolver(cfg *shim.Config, stderr io.Writer) (*mcexec.Resolver, error) {
+	endpoint, err := runtimeEndpoint(cfg.RuntimeEndpoint)
+	if err != nil {
+		return nil, err
+	}
 	host := shim.NewHostExec()
 	if cfg.HostMode == shim.HostModeNsenter {
+		if err := shim.CheckTrustedDir(cfg.HostRoot); err != nil {
+			return nil, fmt.Errorf("host root: %w", err)
+		}
 		host = mcexec.NewNsenter(cfg.HostRoot)
 	}
 	mode, _ := mcexec.ParseExecMode(cfg.ExecMode) // checked by the shim's flags
@@ -81,11 +98,35 @@ func resolver(cfg *shim.Config, stderr io.Writer) *mcexec.Resolver {
 	return mcexec.NewResolver(mcexec.Options{
 		ExecMode: mode,
 		Dir:      cfg.RegistrationDir,
-		Endpoint: cfg.RuntimeEndpoint,
+		Endpoint: endpoint,
 		Host:     host,
 		Timeout:  cfg.Timeout,
 		Logger:   log,
 		// One debug record per command (with -v); never its arguments.
 		Observer: mcexec.LogObserver(log),
-	})
+	}), nil
+}
+
+// runtimeEndpoint resolves endpoint as package cri does (the flag, else
+// CONTAINER_RUNTIME_ENDPOINT, else the first of the usual sockets that
+// exists) and returns it once its socket passes [shim.CheckRuntimeSocket],
+// its symbolic links resolved: the resolver dials the path checked. With no
+// endpoint set and none of the usual sockets there it returns "", for the
+// resolver to report when a command needs the runtime.
+func runtimeEndpoint(endpoint string) (string, error) {
+	ep, err := cri.ResolveEndpoint(endpoint)
+	if errors.Is(err, cri.ErrNoEndpoint) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	path, err := cri.SocketPath(ep)
+	if err != nil {
+		return "", err
+	}
+	if path, err = shim.CheckRuntimeSocket(path); err != nil {
+		return "", fmt.Errorf("runtime endpoint %s: %w", ep, err)
+	}
+	return "unix://" + path, nil
 }

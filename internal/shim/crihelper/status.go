@@ -19,7 +19,10 @@ import (
 // Statuses returns the state of every registration in cfg's directory, or
 // of one plugin when plugin is not empty.
 func Statuses(ctx context.Context, cfg *shim.Config, plugin string, stderr io.Writer) ([]shim.Status, error) {
-	r := resolver(cfg, stderr)
+	r, err := resolver(cfg, stderr)
+	if err != nil {
+		return nil, err
+	}
 	defer r.Close()
 	var sts []shim.Status
 	if plugin != "" {
