@@ -9,9 +9,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/hostinstall"
 	"github.com/mountcontainers/mountcontainers/internal/kubeevents"
 	"github.com/mountcontainers/mountcontainers/internal/metrics"
 	"github.com/mountcontainers/mountcontainers/internal/mountpod"
+	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 	"github.com/mountcontainers/mountcontainers/internal/recovery"
 	"github.com/mountcontainers/mountcontainers/internal/scope"
 )
@@ -22,9 +25,11 @@ const envRecovery = "MOUNTPOD_RECOVERY"
 
 // startRecovery starts bringing back the dead FUSE mounts of cfg's plugins
 // (package recovery), unless MOUNTPOD_RECOVERY is false; it returns the
-// stop function. m, when not nil, observes the recoveries; events, when
+// stop function. When inst installs a Flexvolume driver, a dead mount is
+// made again only while the driver's allow-list allows its servers
+// ([recoveryAllow]). m, when not nil, observes the recoveries; events, when
 // not nil, records them as Kubernetes Events.
-func startRecovery(ctx context.Context, cfg mountpod.Config, m *metrics.Metrics, events *kubeevents.Recorder) (func(), error) {
+func startRecovery(ctx context.Context, cfg mountpod.Config, inst hostinstall.Config, m *metrics.Metrics, events *kubeevents.Recorder) (func(), error) {
 	switch v := strings.TrimSpace(os.Getenv(envRecovery)); v {
 	case "", "true", "1", "on":
 	case "false", "0", "off":
@@ -33,14 +38,11 @@ func startRecovery(ctx context.Context, cfg mountpod.Config, m *metrics.Metrics,
 	default:
 		return nil, fmt.Errorf("%s=%q: want true or false", envRecovery, v)
 	}
-	log := cfg.Logger.With("component", "recovery")
-	r := &recovery.Recoverer{Dir: cfg.Dir, Plugins: cfg.Plugins, PodUID: cfg.Pod.PodUID, Logger: log}
-	if events != nil {
-		r.Reporter = recovery.EventReporter{Events: events, MountPod: selfObject(cfg)}
+	r, err := newRecoverer(cfg, inst, m, events)
+	if err != nil {
+		return nil, err
 	}
-	if m != nil {
-		r.Observer = m
-	}
+	log := r.Logger
 	closeScopes := func() {}
 	if scopes, hc, err := scopeManager(); err != nil {
 		log.Info("dead mounts are found by polling only, and what they leave running is not stopped", "why", err)
@@ -64,6 +66,55 @@ func startRecovery(ctx context.Context, cfg mountpod.Config, m *metrics.Metrics,
 		r.Run(ctx)
 	}()
 	return func() { cancel(); <-done; closeScopes() }, nil
+}
+
+// newRecoverer returns the recoverer of startRecovery, without its scopes.
+func newRecoverer(cfg mountpod.Config, inst hostinstall.Config, m *metrics.Metrics, events *kubeevents.Recorder) (*recovery.Recoverer, error) {
+	allow, err := recoveryAllow(inst)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("component", "recovery")
+	r := &recovery.Recoverer{Dir: cfg.Dir, Plugins: cfg.Plugins, PodUID: cfg.Pod.PodUID, Logger: log, Allow: allow}
+	if allow != nil {
+		log.Info("a dead mount is made again only while the Flexvolume driver's allow-list allows the servers its record names",
+			"env", envAllowedServers, "allowedServers", inst.FlexvolumeAllowedServers)
+	}
+	if events != nil {
+		r.Reporter = recovery.EventReporter{Events: events, MountPod: selfObject(cfg)}
+	}
+	if m != nil {
+		r.Observer = m
+	}
+	return r, nil
+}
+
+// envAllowedServers is the setting of the Flexvolume driver's allow-list
+// (--flexvolume-allowed-servers), for messages.
+const envAllowedServers = "MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS"
+
+// recoveryAllow returns the check of a dead mount's record before the
+// recovery makes it again, when inst installs a Flexvolume driver: every
+// server the record names must be allowed by the driver's allow-list as it
+// is now ([flexvolume.ServerPolicy.CheckRecordedMount]), so that a server
+// the administrator removed since the mount was made is not connected to
+// again. The records of every plugin of this pod are checked: the pod's
+// FUSE clients run as root on the node's network, whichever volume host
+// asked for the mount. Without a driver there is no allow-list: nil.
+func recoveryAllow(inst hostinstall.Config) (func(context.Context, mountrecord.Record) error, error) {
+	if inst.FlexvolumeDir == "" {
+		return nil, nil
+	}
+	policy, err := flexvolume.ParseAllowedServers(inst.FlexvolumeAllowedServers)
+	if err != nil {
+		return nil, fmt.Errorf("--flexvolume-allowed-servers (%s): %w", envAllowedServers, err)
+	}
+	return func(ctx context.Context, rec mountrecord.Record) error {
+		if err := policy.CheckRecordedMount(ctx, rec); err != nil {
+			return fmt.Errorf("plugin %s: %w; the servers of a dead mount must be allowed by %s when it is made again", rec.Plugin, err, envAllowedServers)
+		}
+		return nil
+	}, nil
 }
 
 // leftoverWait bounds how long the recovery waits for the processes it

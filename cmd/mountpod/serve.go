@@ -72,7 +72,7 @@ func serveCommand(logTo io.Writer) *cli.Command {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			defer stopKeeper()
-			stopRecovery, err := startRecovery(c.Context, cfg, m, events)
+			stopRecovery, err := startRecovery(c.Context, cfg, inst, m, events)
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}

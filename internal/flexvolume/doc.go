@@ -115,6 +115,10 @@
 //     by, so that a changing DNS answer cannot redirect the client after the
 //     check; a listed name is used as it is.
 //
+// The mount pod applies the list, as it is then, again before it makes a
+// dead mount again ([ServerPolicy.CheckRecordedMount]): a server removed
+// from it is not connected to again.
+//
 // "Unset" is the administrator's empty list in the settings the mount pod
 // writes. A driver with no settings file at all had no administrator
 // choose, and refuses every server unless its environment lists some

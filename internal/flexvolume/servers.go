@@ -165,6 +165,11 @@ func (p ServerPolicy) String() string {
 
 func canonicalName(h string) string { return strings.ToLower(strings.TrimSuffix(h, ".")) }
 
+// listsName reports whether the allow-list names the host name h.
+func (p ServerPolicy) listsName(h string) bool {
+	return slices.Contains(p.names, canonicalName(h))
+}
+
 // CheckAddr reports why the policy does not allow a (nil if it does).
 func (p ServerPolicy) CheckAddr(a netip.Addr) error {
 	a = a.Unmap().WithZone("")
@@ -204,7 +209,7 @@ func (p ServerPolicy) Check(ctx context.Context, r Resolver, host string) (strin
 		}
 		return a.Unmap().String(), nil
 	}
-	if slices.Contains(p.names, canonicalName(host)) {
+	if p.listsName(host) {
 		return host, nil
 	}
 	if r == nil {

@@ -15,7 +15,7 @@ const (
 	// the attempt; it is left unmounted.
 	OutcomeUnmounted Outcome = "unmounted"
 	// OutcomeNotRecoverable: the record says the mount cannot come back
-	// by itself; nothing was tried.
+	// by itself, or [Recoverer.Allow] refused it; nothing was tried.
 	OutcomeNotRecoverable Outcome = "not_recoverable"
 )
 

@@ -13,7 +13,10 @@
 //     the record is dropped.
 //   - target answers stat: healthy, nothing to do.
 //   - stat answers ENOTCONN, ECONNABORTED, EIO or ESTALE: the daemon is
-//     dead. The dead mount is detached lazily (umount -l; the detach
+//     dead. Unless [Recoverer.Allow] refuses the record (the mount pod
+//     checks its servers against the allow-list as it is now: the mount
+//     is then left dead, and checked again at the next pass), the dead
+//     mount is detached lazily (umount -l; the detach
 //     propagates to the node), mounted again with the recorded source,
 //     type and options (mount(8) in this pod, so the helper puts the new
 //     daemon in a new scope), and then every other mount namespace that
@@ -123,6 +126,14 @@ type Recoverer struct {
 	// Observer, when set, is told of dead mounts and recoveries (the
 	// mount pod's metrics).
 	Observer Observer
+	// Allow, when set, is asked before a dead mount is made again, at each
+	// pass while it is dead: a record it refuses is left as it is, dead
+	// (nothing is detached, killed or mounted), and is logged, observed as
+	// [OutcomeNotRecoverable] and reported ([Reporter.Refused]) once until
+	// it is allowed again, when it is brought back. The mount pod checks
+	// the servers the record names against its Flexvolume driver's
+	// allow-list, which may have changed since the mount was made.
+	Allow func(ctx context.Context, rec mountrecord.Record) error
 
 	// MountInfo is the mount table to read; default /proc/self/mountinfo.
 	MountInfo string
@@ -157,6 +168,9 @@ type Recoverer struct {
 	woken  string              // what started the pass: "start", "event" or "poll"
 	state  map[string]*attempt // target -> back-off state
 	warned map[string]bool     // targets whose record was refused or not recoverable, logged once
+	// refused are the targets whose dead mount Allow refused, reported
+	// once until Allow lets it come back or its record goes.
+	refused map[string]bool
 }
 
 // attempt is the back-off state of a dead mount, kept after it came back
@@ -174,7 +188,8 @@ type Result struct {
 	// Action: "healthy", "hung" (its stat did not answer in time, or an
 	// earlier one still has not: neither healthy nor dead, left alone),
 	// "dropped", "recovered", "failed", "waiting" (back-off),
-	// "not-recoverable", "refused" (bad record).
+	// "not-recoverable", "refused" (a bad record, or one that Allow
+	// refused).
 	Action string
 	// Attached are the containers' mounts replaced, when recovered.
 	Attached []Attached
@@ -248,7 +263,7 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.state == nil {
-		r.state, r.warned = map[string]*attempt{}, map[string]bool{}
+		r.state, r.warned, r.refused = map[string]*attempt{}, map[string]bool{}, map[string]bool{}
 	}
 	dir := filepath.Join(r.Dir, mountrecord.Dir)
 	entries, err := mountrecord.List(dir)
@@ -298,6 +313,11 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 			delete(r.state, t)
 		}
 	}
+	for t := range r.refused {
+		if !live[t] {
+			delete(r.refused, t)
+		}
+	}
 	removeOrphanStates(dir)
 	return results
 }
@@ -336,6 +356,7 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 				return r.retryAttach(ctx, dir, rec, unfinished, mi)
 			}
 			r.forgetIfStable(rec.Target)
+			delete(r.refused, rec.Target)
 			return res
 		}
 	case hasState:
@@ -358,6 +379,12 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 			r.log().Error("FUSE mount is dead and cannot come back by itself", "path", rec.Target, "plugin", rec.Plugin, "why", rec.NotRecoverable, "err", err)
 		}
 		return res
+	}
+	if r.Allow != nil {
+		if aerr := r.Allow(ctx, rec); aerr != nil {
+			return r.refuse(rec, err, aerr)
+		}
+		delete(r.refused, rec.Target)
 	}
 	a := r.died(rec)
 	if r.clock().Before(a.next) {
@@ -416,6 +443,30 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 	return res
 }
 
+// refuse handles a dead mount that Allow refused (why): nothing is done to
+// it, and the refusal is logged, observed and reported once until it is
+// allowed again. was is what showed it dead.
+func (r *Recoverer) refuse(rec mountrecord.Record, was, why error) Result {
+	res := Result{Target: rec.Target, Action: "refused", Err: why}
+	if r.refused[rec.Target] {
+		return res
+	}
+	r.refused[rec.Target] = true
+	// One death, however long it stays refused: once allowed, it is
+	// brought back at once, as a first death.
+	if a := r.state[rec.Target]; a == nil || !a.cameBack.IsZero() {
+		r.state[rec.Target] = &attempt{}
+		r.observeDead(rec.Plugin)
+	}
+	r.observeAttempt(rec.Plugin, OutcomeNotRecoverable)
+	r.log().Error("FUSE mount is dead and is not made again: refused; checked again at each pass", "path", rec.Target, "plugin", rec.Plugin, "source", rec.Source,
+		"was", was, "err", why)
+	if r.Reporter != nil {
+		r.Reporter.Refused(rec, why)
+	}
+	return res
+}
+
 // Reporter hears what the recovery does, as it happens; its methods must
 // not block.
 type Reporter interface {
@@ -424,6 +475,10 @@ type Reporter interface {
 	// Failed: an attempt to bring rec's mount back failed; the next one is
 	// in retryIn.
 	Failed(rec mountrecord.Record, attempt int, retryIn time.Duration, err error)
+	// Refused: rec's mount is dead and is not made again, because
+	// [Recoverer.Allow] refused it (err says why); said once until it is
+	// allowed again.
+	Refused(rec mountrecord.Record, err error)
 }
 
 // failed counts a failed attempt, sets the back-off and logs it.

@@ -61,6 +61,12 @@ func (r *reports) Failed(rec mountrecord.Record, attempt int, retryIn time.Durat
 	r.seen = append(r.seen, fmt.Sprintf("failed %s attempt %d retry in %s: %v", rec.Target, attempt, retryIn, err))
 }
 
+func (r *reports) Refused(rec mountrecord.Record, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, fmt.Sprintf("refused %s: %v", rec.Target, err))
+}
+
 func (r *reports) get() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

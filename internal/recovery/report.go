@@ -14,6 +14,9 @@ import (
 const (
 	ReasonRecovered      = "FUSEMountRecovered"
 	ReasonRecoveryFailed = "FUSEMountRecoveryFailed"
+	// ReasonRecoveryRefused: a dead mount is not made again, because
+	// [Recoverer.Allow] refused its record.
+	ReasonRecoveryRefused = "FUSEMountRecoveryRefused"
 )
 
 // EventReporter records Kubernetes Events of what the recovery does: on
@@ -28,6 +31,8 @@ type EventReporter struct {
 	// slog.Default().
 	Logger *slog.Logger
 }
+
+var _ Reporter = EventReporter{}
 
 // Recovered records a Warning on both pods: the mount is back, but files
 // open at the time are not.
@@ -55,6 +60,18 @@ func (e EventReporter) Failed(rec mountrecord.Record, attempt int, retryIn time.
 	e.Events.Event(e.MountPod, kubeevents.Warning, ReasonRecoveryFailed,
 		fmt.Sprintf("bringing back the FUSE mount of %s at %s%s failed, attempt %d, next in %s: %v",
 			rec.Source, rec.Target, forPod(pod), attempt, retryIn, err))
+}
+
+// Refused records a Warning on both pods: the mount stays dead.
+func (e EventReporter) Refused(rec mountrecord.Record, err error) {
+	pod := e.pod(rec)
+	if pod != nil {
+		e.Events.Event(podObject(pod), kubeevents.Warning, ReasonRecoveryRefused,
+			fmt.Sprintf("volume %q is dead (its FUSE daemon died) and is not made again: %v (mount pod %s/%s)",
+				filepath.Base(rec.Target), err, e.MountPod.Namespace, e.MountPod.Name))
+	}
+	e.Events.Event(e.MountPod, kubeevents.Warning, ReasonRecoveryRefused,
+		fmt.Sprintf("the FUSE mount of %s at %s%s is dead and is not made again: %v", rec.Source, rec.Target, forPod(pod), err))
 }
 
 // pod returns the workload pod to record Events on for rec: the pod rec

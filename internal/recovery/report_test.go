@@ -18,9 +18,9 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 )
 
-// TestEventReporter: a recovery and a failed attempt are Events on the
-// workload pod the record names and on the mount pod; a record naming no
-// pod gives the mount pod's only.
+// TestEventReporter: a recovery, a failed attempt and a refused record
+// are Events on the workload pod the record names and on the mount pod; a
+// record naming no pod gives the mount pod's only.
 func TestEventReporter(t *testing.T) {
 	events, got := eventServer(t)
 	rep := EventReporter{Events: events, MountPod: kubeevents.Object{Namespace: "kube-system", Name: "glusterfs-mountpod-x", UID: podUID}}
@@ -29,6 +29,7 @@ func TestEventReporter(t *testing.T) {
 	rec.Pod = &mountrecord.Pod{Namespace: "shop", Name: "web-0", UID: "a"} // the pod of target's directory
 	rep.Recovered(rec, Result{Took: 812 * time.Millisecond, Attached: []Attached{{PID: 1}, {PID: 2}}})
 	rep.Failed(rec, 3, 4*time.Second, errors.New("mount srv:/vol: no server"))
+	rep.Refused(rec, errors.New("server srv is not allowed"))
 	rep.Recovered(glusterRecord(), Result{Took: time.Second})
 	events.Close(5 * time.Second)
 
@@ -37,6 +38,8 @@ func TestEventReporter(t *testing.T) {
 		{"kube-system", "glusterfs-mountpod-x", ReasonRecovered, "srv:/vol at " + target + " (pod shop/web-0) came back 812ms after its daemon died; attached again in 2 container(s)"},
 		{"shop", "web-0", ReasonRecoveryFailed, "attempt 3, next in 4s: mount srv:/vol: no server (mount pod kube-system/glusterfs-mountpod-x)"},
 		{"kube-system", "glusterfs-mountpod-x", ReasonRecoveryFailed, "failed, attempt 3, next in 4s"},
+		{"shop", "web-0", ReasonRecoveryRefused, `volume "data" is dead (its FUSE daemon died) and is not made again: server srv is not allowed (mount pod kube-system/glusterfs-mountpod-x)`},
+		{"kube-system", "glusterfs-mountpod-x", ReasonRecoveryRefused, "the FUSE mount of srv:/vol at " + target + " (pod shop/web-0) is dead and is not made again: server srv is not allowed"},
 		{"kube-system", "glusterfs-mountpod-x", ReasonRecovered, "srv:/vol at " + target + " came back 1s"},
 	}
 	checkEvents(t, got(), want)

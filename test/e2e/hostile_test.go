@@ -6,12 +6,16 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mountcontainers/mountcontainers/internal/recovery"
@@ -24,12 +28,15 @@ import (
 // own, turns a subPath that a container has bound into a symbolic link to a
 // node directory, then that container's FUSE daemon dies. The recovery must bring the volume back where
 // it is the volume, and refuse the subPath: the node directory never shows
-// in the container. Once per exec path the driver's mount takes.
+// in the container. And a FUSE daemon that a tenant drives past its
+// memory limit is OOM-killed in its own scope, not a pod, and comes back.
+// Once per exec path the driver's mount takes.
 func TestHostileTenant(t *testing.T) {
 	bed := framework.Current(t)
 	g := setupGlusterfs(t, bed)
 	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
 		t.Run("SubPathSymlinkTo/"+string(mode), func(t *testing.T) { g.testSubPathSymlink(t, mode) })
+		t.Run("DaemonOverItsMemoryLimit/"+string(mode), func(t *testing.T) { g.testDaemonOOM(t, mode) })
 	}
 }
 
@@ -174,4 +181,172 @@ spec:
 		t.Errorf("the victim's /sub is %+v; want the volume's /%s (fuse.glusterfs), never the node's %s", m, sub, node)
 	}
 	t.Logf("the victim's /sub after the recovery: %+v; reading the node's file there: %q", m, strings.TrimSpace(se))
+}
+
+// testDaemonOOM: the kernel's OOM killer, confined to a FUSE daemon's
+// scope, kills the daemon, and neither the workload nor the mount pod;
+// the recovery then brings the volume back. A daemon grows as its clients
+// and server drive it (caches, queues, threads); here a process placed in
+// the daemon's scope stands in for that growth, so that the scope, not the
+// node or the pod, hits its limit, and the daemon is made the OOM killer's
+// first choice in it (raising a score needs no privilege). The daemon must
+// not keep the system-node-critical mount pod's oom_score_adj (-997).
+func (g *glusterEnv) testDaemonOOM(t *testing.T, mode mcexec.ExecMode) {
+	bed := g.bed
+	log := g.setDriverMode(t, mode)
+	mp := g.mountPod(t)
+	w := g.startStreamWriter(t, "oom-"+string(mode))
+	w.retried = true
+	dir := g.volumeDir(w.pod)
+	waitMountedVia(t, log, dir, viaOf(t, mode))
+	w.waitLines(t, 10)
+	pids := fuseProcesses(t, dir)
+	if len(pids) != 1 {
+		t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
+	}
+	daemon := pids[0]
+	adjFile := fmt.Sprintf("/proc/%d/oom_score_adj", daemon)
+	if adj := strings.TrimSpace(readFile(t, adjFile)); adj != "0" {
+		t.Errorf("the FUSE daemon %d has oom_score_adj %s; want the deploy's MOUNTPOD_SCOPE_OOM_SCORE_ADJ, 0 (never the mount pod's -997)", daemon, adj)
+	}
+
+	// The daemon's scope in the memory controller's hierarchy, and the
+	// limit the plugin's scopes parent has.
+	scope, v2 := memoryCgroup(t, daemon)
+	limitFile, usageFile, oomFile := "memory.limit_in_bytes", "memory.usage_in_bytes", "memory.oom_control"
+	if v2 {
+		limitFile, usageFile, oomFile = "memory.max", "memory.current", "memory.events"
+	}
+	parentLimit := strings.TrimSpace(readFile(t, filepath.Join(filepath.Dir(scope), limitFile)))
+	if n, err := strconv.ParseInt(parentLimit, 10, 64); err != nil || n > 64<<30 {
+		t.Errorf("the scopes parent %s has %s %s; want the deploy's MOUNTPOD_SCOPE_MEMORY_LIMIT (4Gi)", filepath.Dir(scope), limitFile, parentLimit)
+	}
+	usage, err := strconv.ParseInt(strings.TrimSpace(readFile(t, filepath.Join(scope, usageFile))), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := usage + 64<<20
+	if err := os.WriteFile(filepath.Join(scope, limitFile), []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
+		t.Fatal(err)
+	}
+	oomKills := func() int {
+		for _, line := range strings.Split(readFileOr(filepath.Join(scope, oomFile)), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
+				n, _ := strconv.Atoi(f[1])
+				return n
+			}
+		}
+		return 0
+	}
+	kills0 := oomKills()
+	if err := os.WriteFile(adjFile, []byte("1000"), 0); err != nil {
+		t.Fatal(err)
+	}
+	mountRestarts := restarts(t, bed, mp)
+	before := w.lines(t)
+
+	// The growth: a process in the daemon's scope that eats memory.
+	hog := exec.Command("sh", "-c", `echo $$ > "$1" && exec tail /dev/zero`, "hog", filepath.Join(scope, "cgroup.procs"))
+	if err := hog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hogDone := make(chan error, 1)
+	go func() { hogDone <- hog.Wait() }()
+	t.Cleanup(func() {
+		_ = hog.Process.Kill()
+		<-hogDone
+	})
+	var kills int
+	err = framework.Poll(context.Background(), fmt.Sprintf("the FUSE daemon %d OOM-killed in its scope %s", daemon, scope), 100*time.Millisecond, 2*time.Minute,
+		func(context.Context) (bool, string, error) {
+			if n := oomKills(); n > kills {
+				kills = n
+			}
+			return !processAlive(daemon), fmt.Sprintf("oom_kill %d", kills), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stand-in goes next (the kernel's choice once the daemon is gone,
+	// or this test's).
+	select {
+	case err := <-hogDone:
+		hogDone <- err
+		t.Logf("the stand-in ended: %v", err)
+	case <-time.After(time.Minute):
+		t.Logf("the stand-in still runs a minute after the daemon's death: killed by the test")
+		_ = hog.Process.Kill()
+	}
+	if kills <= kills0 {
+		t.Errorf("the daemon %d died, but the kernel counted no OOM kill in its scope %s (oom_kill %d before, %d after)", daemon, scope, kills0, kills)
+	}
+	t.Logf("the FUSE daemon %d, its scope at %d bytes of %d, OOM-killed there (oom_kill %d -> %d)", daemon, usage, limit, kills0, kills)
+
+	// The volume comes back for the workload, which never restarted, and
+	// the mount pod was not touched.
+	w.waitLines(t, before+10)
+	if now := fuseProcesses(t, dir); len(now) != 1 || now[0] == daemon {
+		t.Errorf("glusterfs processes serving %s: %v (the OOM-killed one was %d); want one new", dir, now, daemon)
+	}
+	if m := containerMount(t, bed, g.ns, w.pod.Name, "main", "/data"); m.dev != hostMountDev(t, dir) || m.fstype != "fuse.glusterfs" || m.root != "/" {
+		t.Errorf("the writer's /data is %+v; want the node's new mount of %s", m, dir)
+	}
+	w.assertNotRestarted(t)
+	if n := restarts(t, bed, mp); n != mountRestarts {
+		t.Errorf("the mount pod's containers restarted (%d restarts, %d before)", n, mountRestarts)
+	}
+	w.waitEvents(t, recovery.ReasonRecovered, 1, "came back")
+	n, _ := w.verify(t)
+	w.repeatsWereRetries(t)
+	t.Logf("brick stream: %d lines verified", n)
+}
+
+// memoryCgroup returns the directory of pid's cgroup in the memory
+// controller's hierarchy, and whether that is cgroup v2.
+func memoryCgroup(t *testing.T, pid int) (string, bool) {
+	t.Helper()
+	cgs := procCgroups(t, pid)
+	for h, p := range cgs {
+		if slices.Contains(strings.Split(h, ","), "memory") {
+			return filepath.Join("/sys/fs/cgroup", h, p), false
+		}
+	}
+	if p, ok := cgs[""]; ok {
+		if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+			return filepath.Join("/sys/fs/cgroup", p), true
+		}
+	}
+	t.Fatalf("process %d is in no memory cgroup: %v", pid, cgs)
+	return "", false
+}
+
+// restarts sums the restart counts of pod p's containers now.
+func restarts(t *testing.T, bed *framework.Bed, p corev1.Pod) int32 {
+	t.Helper()
+	cur, err := bed.Client.CoreV1().Pods(p.Namespace).Get(context.Background(), p.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.UID != p.UID {
+		t.Fatalf("the pod %s/%s was replaced", p.Namespace, p.Name)
+	}
+	var n int32
+	for _, cs := range cur.Status.ContainerStatuses {
+		n += cs.RestartCount
+	}
+	return n
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func readFileOr(path string) string {
+	data, _ := os.ReadFile(path)
+	return string(data)
 }

@@ -256,8 +256,10 @@ func TestRecovery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A server the allow-list names (the node) without the volume: the
+		// mount fails, as with a server that is down.
 		bad := rec
-		bad.Source = "no-such-server.invalid:/" + glusterVolume
+		bad.Source = bed.Env.NodeName + ":/no-such-volume-e2e"
 		if err := mountrecord.Write(records, bad); err != nil {
 			t.Fatal(err)
 		}
@@ -284,7 +286,7 @@ func TestRecovery(t *testing.T) {
 		var attempts []failedAttempt
 		err = framework.Poll(context.Background(), "3 failed attempts to bring "+dir+" back", 500*time.Millisecond, 3*time.Minute,
 			func(context.Context) (bool, string, error) {
-				attempts = failedAttempts(t, bed.Kubectl(t, "-n", mp.Namespace, "logs", mp.Name), dir, "no-such-server.invalid")
+				attempts = failedAttempts(t, bed.Kubectl(t, "-n", mp.Namespace, "logs", mp.Name), dir, "no-such-volume-e2e")
 				return len(attempts) >= 3, fmt.Sprintf("%d attempts", len(attempts)), nil
 			})
 		if err != nil {
@@ -307,13 +309,65 @@ func TestRecovery(t *testing.T) {
 		}
 		t.Logf("%d attempts in %s with an unreachable server; the mount pod used %s of CPU meanwhile",
 			len(attempts), time.Since(killed).Round(time.Millisecond), cpu.Round(time.Millisecond))
-		w.waitEvents(t, recovery.ReasonRecoveryFailed, 2, "bringing it back failed", "no-such-server.invalid")
+		w.waitEvents(t, recovery.ReasonRecoveryFailed, 2, "bringing it back failed")
 		if err := mountrecord.Write(records, rec); err != nil {
 			t.Fatal(err)
 		}
 		restored = true
 		before, subBefore := w.lines(t), sub.lines(t)
 		// The next attempt comes within the back-off (at most 16 s now).
+		w.waitLines(t, before+10)
+		sub.waitLines(t, subBefore+10)
+		w.assertNotRestarted(t)
+	})
+
+	// A record whose server the allow-list no longer names is not made
+	// again: nothing is mounted, the refusal is an Event, once; allowed
+	// again (here: the record names the allowed server again), it comes back.
+	t.Run("ServerNoLongerAllowed", func(t *testing.T) {
+		records := bed.Env.RegistrationDir + "/" + mountrecord.Dir
+		path := records + "/" + mountrecord.FileName(dir)
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := mountrecord.Decode(orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := rec
+		bad.Source = "not-allowed.invalid:/" + glusterVolume
+		if err := mountrecord.Write(records, bad); err != nil {
+			t.Fatal(err)
+		}
+		restored := false
+		t.Cleanup(func() {
+			if !restored {
+				_ = mountrecord.Write(records, rec)
+			}
+		})
+		pids := fuseProcesses(t, dir)
+		if len(pids) != 1 {
+			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
+		}
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		w.waitEvents(t, recovery.ReasonRecoveryRefused, 1, "not-allowed.invalid")
+		mp := g.mountPod(t)
+		g.waitMountPodEvents(t, mp, recovery.ReasonRecoveryRefused, 1, "not-allowed.invalid")
+		// Refused, not tried: no client for it, no failed attempt logged.
+		if now := fuseProcesses(t, dir); len(now) != 0 {
+			t.Errorf("glusterfs processes serve %s after the refusal: %v", dir, now)
+		}
+		if a := failedAttempts(t, bed.Kubectl(t, "-n", mp.Namespace, "logs", mp.Name), dir, "not-allowed.invalid"); len(a) != 0 {
+			t.Errorf("%d attempts to mount from a server no longer allowed", len(a))
+		}
+		if err := mountrecord.Write(records, rec); err != nil {
+			t.Fatal(err)
+		}
+		restored = true
+		before, subBefore := w.lines(t), sub.lines(t)
 		w.waitLines(t, before+10)
 		sub.waitLines(t, subBefore+10)
 		w.assertNotRestarted(t)
