@@ -6,33 +6,43 @@ package deploy_test
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/mountcontainers/mountcontainers/internal/hostinstall"
 )
 
-// render builds the kustomization in dir and decodes every object strictly
-// (unknown or duplicate fields are errors).
-func render(t *testing.T, dir string) []runtime.Object {
+// renderResources builds the kustomization in dir (kustomize build).
+func renderResources(t *testing.T, dir string) []*resource.Resource {
 	t.Helper()
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
+	return rm.Resources()
+}
+
+// render builds the kustomization in dir and decodes every object strictly
+// (unknown or duplicate fields are errors).
+func render(t *testing.T, dir string) []runtime.Object {
+	t.Helper()
 	ser := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
 		json.SerializerOptions{Yaml: true, Strict: true})
 	var objs []runtime.Object
-	for _, res := range rm.Resources() {
+	for _, res := range renderResources(t, dir) {
 		y, err := res.AsYAML()
 		if err != nil {
 			t.Fatal(err)
@@ -58,19 +68,69 @@ func daemonSet(t *testing.T, dir string) *appsv1.DaemonSet {
 	return nil
 }
 
+// mountPodOverlays are the overlays of deploy/ that run mount pods, with
+// the volume plugin each registers for. Every test of a mount pod's
+// properties iterates over them; TestEveryOverlayListed fails when a
+// directory of deploy/ renders a DaemonSet and is not listed here.
+var mountPodOverlays = []struct{ overlay, plugin string }{
+	{"glusterfs", "kubernetes.io/glusterfs"},
+	{"rbd", "kubernetes.io/rbd"},
+	{"cephfs", "kubernetes.io/cephfs"},
+}
+
+// installsFlexvolume reports whether the overlay's mount pod installs a
+// Flexvolume driver on the node.
+func installsFlexvolume(t *testing.T, overlay string) bool {
+	t.Helper()
+	return envValue(daemonSet(t, overlay), hostinstall.EnvFlexvolumeDir) != ""
+}
+
 func TestPluginOverlays(t *testing.T) {
-	for _, tc := range []struct{ overlay, plugin string }{
-		{"glusterfs", "kubernetes.io/glusterfs"},
-		{"rbd", "kubernetes.io/rbd"},
-		{"cephfs", "kubernetes.io/cephfs"},
-	} {
+	for _, tc := range mountPodOverlays {
 		t.Run(tc.overlay, func(t *testing.T) {
-			// The DaemonSet, and the Events RBAC of TestMountPodRBAC.
-			if objs := render(t, tc.overlay); len(objs) != 4 {
-				t.Fatalf("%d objects, want a DaemonSet, a ServiceAccount, a ClusterRole and its binding", len(objs))
+			// The DaemonSet, the Events RBAC of TestMountPodRBAC and, with a
+			// Flexvolume driver, the policy of TestFlexvolumePolicy.
+			want := []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "ServiceAccount"}
+			if installsFlexvolume(t, tc.overlay) {
+				want = append(want, "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+			}
+			if got := kinds(render(t, tc.overlay)); !slices.Equal(got, want) {
+				t.Errorf("renders %v, want %v", got, want)
 			}
 			checkDaemonSet(t, daemonSet(t, tc.overlay), tc.overlay, tc.plugin)
 		})
+	}
+}
+
+// kinds returns the sorted kinds of objs.
+func kinds(objs []runtime.Object) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, reflect.TypeOf(o).Elem().Name())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestEveryOverlayListed: every kustomization of deploy/ that renders a
+// DaemonSet is in mountPodOverlays, so that no overlay escapes the tests
+// of the mount pod's properties.
+func TestEveryOverlayListed(t *testing.T) {
+	dirs, err := filepath.Glob("*/kustomization.yaml")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no kustomization in deploy/: %v", err)
+	}
+	for _, k := range dirs {
+		dir := filepath.Dir(k)
+		if dir == "base" {
+			continue // rendered through the overlays
+		}
+		if !slices.ContainsFunc(renderResources(t, dir), func(r *resource.Resource) bool { return r.GetKind() == "DaemonSet" }) {
+			continue
+		}
+		if !slices.ContainsFunc(mountPodOverlays, func(o struct{ overlay, plugin string }) bool { return o.overlay == dir }) {
+			t.Errorf("deploy/%s renders a DaemonSet but is not in mountPodOverlays: the mount pod tests do not see it", dir)
+		}
 	}
 }
 
@@ -83,7 +143,7 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, overlay, plugin string) 
 		}
 	}
 	expect(ds.Name == overlay+"-mountpod", "name, want %s-mountpod", overlay)
-	expect(ds.Namespace == "kube-system", "namespace %q", ds.Namespace)
+	expect(ds.Namespace == mountNamespace(t), "namespace %q, want deploy/namespace's %q", ds.Namespace, mountNamespace(t))
 	expect(ds.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType, "update strategy %q, want OnDelete", ds.Spec.UpdateStrategy.Type)
 	for _, l := range []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/part-of"} {
 		expect(ds.Labels[l] != "", "label %s missing", l)
@@ -181,61 +241,6 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, overlay, plugin string) 
 		expect(sys.MountPath == "/sys" && !sys.ReadOnly, "/sys not mounted writable (%+v): rbd map cannot write /sys/bus/rbd", sys)
 	} else {
 		expect(sys.MountPath == "/sys" && sys.ReadOnly, "/sys not mounted read-only (%+v)", sys)
-	}
-}
-
-// TestRolloutRBAC checks the shape of deploy/rbac: a ServiceAccount in
-// kube-system, a ClusterRole bound cluster-wide that only reads, fences
-// nodes and evicts, and a Role bound in kube-system for the rest. Which
-// calls each grants is internal/rollout's rbac_test.go (every API call of
-// the rollout's scenarios) and the end-to-end rollout tests (run as this
-// ServiceAccount).
-func TestRolloutRBAC(t *testing.T) {
-	objs := render(t, "rbac")
-	var (
-		crole *rbacv1.ClusterRole
-		role  *rbacv1.Role
-		crb   *rbacv1.ClusterRoleBinding
-		rb    *rbacv1.RoleBinding
-		sa    *corev1.ServiceAccount
-	)
-	for _, o := range objs {
-		switch o := o.(type) {
-		case *rbacv1.ClusterRole:
-			crole = o
-		case *rbacv1.Role:
-			role = o
-		case *rbacv1.ClusterRoleBinding:
-			crb = o
-		case *rbacv1.RoleBinding:
-			rb = o
-		case *corev1.ServiceAccount:
-			sa = o
-		}
-	}
-	if len(objs) != 5 || crole == nil || role == nil || crb == nil || rb == nil || sa == nil {
-		t.Fatalf("rbac renders %d objects, want a ServiceAccount, a ClusterRole, a Role and their bindings", len(objs))
-	}
-	if sa.Namespace != "kube-system" || role.Namespace != "kube-system" || rb.Namespace != "kube-system" {
-		t.Errorf("namespaces: ServiceAccount %q, Role %q, RoleBinding %q; want kube-system", sa.Namespace, role.Namespace, rb.Namespace)
-	}
-	binds := func(ref rbacv1.RoleRef, subjects []rbacv1.Subject, kind, name string) bool {
-		return ref.Kind == kind && ref.Name == name && len(subjects) == 1 && subjects[0].Kind == rbacv1.ServiceAccountKind &&
-			subjects[0].Name == sa.Name && subjects[0].Namespace == sa.Namespace
-	}
-	if !binds(crb.RoleRef, crb.Subjects, "ClusterRole", crole.Name) || !binds(rb.RoleRef, rb.Subjects, "Role", role.Name) {
-		t.Errorf("bindings %+v, %+v do not bind the roles to %s/%s", crb, rb, sa.Namespace, sa.Name)
-	}
-	// Cluster-wide: no wildcard, no writes but node updates and evictions.
-	for _, r := range crole.Rules {
-		for _, v := range r.Verbs {
-			for _, res := range r.Resources {
-				ok := v == "get" || v == "list" || (res == "nodes" && v == "update") || (res == "pods/eviction" && v == "create")
-				if !ok || slices.Contains(r.APIGroups, "*") || res == "*" {
-					t.Errorf("the ClusterRole grants %s on %s %v cluster-wide", v, res, r.APIGroups)
-				}
-			}
-		}
 	}
 }
 

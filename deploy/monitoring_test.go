@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -27,8 +26,9 @@ const defaultMetricsPort = 9641
 // pods of one node share the node's ports.
 func TestMetricsPorts(t *testing.T) {
 	seen := map[int32]string{}
-	for _, overlay := range []string{"glusterfs", "rbd"} {
-		ds := render(t, overlay)[0].(*appsv1.DaemonSet)
+	for _, o := range mountPodOverlays {
+		overlay := o.overlay
+		ds := daemonSet(t, overlay)
 		c := ds.Spec.Template.Spec.Containers[0]
 		i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" })
 		if i < 0 {
@@ -91,8 +91,9 @@ func TestMonitoring(t *testing.T) {
 			t.Errorf("unexpected %s %s", res.GetKind(), res.GetName())
 		}
 	}
-	for _, overlay := range []string{"glusterfs", "rbd"} {
-		ds := render(t, overlay)[0].(*appsv1.DaemonSet)
+	for _, o := range mountPodOverlays {
+		overlay := o.overlay
+		ds := daemonSet(t, overlay)
 		for k, v := range pm.Spec.Selector.MatchLabels {
 			if ds.Spec.Template.Labels[k] != v {
 				t.Errorf("the PodMonitor selects %s=%s; %s's pods have %q", k, v, overlay, ds.Spec.Template.Labels[k])

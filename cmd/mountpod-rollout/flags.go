@@ -14,10 +14,10 @@ func flags() []cli.Flag {
 	return append([]cli.Flag{
 		// kubectl's connection flags with kubectl's meanings, so that the
 		// command works as a kubectl plugin (docs/upgrade.md); only the
-		// namespace's default differs: the mount pods' kube-system.
+		// namespace's default differs: the mount pods' (deploy/namespace).
 		&cli.StringFlag{Name: "kubeconfig", Usage: "Path to the kubeconfig file; without it $KUBECONFIG (a list of files, merged) or ~/.kube/config, else the in-cluster configuration when running in a pod."},
 		&cli.StringFlag{Name: "context", Usage: "The name of the kubeconfig context to use (default: its current-context)."},
-		&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}, Value: "kube-system", Usage: "Namespace of the DaemonSet."},
+		&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}, Value: rollout.DefaultNamespace, Usage: "Namespace of the DaemonSet."},
 		&cli.IntFlag{Name: "max-unavailable", Value: 1, Usage: "How many nodes to upgrade at once."},
 		&cli.StringFlag{Name: "strategy", Value: string(rollout.StrategyDrain), Usage: "How a node's mount pod is replaced: drain (taint the node, evict the pods using the plugin's volumes, wait until their mounts are gone, replace the pod, remove the taint), or in-place (where every live mount is scoped, replace the pod under them, without taint or eviction, and check that they all survived)."},
 		&cli.StringFlag{Name: "unscoped", Value: string(rollout.UnscopedDrain), Usage: "With --strategy in-place, what to do on a node with a live mount that is not scoped (it would die with the mount pod): drain that node, or refuse (the node fails untouched, naming the mounts)."},

@@ -81,7 +81,7 @@ func TestExitCodes(t *testing.T) {
 	if code, _, stderr := runApp("-n", "", "ds"); code != exitRefused || !strings.Contains(stderr, "namespace and name are required") {
 		t.Errorf("empty namespace = %d, %s; want %d (refused)", code, stderr, exitRefused)
 	}
-	if code, _, stderr := runApp("ds"); code != exitFailure || !strings.Contains(stderr, "get daemonset kube-system/ds") {
+	if code, _, stderr := runApp("ds"); code != exitFailure || !strings.Contains(stderr, "get daemonset "+rollout.DefaultNamespace+"/ds") {
 		t.Errorf("unreachable API server = %d, %s; want %d", code, stderr, exitFailure)
 	}
 }

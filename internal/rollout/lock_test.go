@@ -94,7 +94,7 @@ func (e *env) client(log *actLog, who string, p *apiPause) *fake.Clientset {
 			return true, nil, apierrors.NewServerTimeout(a.GetResource().GroupResource(), a.GetVerb(), 1)
 		})
 	}
-	e.t.Cleanup(func() { checkRBAC(e.t, cs.Actions()) })
+	checkShipped(e.t, e.c, cs)
 	return cs
 }
 

@@ -2,6 +2,8 @@ package rollout_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -11,8 +13,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -42,8 +47,111 @@ func shippedPolicy(t *testing.T) *rt.Policy {
 	return policy
 }
 
+// checkShipped holds cs, the client of a rollout of c, to what deploy/rbac
+// lets the rollout do. When the test ends, every API call cs made must be
+// allowed by its RBAC (checkRBAC), and every node update must be one its
+// admission policy admits (nodeUpdateRefusal).
+func checkShipped(t *testing.T, c *rt.Cluster, cs *fake.Clientset) {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		refused []string
+	)
+	cs.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		n, ok := a.(k8stesting.UpdateAction).GetObject().(*corev1.Node)
+		if !ok || a.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		if old, err := c.Client.Tracker().Get(a.GetResource(), "", n.Name); err == nil {
+			if why := nodeUpdateRefusal(old.(*corev1.Node), n); why != "" {
+				mu.Lock()
+				refused = append(refused, "update node "+n.Name+": "+why)
+				mu.Unlock()
+			}
+		}
+		return false, nil, nil
+	})
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range refused {
+			t.Errorf("deploy/rbac/admission.yaml refuses the rollout's %s", r)
+		}
+		checkRBAC(t, cs.Actions())
+	})
+}
+
+// nodeUpdateRefusal restates the rule deploy/rbac/admission.yaml enforces
+// on the rollout's node updates ("" when old may become n): only NoSchedule
+// taints of key TaintKey may come or go; every other taint, the rest of the
+// spec, the labels, annotations, owner references and finalizers stay.
+// (The policy's CEL is checked with the API server's evaluator and on the
+// bed; here, that the rollout keeps to it in every scenario.)
+func nodeUpdateRefusal(old, n *corev1.Node) string {
+	others := func(n *corev1.Node) []corev1.Taint {
+		return slices.DeleteFunc(slices.Clone(n.Spec.Taints), func(t corev1.Taint) bool {
+			return t.Key == rollout.TaintKey && t.Effect == corev1.TaintEffectNoSchedule
+		})
+	}
+	oldSpec, newSpec := old.Spec, n.Spec
+	oldSpec.Taints, newSpec.Taints = nil, nil
+	switch {
+	case !apiequality.Semantic.DeepEqual(others(old), others(n)):
+		return fmt.Sprintf("its other taints changed from %+v to %+v", others(old), others(n))
+	case !apiequality.Semantic.DeepEqual(oldSpec, newSpec):
+		return fmt.Sprintf("its spec changed from %+v to %+v", oldSpec, newSpec)
+	case !maps.Equal(old.Labels, n.Labels) || !maps.Equal(old.Annotations, n.Annotations) ||
+		!apiequality.Semantic.DeepEqual(old.OwnerReferences, n.OwnerReferences) || !slices.Equal(old.Finalizers, n.Finalizers):
+		return "its labels, annotations, owner references or finalizers changed"
+	}
+	return ""
+}
+
+// The restated rule itself, on the cases deploy/rbac/admission.yaml's CEL
+// was checked on: only the rollout's NoSchedule taint may come or go.
+func TestNodeUpdateRefusal(t *testing.T) {
+	base := func() *corev1.Node {
+		n := rt.Node("n1")
+		n.Labels = map[string]string{"kubernetes.io/hostname": "n1"}
+		n.Spec.PodCIDR = "10.0.0.0/24"
+		n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
+		return n
+	}
+	ours := corev1.Taint{Key: rollout.TaintKey, Value: ns + "." + dsName, Effect: corev1.TaintEffectNoSchedule}
+	with := func(change func(n *corev1.Node)) *corev1.Node {
+		n := base()
+		change(n)
+		return n
+	}
+	tainted := with(func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, ours) })
+	for _, tc := range []struct {
+		name     string
+		old, new *corev1.Node
+		admitted bool
+	}{
+		{"taint", base(), tainted, true},
+		{"untaint", tainted, base(), true},
+		{"unchanged", base(), base(), true},
+		{"NoExecute of the key", base(), with(func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: rollout.TaintKey, Effect: corev1.TaintEffectNoExecute})
+		}), false},
+		{"another taint removed", base(), with(func(n *corev1.Node) { n.Spec.Taints = nil }), false},
+		{"cordoned", base(), with(func(n *corev1.Node) { n.Spec.Unschedulable = true }), false},
+		{"podCIDR", base(), with(func(n *corev1.Node) { n.Spec.PodCIDR = "10.9.0.0/24" }), false},
+		{"label", base(), with(func(n *corev1.Node) { n.Labels["x"] = "y" }), false},
+		{"annotation", base(), with(func(n *corev1.Node) { n.Annotations = map[string]string{"x": "y"} }), false},
+		{"owner", base(), with(func(n *corev1.Node) { n.OwnerReferences = []metav1.OwnerReference{{Kind: "Pod", Name: "p", UID: "u"}} }), false},
+		{"finalizer", base(), with(func(n *corev1.Node) { n.Finalizers = []string{"x/y"} }), false},
+		{"resourceVersion", base(), with(func(n *corev1.Node) { n.ResourceVersion = "7" }), true},
+	} {
+		if why := nodeUpdateRefusal(tc.old, tc.new); (why == "") != tc.admitted {
+			t.Errorf("%s: refusal %q, want admitted %v", tc.name, why, tc.admitted)
+		}
+	}
+}
+
 // checkRBAC fails t for every action (an API call of a rollout) that
-// deploy/rbac does not allow. Every scenario made with newEnv ends with it.
+// deploy/rbac does not allow.
 func checkRBAC(t *testing.T, actions []k8stesting.Action) {
 	t.Helper()
 	p := shippedPolicy(t)
@@ -57,7 +165,24 @@ func checkRBAC(t *testing.T, actions []k8stesting.Action) {
 		if !p.Allows(req) {
 			t.Errorf("deploy/rbac does not allow the rollout's call %s; rules there:\n%s", req, p.Rules(req.Namespace))
 		}
+		// RBAC cannot limit create by name; admission.yaml lets the rollout
+		// create only the Leases the Role lets it update (deploy's
+		// TestRolloutAdmission: the same names).
+		if c, ok := a.(k8stesting.CreateAction); ok && req.Resource == "leases" && req.Subresource == "" {
+			lease := req
+			lease.Verb, lease.Name = "update", nameOf(c.GetObject())
+			if !p.Allows(lease) {
+				t.Errorf("deploy/rbac/admission.yaml refuses the rollout's creation of Lease %s -n %s", lease.Name, lease.Namespace)
+			}
+		}
 	}
+}
+
+func nameOf(obj runtime.Object) string {
+	if o, ok := obj.(metav1.Object); ok {
+		return o.GetName()
+	}
+	return ""
 }
 
 // The recording is not vacuous: a drain rollout and an in-place one, with

@@ -24,7 +24,7 @@ import (
 )
 
 const (
-	ns     = "kube-system"
+	ns     = rollout.DefaultNamespace
 	dsName = "glusterfs-mountpod"
 	driver = "mountcontainers.io/glusterfs"
 )
@@ -36,7 +36,7 @@ type env struct {
 	t *testing.T
 	c *rt.Cluster
 	// rc is the rollouts' client: its actions are their API calls, each
-	// checked against deploy/rbac when the test ends.
+	// checked against deploy/rbac when the test ends (checkShipped).
 	rc     *fake.Clientset
 	mounts *rt.Mounts
 	ds     *appsv1.DaemonSet
@@ -62,7 +62,7 @@ func newEnv(t *testing.T, mutate func(ds *appsv1.DaemonSet), extra ...runtime.Ob
 	e := &env{t: t, c: rt.NewCluster(append(objs, extra...)...), ds: ds}
 	e.rc = e.c.NewClient()
 	e.mounts = rt.NewMounts(e.c, 2)
-	t.Cleanup(func() { checkRBAC(t, e.rc.Actions()) })
+	checkShipped(t, e.c, e.rc)
 	return e
 }
 

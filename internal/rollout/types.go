@@ -23,6 +23,10 @@ const (
 	RevisionLabel = appsv1.DefaultDaemonSetUniqueLabelKey
 	// EventSource is the component name of the Events the rollout records.
 	EventSource = "mountpod-rollout"
+	// DefaultNamespace is the namespace deploy/ puts the mount pods in
+	// (deploy/namespace), the one where deploy/rbac grants the rollout
+	// what it needs; mountpod-rollout's --namespace defaults to it.
+	DefaultNamespace = "mountcontainers"
 )
 
 // Step is a stage of a node's upgrade.

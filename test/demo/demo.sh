@@ -107,18 +107,20 @@ quiet K wait --for=condition=Ready -n "$NS" pod/glusterfs-server --timeout=180s
 say "volume gv0 served from $NODE_NAME:/bricks/gv0"
 
 step "Deploying the glusterfs mount pod from deploy/glusterfs"
+say "${D}kubectl apply -k deploy/namespace   (the mount pods' namespace, mountcontainers)${N}"
 say "${D}kubectl apply -k  (overlay of deploy/glusterfs pointing at the bed's kubelet dir)${N}"
+quiet K apply -k deploy/namespace
 quiet K apply -k "$WORK/manifests/mountpod"
 for _ in $(seq 240); do
-	[[ $(K get pods -n kube-system -l app.kubernetes.io/instance=glusterfs-mountpod \
+	[[ $(K get pods -n mountcontainers -l app.kubernetes.io/instance=glusterfs-mountpod \
 		-o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]] && break
 	sleep 0.5
 done
-mp=$(K get pods -n kube-system -l app.kubernetes.io/instance=glusterfs-mountpod -o jsonpath='{.items[0].metadata.name}')
-K wait --for=condition=Ready -n kube-system "pod/$mp" --timeout=10s >/dev/null
+mp=$(K get pods -n mountcontainers -l app.kubernetes.io/instance=glusterfs-mountpod -o jsonpath='{.items[0].metadata.name}')
+K wait --for=condition=Ready -n mountcontainers "pod/$mp" --timeout=10s >/dev/null
 driver=$VOLUME_PLUGIN_DIR/mountcontainers.io~glusterfs/glusterfs
 for _ in $(seq 100); do [[ -x $driver ]] && break; sleep 0.2; done
-say "mount pod kube-system/$mp Ready, registered for kubernetes.io/glusterfs"
+say "mount pod mountcontainers/$mp Ready, registered for kubernetes.io/glusterfs"
 say "it installed the Flexvolume driver: $driver"
 
 step "kubelet-exec-shim status (the shim the mount pod installed on the host)"
@@ -183,7 +185,7 @@ if [[ $KEEP == 1 ]]; then
 	      source $BED_DIR/env
 	      \$KUBECTL get pods -A -o wide
 	      \$KUBECTL exec -n $NS demo-workload -- ls -l /data
-	      \$KUBECTL exec -n kube-system $mp -- ps -ef
+	      \$KUBECTL exec -n mountcontainers $mp -- ps -ef
 	      $BED_DIR/shim-bin/kubelet-exec-shim --registration-dir \$REGISTRATION_DIR --runtime-endpoint \$CRI_ENDPOINT status
 	      findmnt -t fuse.glusterfs
 	    Tear down:

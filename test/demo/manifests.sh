@@ -126,6 +126,10 @@ apiVersion: v1
 kind: Namespace
 metadata:
   name: $ns
+  # The demo's workload names the driver in an inline flexVolume, which
+  # deploy/glusterfs's policy refuses outside namespaces an administrator
+  # opted out (deploy/README.md, "Only through PersistentVolumes").
+  labels: {mountcontainers.io/inline-flexvolume: allowed}
 ---
 apiVersion: v1
 kind: Pod

@@ -138,6 +138,7 @@ func setupCeph(t *testing.T, bed *framework.Bed) *cephEnv {
 	srv := startCephServer(t, bed)
 	c := &cephEnv{bed: bed, ns: srv.ns}
 	otherKey := srv.otherKey
+	applyMountpodNamespace(t, bed, root)
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: rbdSecret, Namespace: mountpodNS},
 		StringData: map[string]string{

@@ -108,6 +108,7 @@ func setupCephFS(t *testing.T, bed *framework.Bed) *cephfsEnv {
 
 	overlay := cephfsOverlay(t, bed, root, c.secrets)
 	start := time.Now()
+	applyMountpodNamespace(t, bed, root)
 	bed.ApplyKustomize(t, overlay)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -194,6 +195,10 @@ patches:
       - {op: replace, path: /spec/template/spec/containers/0/env/9/value, value: %[8]s}
       - {op: test, path: /spec/template/spec/containers/0/env/11/name, value: MOUNTPOD_HOST_RUNTIME_ENDPOINT}
       - {op: replace, path: /spec/template/spec/containers/0/env/11/value, value: %[9]q}
+      # The monitors: deploy/cephfs ships a placeholder the mount pod
+      # refuses until an administrator names them.
+      - {op: test, path: /spec/template/spec/containers/0/env/12/name, value: MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS}
+      - {op: replace, path: /spec/template/spec/containers/0/env/12/value, value: %[12]q}
       - {op: test, path: /spec/template/spec/volumes/7/name, value: secrets}
       - {op: replace, path: /spec/template/spec/volumes/7/hostPath/path, value: %[10]s}
       - {op: test, path: /spec/template/spec/containers/0/volumeMounts/7/name, value: secrets}
@@ -206,7 +211,7 @@ patches:
       - {op: add, path: /spec/template/spec/containers/0/env/-, value: {name: KUBERNETES_SERVICE_PORT, value: %[11]q}}
 `, base, img[:strings.LastIndex(img, ":")], img[strings.LastIndex(img, ":")+1:], bed.Env.KubeletRoot, bed.Env.RegistrationDir,
 		bed.Env.BedDir, cmp.Or(bed.Env.Vars["BED_SCOPE_PARENT"], "mountcontainers-bed"), bed.Env.VolumePluginDir, bed.Env.CRIEndpoint,
-		secrets, bed.Env.Vars["API_PORT"])
+		secrets, bed.Env.Vars["API_PORT"], bed.Env.NodeIP)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/atomicfile"
 	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
 	"github.com/mountcontainers/mountcontainers/internal/mountpod"
+	"github.com/mountcontainers/mountcontainers/internal/rollout"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/test/framework"
@@ -38,7 +39,7 @@ const (
 	glusterDriver   = "mountcontainers.io/glusterfs"
 	glusterVolume   = "gv0"
 	mountpodSelect  = "app.kubernetes.io/instance=glusterfs-mountpod"
-	mountpodNS      = "kube-system"
+	mountpodNS      = rollout.DefaultNamespace
 	execSyncBound   = 10 * time.Second // a hanging exec would take the driver's 1 min timeout
 	driverCallBound = 15 * time.Second
 )
@@ -106,6 +107,7 @@ func setupGlusterfs(t *testing.T, bed *framework.Bed, volumes ...string) *gluste
 	t.Logf("GlusterFS server ready in %s", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
+	applyMountpodNamespace(t, bed, root)
 	bed.ApplyKustomize(t, filepath.Join(g.out, "mountpod"))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -128,6 +130,14 @@ func setupGlusterfs(t *testing.T, bed *framework.Bed, volumes ...string) *gluste
 	}
 	assertNoDotfiles(t, filepath.Dir(g.driver))
 	return g
+}
+
+// applyMountpodNamespace applies deploy/namespace, the mount pods'
+// namespace, as an administrator does before the overlays. No test deletes
+// it (deleting it deletes every plugin's mount pods); it goes with the bed.
+func applyMountpodNamespace(t *testing.T, bed *framework.Bed, root string) {
+	t.Helper()
+	bed.ApplyKustomize(t, filepath.Join(root, "deploy/namespace"))
 }
 
 // assertHostHasNoGluster fails when the host has any GlusterFS client: the

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"path/filepath"
 	"strings"
@@ -20,12 +21,17 @@ import (
 
 // TestFlexvolumePVOnlyPolicy applies deploy/policy, the
 // ValidatingAdmissionPolicy that keeps pod authors from naming the
-// project's Flexvolume drivers (GlusterFS, CephFS) inline: a pod with an
-// inline flexVolume of either driver is refused, naming the driver and the
+// project's Flexvolume drivers (GlusterFS, CephFS) inline (deploy/glusterfs
+// and deploy/cephfs ship it for their drivers): a pod with an inline
+// flexVolume of either driver is refused, naming the driver and the
 // volume; one whose volume comes from a PersistentVolume is admitted. The
 // same inline pods are admitted before the policy is applied (the negative
-// control). Pods are created with server-side dry run, which goes through
-// every admission step, policies included, and leaves nothing to mount.
+// control), and again once the namespace is labelled
+// mountcontainers.io/inline-flexvolume=allowed (the opt-out; the test's
+// namespace starts with it, as every test namespace does, and loses it
+// once the policy is applied). Pods are created with server-side dry run,
+// which goes through every admission step, policies included, and leaves
+// nothing to mount.
 func TestFlexvolumePVOnlyPolicy(t *testing.T) {
 	bed := framework.Current(t)
 	root, err := framework.RepoRoot()
@@ -67,6 +73,9 @@ func TestFlexvolumePVOnlyPolicy(t *testing.T) {
 			t.Errorf("delete the policy: %v", r.Err)
 		}
 	})
+
+	// The namespace opts out no more.
+	bed.Kubectl(t, "label", "namespace", ns, framework.InlineFlexvolumeLabel+"-")
 
 	// The API server loads a new policy asynchronously: ask until it refuses.
 	start := time.Now()
@@ -149,6 +158,20 @@ func TestFlexvolumePVOnlyPolicy(t *testing.T) {
 	foreign := policyPod("foreign", corev1.VolumeSource{FlexVolume: &corev1.FlexVolumeSource{Driver: "example.com/nfs"}}, bed.Env.BaseImage)
 	if _, err := pods.Create(ctx, foreign, dryRun); err != nil {
 		t.Fatalf("pod with another vendor's inline flexVolume refused: %v", err)
+	}
+
+	// The opt-out: the namespace labelled, the binding skips it (the API
+	// server sees the label through its cache: ask until it admits).
+	bed.Kubectl(t, "label", "namespace", ns, framework.InlineFlexvolumeLabel+"=allowed")
+	for _, d := range drivers {
+		err := framework.Poll(ctx, "the inline pod of "+d.name+" admitted in the opted-out namespace", 200*time.Millisecond, time.Minute,
+			func(ctx context.Context) (bool, string, error) {
+				_, err := pods.Create(ctx, inline[d.name], dryRun)
+				return err == nil, fmt.Sprint(err), nil
+			})
+		if err != nil {
+			t.Error(err)
+		}
 	}
 }
 

@@ -20,12 +20,14 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/mountcontainers/mountcontainers/internal/rollout"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -318,8 +320,9 @@ func (r *rolloutEnv) startRollout(t *testing.T, args ...string) func() (string, 
 }
 
 // rolloutServiceAccount binds a ServiceAccount in namespace to exactly the
-// rules of deploy/rbac and returns its kubeconfig (a TokenRequest token),
-// after checking that it is no administrator.
+// rules of deploy/rbac, RBAC and admission policies, and returns its
+// kubeconfig (a TokenRequest token), after checking that it is no
+// administrator and that the policies are in force.
 func rolloutServiceAccount(t *testing.T, bed *framework.Bed, namespace, suffix string) *framework.ServiceAccountKubeconfig {
 	t.Helper()
 	sa := bed.RBACKubeconfig(t, "deploy/rbac", namespace, suffix)
@@ -333,8 +336,81 @@ func rolloutServiceAccount(t *testing.T, bed *framework.Bed, namespace, suffix s
 	if sa.Can(t, "delete", "", "pods", "", "default", "") || sa.Can(t, "patch", "apps", "daemonsets", "", namespace, "kube-proxy") {
 		t.Fatalf("%s may delete pods in default or patch daemonset kube-proxy: not the RBAC of deploy/rbac", sa.User)
 	}
-	t.Logf("mountpod-rollout runs as %s, bound to deploy/rbac", sa.User)
+	checkRolloutAdmission(t, bed, sa, namespace)
+	t.Logf("mountpod-rollout runs as %s, bound to deploy/rbac and its policies %v", sa.User, sa.Policies)
 	return sa
+}
+
+// checkRolloutAdmission waits until deploy/rbac's admission policies (as
+// RBACKubeconfig copied them for sa) apply to sa, then checks, with dry
+// runs as sa, what they refuse: any change of a node but its
+// mountcontainers.io/upgrading NoSchedule taint, and Leases not named
+// after a mount-pod DaemonSet.
+func checkRolloutAdmission(t *testing.T, bed *framework.Bed, sa *framework.ServiceAccountKubeconfig, namespace string) {
+	t.Helper()
+	ctx := context.Background()
+	nodes := sa.Client.CoreV1().Nodes()
+	// update makes change to the node as sa, in a dry run.
+	update := func(ctx context.Context, change func(*corev1.Node)) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := nodes.Get(ctx, bed.Env.NodeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			change(n)
+			_, err = nodes.Update(ctx, n, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		})
+	}
+	refused := func(err error) bool {
+		return err != nil && slices.ContainsFunc(sa.Policies, func(p string) bool { return strings.Contains(err.Error(), "'"+p+"'") })
+	}
+	label := func(n *corev1.Node) { metav1.SetMetaDataLabel(&n.ObjectMeta, "e2e.mountcontainers.io/probe", sa.Name) }
+	// The API server loads new policies asynchronously.
+	var last error
+	if err := framework.Poll(ctx, "deploy/rbac's node policy applies to "+sa.User, 200*time.Millisecond, time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			last = update(ctx, label)
+			return refused(last), fmt.Sprint(last), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a label change refused: %v", last)
+	taint := func(effect corev1.TaintEffect) func(*corev1.Node) {
+		return func(n *corev1.Node) {
+			// Unique by key and effect: in place of any left over.
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == rollout.TaintKey && t.Effect == effect })
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: rollout.TaintKey, Value: namespace + "." + rolloutDS, Effect: effect})
+		}
+	}
+	for _, tc := range []struct {
+		what   string
+		change func(*corev1.Node)
+		admit  bool
+	}{
+		{"the rollout's taint", taint(corev1.TaintEffectNoSchedule), true},
+		{"a NoExecute taint of the rollout's key", taint(corev1.TaintEffectNoExecute), false},
+		{"another taint", func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "e2e.mountcontainers.io/probe", Effect: corev1.TaintEffectNoSchedule})
+		}, false},
+		{"cordoning", func(n *corev1.Node) { n.Spec.Unschedulable = !n.Spec.Unschedulable }, false},
+		{"an annotation", func(n *corev1.Node) {
+			metav1.SetMetaDataAnnotation(&n.ObjectMeta, "e2e.mountcontainers.io/probe", sa.Name)
+		}, false},
+	} {
+		err := update(ctx, tc.change)
+		if (tc.admit && err != nil) || (!tc.admit && !refused(err)) {
+			t.Errorf("a dry-run node update adding %s as %s: %v; want admitted %v", tc.what, sa.User, err, tc.admit)
+		}
+	}
+	leases := sa.Client.CoordinationV1().Leases(namespace)
+	for name, admit := range map[string]bool{rolloutDS: true, "kube-controller-manager": false} {
+		_, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		// Admission comes first: a Lease that exists was admitted.
+		if (admit && err != nil && !apierrors.IsAlreadyExists(err)) || (!admit && !refused(err)) {
+			t.Errorf("a dry-run creation of Lease %s/%s as %s: %v; want admitted %v", namespace, name, sa.User, err, admit)
+		}
+	}
 }
 
 // leaseHolder returns the holder of the rollout's Lease ("" if none).

@@ -3,9 +3,11 @@ package framework
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +31,8 @@ type ServiceAccountKubeconfig struct {
 	// Namespace and Name are the ServiceAccount's; User is the user name
 	// the API server sees (system:serviceaccount:<namespace>:<name>).
 	Namespace, Name, User string
+	// Policies are the ValidatingAdmissionPolicies that apply to it.
+	Policies []string
 	// Client is a clientset that authenticates as it.
 	Client kubernetes.Interface
 }
@@ -52,18 +56,25 @@ func (k *ServiceAccountKubeconfig) Can(t testing.TB, verb, group, resource, subr
 	return r.Status.Allowed
 }
 
-// RBACKubeconfig creates exactly the RBAC objects that `kubectl apply -k
-// <repo>/<dir>` creates, with two changes that leave every rule as it is:
-// the namespaced objects (the ServiceAccount, Roles, RoleBindings, and the
-// ServiceAccount in the bindings' subjects) move to namespace, and every
-// name gets suffix, so that tests do not share them. It returns a
-// kubeconfig for that ServiceAccount (there must be exactly one) with a
-// token from the TokenRequest API (an hour), not the bed's administrator.
-// Everything is deleted when the test ends.
+// RBACKubeconfig creates exactly the RBAC objects and admission policies
+// that `kubectl apply -k <repo>/<dir>` creates, with changes that leave
+// every rule as it is: the namespaced objects (the ServiceAccount, Roles,
+// RoleBindings, and the ServiceAccount in the bindings' subjects) move to
+// namespace, every name gets suffix (a policy binding's policy name too),
+// so that tests do not share them, and the matchConditions of the
+// ValidatingAdmissionPolicies, which single out the shipped ServiceAccount
+// by its user name, name this one instead (a policy that names no
+// ServiceAccount is refused: its copy would apply to every test). It
+// returns a kubeconfig for that ServiceAccount (there must be exactly one)
+// with a token from the TokenRequest API (an hour), not the bed's
+// administrator. Everything is deleted when the test ends.
 //
-// For deploy/rbac in kube-system, the shipped namespace:
+// The API server loads new policies asynchronously: a caller that must
+// not act before they apply probes for one of their refusals.
 //
-//	sa := bed.RBACKubeconfig(t, "deploy/rbac", "kube-system", "-e2e")
+// For deploy/rbac in the mount pods' namespace, the shipped one:
+//
+//	sa := bed.RBACKubeconfig(t, "deploy/rbac", "mountcontainers", "-e2e")
 //	cmd.Env = append(os.Environ(), "KUBECONFIG="+sa.Path)
 func (b *Bed) RBACKubeconfig(t testing.TB, dir, namespace, suffix string) *ServiceAccountKubeconfig {
 	t.Helper()
@@ -75,7 +86,24 @@ func (b *Bed) RBACKubeconfig(t testing.TB, dir, namespace, suffix string) *Servi
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
+	// The admission policies name the shipped ServiceAccount: find it first.
+	var shipped *corev1.ServiceAccount
+	for _, obj := range objs {
+		if s, ok := obj.(*corev1.ServiceAccount); ok {
+			if shipped != nil {
+				t.Fatalf("%s has more than one ServiceAccount", dir)
+			}
+			shipped = s
+		}
+	}
+	if shipped == nil {
+		t.Fatalf("%s has no ServiceAccount", dir)
+	}
+	shippedUser := "'" + serviceAccountUser(shipped.Namespace, shipped.Name) + "'"
+	testUser := "'" + serviceAccountUser(namespace, shipped.Name+suffix) + "'"
+
 	var sa *corev1.ServiceAccount
+	var policies []string
 	var created []func(context.Context) error
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -102,9 +130,6 @@ func (b *Bed) RBACKubeconfig(t testing.TB, dir, namespace, suffix string) *Servi
 		meta := metav1.ObjectMeta{Name: obj.(metav1.Object).GetName() + suffix, Labels: obj.(metav1.Object).GetLabels()}
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
-			if sa != nil {
-				t.Fatalf("%s has more than one ServiceAccount", dir)
-			}
 			meta.Namespace = namespace
 			s, err := b.Client.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: meta}, metav1.CreateOptions{})
 			if err != nil {
@@ -148,12 +173,45 @@ func (b *Bed) RBACKubeconfig(t testing.TB, dir, namespace, suffix string) *Servi
 			created = append(created, func(ctx context.Context) error {
 				return rbac.RoleBindings(namespace).Delete(ctx, meta.Name, metav1.DeleteOptions{})
 			})
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			spec := *o.Spec.DeepCopy()
+			if spec.ParamKind != nil {
+				t.Fatalf("%s: ValidatingAdmissionPolicy %s has parameters, which are not copied", dir, o.Name)
+			}
+			named := false
+			for i, mc := range spec.MatchConditions {
+				if strings.Contains(mc.Expression, shippedUser) {
+					spec.MatchConditions[i].Expression = strings.ReplaceAll(mc.Expression, shippedUser, testUser)
+					named = true
+				}
+			}
+			if !named {
+				t.Fatalf("%s: no matchCondition of ValidatingAdmissionPolicy %s names %s: its copy would apply to every test's requests", dir, o.Name, shippedUser)
+			}
+			vaps := b.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+			if _, err := vaps.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: meta, Spec: spec}, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("create ValidatingAdmissionPolicy: %v", err)
+			}
+			policies = append(policies, meta.Name)
+			created = append(created, func(ctx context.Context) error {
+				return vaps.Delete(ctx, meta.Name, metav1.DeleteOptions{})
+			})
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			spec := *o.Spec.DeepCopy()
+			if spec.ParamRef != nil {
+				t.Fatalf("%s: ValidatingAdmissionPolicyBinding %s has parameters, which are not copied", dir, o.Name)
+			}
+			spec.PolicyName += suffix
+			bindings := b.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+			if _, err := bindings.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: meta, Spec: spec}, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("create ValidatingAdmissionPolicyBinding: %v", err)
+			}
+			created = append(created, func(ctx context.Context) error {
+				return bindings.Delete(ctx, meta.Name, metav1.DeleteOptions{})
+			})
 		default:
 			t.Fatalf("%s: unexpected %T", dir, obj)
 		}
-	}
-	if sa == nil {
-		t.Fatalf("%s has no ServiceAccount", dir)
 	}
 	exp := int64(3600)
 	tok, err := b.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
@@ -183,11 +241,17 @@ func (b *Bed) RBACKubeconfig(t testing.TB, dir, namespace, suffix string) *Servi
 	if err != nil {
 		t.Fatalf("who am I with the token of %s/%s: %v", namespace, sa.Name, err)
 	}
-	k := &ServiceAccountKubeconfig{Path: path, Namespace: namespace, Name: sa.Name, User: who.Status.UserInfo.Username, Client: client}
-	if want := "system:serviceaccount:" + namespace + ":" + sa.Name; k.User != want {
+	k := &ServiceAccountKubeconfig{Path: path, Namespace: namespace, Name: sa.Name, User: who.Status.UserInfo.Username, Policies: policies, Client: client}
+	if want := serviceAccountUser(namespace, sa.Name); k.User != want {
 		t.Fatalf("the token authenticates as %q, want %q", k.User, want)
 	}
 	return k
+}
+
+// serviceAccountUser is the user name the API server gives the
+// ServiceAccount namespace/name.
+func serviceAccountUser(namespace, name string) string {
+	return "system:serviceaccount:" + namespace + ":" + name
 }
 
 // renderKustomization builds the kustomization in dir (kustomize build)

@@ -170,14 +170,24 @@ func (b *Bed) waitNodeReady(ctx context.Context, timeout time.Duration) error {
 		})
 }
 
+// InlineFlexvolumeLabel set to "allowed" opts a namespace out of the
+// policies that admit the project's Flexvolume drivers only through
+// PersistentVolumes (deploy/policy, shipped by deploy/glusterfs and
+// deploy/cephfs for their drivers): an administrator's decision
+// (deploy/README.md).
+const InlineFlexvolumeLabel = "mountcontainers.io/inline-flexvolume"
+
 // CreateNamespace creates a namespace for one test, deletes it at cleanup, and
 // dumps its pods and events if the test failed. The default ServiceAccount is
-// waited for, because pods are rejected until it exists.
+// waited for, because pods are rejected until it exists. The namespace is
+// labelled InlineFlexvolumeLabel=allowed: the tests mount the drivers
+// through inline flexVolumes while the overlays they apply ship the
+// policies (TestFlexvolumePVOnlyPolicy removes the label).
 func (b *Bed) CreateNamespace(t testing.TB, prefix string) string {
 	t.Helper()
 	ctx := context.Background()
 	ns, err := b.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: map[string]string{InlineFlexvolumeLabel: "allowed"}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create namespace: %v", err)
