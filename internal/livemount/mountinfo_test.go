@@ -89,3 +89,34 @@ func TestSurveyMountPointWithSpace(t *testing.T) {
 		t.Errorf("mount %+v, orphans %+v; want %q, source %q, healthy, scoped in %s", m, r.Orphans, a, "srv:/my vol", scope.Name(a))
 	}
 }
+
+// kernelEscape escapes s as the kernel's show_mountinfo does its paths
+// (mangle: space, tab, newline and backslash as octal).
+func kernelEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case ' ', '\t', '\n', '\\':
+			fmt.Fprintf(&b, `\%03o`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// FuzzUnescape: whatever the kernel escapes comes back as it was, and no
+// input makes Unescape panic or grow.
+func FuzzUnescape(f *testing.F) {
+	for _, s := range []string{"", "/a b", `/a\b`, "/tab\there", `\040`, `\1`, `\777`, `\\040`, "/new\nline"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got := Unescape(kernelEscape(s)); got != s {
+			t.Fatalf("Unescape(%q) = %q, want %q", kernelEscape(s), got, s)
+		}
+		if got := Unescape(s); len(got) > len(s) {
+			t.Fatalf("Unescape(%q) = %q, longer than its input", s, got)
+		}
+	})
+}
