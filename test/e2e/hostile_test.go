@@ -190,7 +190,10 @@ spec:
 // the daemon's scope stands in for that growth, so that the scope, not the
 // node or the pod, hits its limit, and the daemon is made the OOM killer's
 // first choice in it (raising a score needs no privilege). The daemon must
-// not keep the system-node-critical mount pod's oom_score_adj (-997).
+// not keep the system-node-critical mount pod's oom_score_adj (-997); on
+// this bed the runtime restricts every container to its own score (0:
+// restrict_oom_score_adj), so that the raise itself is proven by the scope
+// package's tests, and here only the result.
 func (g *glusterEnv) testDaemonOOM(t *testing.T, mode mcexec.ExecMode) {
 	bed := g.bed
 	log := g.setDriverMode(t, mode)
