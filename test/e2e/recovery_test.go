@@ -246,29 +246,9 @@ func TestRecovery(t *testing.T) {
 	// A record whose server cannot be reached is retried with back-off,
 	// never in a hot loop; once the server is right again it recovers.
 	t.Run("UnreachableServerBacksOff", func(t *testing.T) {
-		records := bed.Env.RegistrationDir + "/" + mountrecord.Dir
-		path := records + "/" + mountrecord.FileName(dir)
-		orig, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := mountrecord.Decode(orig)
-		if err != nil {
-			t.Fatal(err)
-		}
 		// A server the allow-list names (the node) without the volume: the
 		// mount fails, as with a server that is down.
-		bad := rec
-		bad.Source = bed.Env.NodeName + ":/no-such-volume-e2e"
-		if err := mountrecord.Write(records, bad); err != nil {
-			t.Fatal(err)
-		}
-		restored := false
-		t.Cleanup(func() {
-			if !restored {
-				_ = mountrecord.Write(records, rec)
-			}
-		})
+		restore := rewriteSource(t, bed, dir, bed.Env.NodeName+":/no-such-volume-e2e")
 		mp := g.mountPod(t)
 		cpu0 := podCPU(t, mp.UID)
 		pids := fuseProcesses(t, dir)
@@ -284,7 +264,7 @@ func TestRecovery(t *testing.T) {
 		// before announced (1, 2 s). Load can only make a gap longer; a hot
 		// loop makes it shorter.
 		var attempts []failedAttempt
-		err = framework.Poll(context.Background(), "3 failed attempts to bring "+dir+" back", 500*time.Millisecond, 3*time.Minute,
+		err := framework.Poll(context.Background(), "3 failed attempts to bring "+dir+" back", 500*time.Millisecond, 3*time.Minute,
 			func(context.Context) (bool, string, error) {
 				attempts = failedAttempts(t, bed.Kubectl(t, "-n", mp.Namespace, "logs", mp.Name), dir, "no-such-volume-e2e")
 				return len(attempts) >= 3, fmt.Sprintf("%d attempts", len(attempts)), nil
@@ -310,10 +290,7 @@ func TestRecovery(t *testing.T) {
 		t.Logf("%d attempts in %s with an unreachable server; the mount pod used %s of CPU meanwhile",
 			len(attempts), time.Since(killed).Round(time.Millisecond), cpu.Round(time.Millisecond))
 		w.waitEvents(t, recovery.ReasonRecoveryFailed, 2, "bringing it back failed")
-		if err := mountrecord.Write(records, rec); err != nil {
-			t.Fatal(err)
-		}
-		restored = true
+		restore()
 		before, subBefore := w.lines(t), sub.lines(t)
 		// The next attempt comes within the back-off (at most 16 s now).
 		w.waitLines(t, before+10)
@@ -325,27 +302,7 @@ func TestRecovery(t *testing.T) {
 	// again: nothing is mounted, the refusal is an Event, once; allowed
 	// again (here: the record names the allowed server again), it comes back.
 	t.Run("ServerNoLongerAllowed", func(t *testing.T) {
-		records := bed.Env.RegistrationDir + "/" + mountrecord.Dir
-		path := records + "/" + mountrecord.FileName(dir)
-		orig, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := mountrecord.Decode(orig)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bad := rec
-		bad.Source = "not-allowed.invalid:/" + glusterVolume
-		if err := mountrecord.Write(records, bad); err != nil {
-			t.Fatal(err)
-		}
-		restored := false
-		t.Cleanup(func() {
-			if !restored {
-				_ = mountrecord.Write(records, rec)
-			}
-		})
+		restore := rewriteSource(t, bed, dir, "not-allowed.invalid:/"+glusterVolume)
 		pids := fuseProcesses(t, dir)
 		if len(pids) != 1 {
 			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
@@ -363,10 +320,7 @@ func TestRecovery(t *testing.T) {
 		if a := failedAttempts(t, bed.Kubectl(t, "-n", mp.Namespace, "logs", mp.Name), dir, "not-allowed.invalid"); len(a) != 0 {
 			t.Errorf("%d attempts to mount from a server no longer allowed", len(a))
 		}
-		if err := mountrecord.Write(records, rec); err != nil {
-			t.Fatal(err)
-		}
-		restored = true
+		restore()
 		before, subBefore := w.lines(t), sub.lines(t)
 		w.waitLines(t, before+10)
 		sub.waitLines(t, subBefore+10)
@@ -688,6 +642,40 @@ func failedAttempts(t *testing.T, logs, target, says string) []failedAttempt {
 		out = append(out, a)
 	}
 	return out
+}
+
+// rewriteSource rewrites the mount record of the node's mount at dir with
+// source, and returns what puts the record back; a test that ends
+// without calling it puts it back at its cleanup.
+func rewriteSource(t *testing.T, bed *framework.Bed, dir, source string) (restore func()) {
+	t.Helper()
+	records := bed.Env.RegistrationDir + "/" + mountrecord.Dir
+	orig, err := os.ReadFile(records + "/" + mountrecord.FileName(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := mountrecord.Decode(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := rec
+	bad.Source = source
+	if err := mountrecord.Write(records, bad); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			_ = mountrecord.Write(records, rec)
+		}
+	})
+	return func() {
+		t.Helper()
+		if err := mountrecord.Write(records, rec); err != nil {
+			t.Fatal(err)
+		}
+		restored = true
+	}
 }
 
 // waitNotConnected waits until the node's mount at dir answers "not
