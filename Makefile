@@ -71,7 +71,7 @@ FUZZ_TARGETS := \
 	./internal/shim:FuzzArgv:5000x \
 	./internal/shim:FuzzDecodeMapping:12000x \
 	./internal/execservice:FuzzCheckStart:30000x \
-	./internal/livemount:FuzzUnescape:100000x
+	./internal/mountinfo:FuzzUnescape:100000x
 # FUZZLONG is what `make fuzz-long` runs: a number N is N times each
 # target's count (about N times two minutes); a duration (10m) or a count
 # (5000000x) is each target's -fuzztime.

@@ -47,6 +47,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mountcontainers/mountcontainers/internal/mountinfo"
 	"github.com/mountcontainers/mountcontainers/internal/scope"
 )
 
@@ -146,7 +147,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 	}
 	// Mount points decoded: they are compared with the kubelet's
 	// directory and the daemons' arguments, and stat'ed.
-	infos, err := ParseMountInfo(o.MountInfo)
+	infos, err := mountinfo.ParseFile(o.MountInfo)
 	if err != nil {
 		return Report{}, fmt.Errorf("read mount table %s: %w", o.MountInfo, err)
 	}
@@ -162,7 +163,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		seen[mi.MountPoint] = true
 		c := connection(mi.Major, mi.Minor)
 		conns[c] = append(conns[c], mi.MountPoint)
-		mounts = append(mounts, Mount{Target: mi.MountPoint, Source: Unescape(mi.Source), FSType: mi.FsType})
+		mounts = append(mounts, Mount{Target: mi.MountPoint, Source: mountinfo.Unescape(mi.Source), FSType: mi.FsType})
 	}
 	daemons := findDaemons(o.ProcRoot, seen, conns)
 

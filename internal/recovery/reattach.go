@@ -18,6 +18,7 @@ import (
 	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/mountinfo"
 )
 
 // ReattachCommand is the hidden subcommand of mountpod that runs
@@ -175,7 +176,7 @@ func (h holder) Close() {
 // the same, and for a FUSE mount, made by root: see [Identity]), one
 // process each, with those mounts and the namespaces opened; the caller
 // closes each holder. The mounts' MountPoint and Root are decoded (see
-// [livemount.ParseMountInfo]): they are paths to open.
+// [mountinfo.ParseFile]): they are paths to open.
 func Holders(procRoot string, ids []Identity) ([]holder, error) {
 	own, err := os.Readlink(filepath.Join(procRoot, "self/ns/mnt"))
 	if err != nil {
@@ -228,7 +229,7 @@ func holderOf(procRoot, dir string, pid int, ns string, ids []Identity) (holder,
 		h.Close()
 		return h, false
 	}
-	infos, err := livemount.ParseMountInfo(filepath.Join(procRoot, dir, "mountinfo"))
+	infos, err := mountinfo.ParseFile(filepath.Join(procRoot, dir, "mountinfo"))
 	if now, lerr := os.Readlink(filepath.Join(procRoot, dir, "ns/mnt")); err != nil || lerr != nil || now != ns {
 		h.Close()
 		return h, false

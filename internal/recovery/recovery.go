@@ -77,7 +77,7 @@ import (
 
 	"k8s.io/mount-utils"
 
-	"github.com/mountcontainers/mountcontainers/internal/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/mountinfo"
 	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -298,7 +298,7 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 	// what the idle daemon allocated (about 0.8 MB/s, BENCHMARKS.md).
 	if len(todo) > 0 {
 		infoPath := r.mountInfo()
-		infos, err := livemount.ParseMountInfo(infoPath)
+		infos, err := mountinfo.ParseFile(infoPath)
 		if err != nil {
 			r.log().Warn("cannot read the mount table", "file", infoPath, "err", err)
 			return nil
@@ -584,7 +584,7 @@ func (r *Recoverer) stillHeld(dir string, dead DeadMount) (DeadMount, error) {
 // mountAt returns the device number of the topmost mount at target in
 // this process's mount table.
 func (r *Recoverer) mountAt(target string) (Device, error) {
-	infos, err := livemount.ParseMountInfo(r.mountInfo())
+	infos, err := mountinfo.ParseFile(r.mountInfo())
 	if err != nil {
 		return Device{}, fmt.Errorf("read the mount table: %w", err)
 	}
@@ -716,7 +716,7 @@ func (r *Recoverer) clock() time.Time {
 var errUnmounted = errors.New("unmounted by its volume host meanwhile")
 
 // lastMountAt returns the topmost mount at target in infos, whose mount
-// points are decoded ([livemount.ParseMountInfo]).
+// points are decoded ([mountinfo.ParseFile]).
 func lastMountAt(infos []mount.MountInfo, target string) (mount.MountInfo, bool) {
 	var found mount.MountInfo
 	ok := false

@@ -1,14 +1,12 @@
 package rollout
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mountcontainers/mountcontainers/internal/mountinfo"
 )
 
 // Mount is one entry of a mount table.
@@ -32,48 +30,17 @@ type MountLister interface {
 // MountsCommand is empty.
 var DefaultMountsCommand = []string{"cat", "/proc/self/mountinfo"}
 
-// ParseMountInfo parses the format of /proc/PID/mountinfo.
+// ParseMountInfo parses the format of /proc/PID/mountinfo, strictly (see
+// package mountinfo: a name with a vertical tab in it stays one field).
+// Target and Source are decoded.
 func ParseMountInfo(data []byte) ([]Mount, error) {
-	var out []Mount
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		f := strings.Fields(line)
-		sep := -1
-		for i := 6; i < len(f); i++ {
-			if f[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if len(f) < 5 || sep < 0 || sep+2 >= len(f) {
-			return nil, fmt.Errorf("mountinfo line %d: malformed: %q", n, line)
-		}
-		out = append(out, Mount{Target: unescapeOctal(f[4]), FSType: f[sep+1], Source: unescapeOctal(f[sep+2])})
+	infos, err := mountinfo.Parse(data)
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
-}
-
-// unescapeOctal undoes the kernel's \NNN escapes of space, tab, newline and
-// backslash.
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
+	out := make([]Mount, 0, len(infos))
+	for _, mi := range infos {
+		out = append(out, Mount{Target: mi.MountPoint, FSType: mi.FsType, Source: mountinfo.Unescape(mi.Source)})
 	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out, nil
 }
