@@ -126,8 +126,16 @@ func TestRolloutAdmission(t *testing.T) {
 			t.Errorf("%s has %d bindings, want 1", p.Name, n)
 		}
 	}
-	if len(r.policies) != 2 || len(r.bindings) != 2 {
-		t.Errorf("%d policies, %d bindings; want two each", len(r.policies), len(r.bindings))
+	if len(r.policies) != 3 || len(r.bindings) != 3 {
+		t.Errorf("%d policies, %d bindings; want three each (nodes, Leases, DaemonSets)", len(r.policies), len(r.bindings))
+	}
+
+	ds := byResource["daemonsets UPDATE"]
+	if ds == nil {
+		t.Fatalf("no policy on DaemonSet updates: %v", byResource)
+	}
+	if got := variable(t, ds, "recordKey"); got != "'"+rollout.RecordAnnotation+"'" {
+		t.Errorf("%s: recordKey %s, the rollout's record is the annotation %s", ds.Name, got, rollout.RecordAnnotation)
 	}
 
 	nodes := byResource["nodes UPDATE"]

@@ -344,8 +344,9 @@ func rolloutServiceAccount(t *testing.T, bed *framework.Bed, namespace, suffix s
 // checkRolloutAdmission waits until deploy/rbac's admission policies (as
 // RBACKubeconfig copied them for sa) apply to sa, then checks, with dry
 // runs as sa, what they refuse: any change of a node but its
-// mountcontainers.io/upgrading NoSchedule taint, and Leases not named
-// after a mount-pod DaemonSet.
+// mountcontainers.io/upgrading NoSchedule taint, any change of the
+// DaemonSet but its rollout record, and Leases not named after a
+// mount-pod DaemonSet.
 func checkRolloutAdmission(t *testing.T, bed *framework.Bed, sa *framework.ServiceAccountKubeconfig, namespace string) {
 	t.Helper()
 	ctx := context.Background()
@@ -401,6 +402,26 @@ func checkRolloutAdmission(t *testing.T, bed *framework.Bed, sa *framework.Servi
 		err := update(ctx, tc.change)
 		if (tc.admit && err != nil) || (!tc.admit && !refused(err)) {
 			t.Errorf("a dry-run node update adding %s as %s: %v; want admitted %v", tc.what, sa.User, err, tc.admit)
+		}
+	}
+	// The DaemonSet, where it exists already: only the rollout's record
+	// may change (the account may get and patch it, not update it).
+	if _, err := bed.Client.AppsV1().DaemonSets(namespace).Get(ctx, rolloutDS, metav1.GetOptions{}); err == nil {
+		dss := sa.Client.AppsV1().DaemonSets(namespace)
+		for _, tc := range []struct {
+			what  string
+			typ   types.PatchType
+			patch string
+			admit bool
+		}{
+			{"the rollout's record", types.MergePatchType, `{"metadata":{"annotations":{"` + rollout.RecordAnnotation + `":"{}"}}}`, true},
+			{"the image", types.JSONPatchType, `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"e2e.invalid/other"}]`, false},
+			{"another annotation", types.MergePatchType, `{"metadata":{"annotations":{"e2e.mountcontainers.io/probe":"x"}}}`, false},
+		} {
+			_, err := dss.Patch(ctx, rolloutDS, tc.typ, []byte(tc.patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			if (tc.admit && err != nil) || (!tc.admit && !refused(err)) {
+				t.Errorf("a dry-run patch of DaemonSet %s/%s changing %s as %s: %v; want admitted %v", namespace, rolloutDS, tc.what, sa.User, err, tc.admit)
+			}
 		}
 	}
 	leases := sa.Client.CoordinationV1().Leases(namespace)
