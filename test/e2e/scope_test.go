@@ -460,7 +460,11 @@ func scopeDirs(t *testing.T, parent string) []string {
 
 // streamWriter is a pod that appends a numbered, checksummed line to
 // /data/stream every 100 ms, each with its own fsync, and records every
-// failed write in /scratch/errors.
+// failed write in /scratch/errors. Each line is one write(2): dd reads
+// the whole line first (iflag=fullblock), since printf may hand the pipe
+// a line in two pieces, which dd would otherwise write as two, and a
+// daemon dying between them left half a line on the brick (seen under
+// CPU stress).
 type streamWriter struct {
 	g   *glusterEnv
 	pod *corev1.Pod
@@ -486,7 +490,7 @@ i=$(wc -l < /data/stream 2>/dev/null || echo 0)
 while :; do
   line="$i $(date +%s%N) $HOSTNAME"
   sum=$(printf '%s' "$line" | sha256sum | cut -c1-16)
-  if printf '%s %s\n' "$line" "$sum" | dd of=/data/stream oflag=append conv=notrunc,fsync status=none 2>/scratch/err; then
+  if printf '%s %s\n' "$line" "$sum" | dd iflag=fullblock of=/data/stream oflag=append conv=notrunc,fsync status=none 2>/scratch/err; then
     i=$((i+1))
   else
     printf '%s line %s: %s\n' "$(date +%s%N)" "$i" "$(cat /scratch/err)" >> /scratch/errors
