@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,17 @@ func scrape(t *testing.T, m *Metrics) string {
 }
 
 // wantLines checks that text has every line of want.
+// hasLines reports whether text has every line of want.
+func hasLines(text string, want ...string) bool {
+	lines := strings.Split(text, "\n")
+	for _, w := range want {
+		if !slices.Contains(lines, w) {
+			return false
+		}
+	}
+	return true
+}
+
 func wantLines(t *testing.T, text string, want ...string) {
 	t.Helper()
 	lines := map[string]bool{}
@@ -111,8 +123,10 @@ func TestExecService(t *testing.T) {
 	run(plugin, "no-such-tool-mc", secret)
 	run("example.com/not-served", "sh", "-c", "exit 0")
 	run("", "sh", "-c", "exit 0")
-	text := scrape(t, m)
-	wantLines(t, text,
+	// The service tells its observer of a call once the call's exit is
+	// sent, so the client may see the exit first: the scrape is taken
+	// again until it shows every call (a minute's hang guard).
+	want := []string{
 		`mountcontainers_exec_commands_total{plugin="kubernetes.io/glusterfs",result="ok",tool="sh"} 2`,
 		`mountcontainers_exec_commands_total{plugin="kubernetes.io/glusterfs",result="exit_error",tool="sh"} 1`,
 		`mountcontainers_exec_commands_total{plugin="kubernetes.io/glusterfs",result="not_found",tool="no-such-tool-mc"} 1`,
@@ -120,7 +134,13 @@ func TestExecService(t *testing.T) {
 		`mountcontainers_exec_commands_total{plugin="unknown",result="ok",tool="sh"} 1`,
 		`mountcontainers_exec_duration_seconds_count{plugin="kubernetes.io/glusterfs",tool="sh"} 3`,
 		`mountcontainers_exec_in_flight_commands{plugin="kubernetes.io/glusterfs"} 0`,
-	)
+	}
+	text := scrape(t, m)
+	for deadline := time.Now().Add(time.Minute); !hasLines(text, want...) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		text = scrape(t, m)
+	}
+	wantLines(t, text, want...)
 	for _, bad := range []string{secret, "password", "exit 4", "/bin/sh"} {
 		if strings.Contains(text, bad) {
 			t.Errorf("the scrape shows %q, part of a command's arguments or path:\n%s", bad, text)
