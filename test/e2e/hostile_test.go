@@ -198,7 +198,7 @@ func (g *glusterEnv) testDaemonOOM(t *testing.T, mode mcexec.ExecMode) {
 	bed := g.bed
 	log := g.setDriverMode(t, mode)
 	mp := g.mountPod(t)
-	w := g.startStreamWriter(t, "oom-"+string(mode))
+	w := g.startOwnStreamWriter(t, "oom-"+string(mode))
 	w.retried = true
 	dir := g.volumeDir(w.pod)
 	waitMountedVia(t, log, dir, viaOf(t, mode))

@@ -508,6 +508,22 @@ func (g *glusterEnv) startStreamWriter(t *testing.T, name string) *streamWriter 
 // which may mount the volume "data" too.
 func (g *glusterEnv) startStreamWriterWith(t *testing.T, name, moreContainers string) *streamWriter {
 	t.Helper()
+	return g.startStreamWriterScript(t, name, streamWriterScript, moreContainers)
+}
+
+// startOwnStreamWriter starts a stream writer whose stream is a file of its
+// own, stream-NAME: a writer continues the count of the lines it finds, and
+// the repeats of another writer's retried lines would skip numbers.
+func (g *glusterEnv) startOwnStreamWriter(t *testing.T, name string) *streamWriter {
+	t.Helper()
+	file := "stream-" + name
+	w := g.startStreamWriterScript(t, name, strings.ReplaceAll(streamWriterScript, "/data/stream", "/data/"+file), "")
+	w.file = file
+	return w
+}
+
+func (g *glusterEnv) startStreamWriterScript(t *testing.T, name, script, moreContainers string) *streamWriter {
+	t.Helper()
 	g.bed.Apply(t, fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
@@ -530,7 +546,7 @@ spec:
         options: {server: %[6]q, volume: %[7]s}
     - name: scratch
       emptyDir: {}
-`, name, g.ns, g.bed.Env.BaseImage, streamWriterScript, glusterDriver, g.bed.Env.NodeName, glusterVolume, moreContainers))
+`, name, g.ns, g.bed.Env.BaseImage, script, glusterDriver, g.bed.Env.NodeName, glusterVolume, moreContainers))
 	w := &streamWriter{g: g, pod: g.bed.WaitPod(t, g.ns, name, true, 2*time.Minute)}
 	t.Cleanup(func() { w.delete(t) })
 	return w
