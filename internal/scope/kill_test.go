@@ -21,15 +21,15 @@ func TestKillUntilEmpty(t *testing.T) {
 
 	// One that never goes: ErrPopulated after the wait, naming it.
 	start := time.Now()
-	killed, err = killUntilEmpty("/a/scope", 100*time.Millisecond,
-		func() ([]int, error) { return []int{42}, nil },
-		func(pids []int) ([]int, error) { return pids, nil })
+	withinAMinute(t, func() {
+		killed, err = killUntilEmpty("/a/scope", 100*time.Millisecond,
+			func() ([]int, error) { return []int{42}, nil },
+			func(pids []int) ([]int, error) { return pids, nil })
+	})
 	if !errors.Is(err, ErrPopulated) || !strings.Contains(err.Error(), "[42] in /a/scope") || !slices.Equal(killed, []int{42}) {
 		t.Errorf("a process that stays: %v, %v; want ErrPopulated naming 42", killed, err)
 	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("the wait of 100ms took %s", took)
-	}
+	t.Logf("the wait of 100ms ended after %s", time.Since(start))
 
 	// An error of either function ends it.
 	boom := errors.New("boom")
@@ -42,17 +42,30 @@ func TestKillUntilEmpty(t *testing.T) {
 	// A process listed but not signalled (it left the scope before its
 	// signal): not reported, and the wait still ends.
 	start = time.Now()
-	killed, err = killUntilEmpty("/a/scope", 100*time.Millisecond,
-		func() ([]int, error) { return []int{0}, nil },
-		func([]int) ([]int, error) { return nil, nil })
+	withinAMinute(t, func() {
+		killed, err = killUntilEmpty("/a/scope", 100*time.Millisecond,
+			func() ([]int, error) { return []int{0}, nil },
+			func([]int) ([]int, error) { return nil, nil })
+	})
 	if !errors.Is(err, ErrPopulated) || killed != nil {
 		t.Errorf("a process never signalled: %v, %v; want ErrPopulated and nothing signalled", killed, err)
 	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("the wait of 100ms took %s", took)
-	}
+	t.Logf("the wait of 100ms ended after %s", time.Since(start))
 	// Nothing there: nothing signalled.
 	if killed, err := killUntilEmpty("s", time.Second, func() ([]int, error) { return nil, nil }, func([]int) ([]int, error) { t.Error("signalled nothing"); return nil, nil }); killed != nil || err != nil {
 		t.Errorf("empty scope: %v, %v", killed, err)
+	}
+}
+
+// withinAMinute runs f, failing the test if it has not returned within a
+// minute (a hang guard: how long it takes is no verdict).
+func withinAMinute(t *testing.T, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("still waiting after a minute")
 	}
 }
