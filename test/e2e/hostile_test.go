@@ -30,13 +30,19 @@ import (
 // it is the volume, and refuse the subPath: the node directory never shows
 // in the container. And a FUSE daemon that a tenant drives past its
 // memory limit is OOM-killed in its own scope, not a pod, and comes back.
-// Once per exec path the driver's mount takes.
+// A container that swaps a directory of its mount's path for a symbolic
+// link while the attach is about to start does not get the attach
+// elsewhere, and a mount that takes a dead mount's device number is not
+// taken for it (hostile_race_test.go). Once per exec path the driver's
+// mount takes.
 func TestHostileTenant(t *testing.T) {
 	bed := framework.Current(t)
 	g := setupGlusterfs(t, bed)
 	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
 		t.Run("SubPathSymlinkTo/"+string(mode), func(t *testing.T) { g.testSubPathSymlink(t, mode) })
 		t.Run("DaemonOverItsMemoryLimit/"+string(mode), func(t *testing.T) { g.testDaemonOOM(t, mode) })
+		t.Run("AttachPathSwappedForSymlink/"+string(mode), func(t *testing.T) { g.testAttachPathSwapped(t, mode) })
+		t.Run("DeadNumberTakenByAnotherMount/"+string(mode), func(t *testing.T) { g.testDeadNumberReused(t, mode) })
 	}
 }
 
