@@ -275,10 +275,12 @@ func takeDeviceNumber(t *testing.T, dev string) string {
 		}
 	})
 	var got string
+	tries := 0
 	err := framework.Poll(context.Background(), "a tmpfs with the number "+dev, 100*time.Millisecond, 2*time.Minute,
 		func(context.Context) (bool, string, error) {
 			for len(mounted) < 4096 {
-				d := filepath.Join(base, fmt.Sprint(len(mounted)))
+				tries++
+				d := filepath.Join(base, fmt.Sprint(tries))
 				if err := os.Mkdir(d, 0o700); err != nil {
 					return false, "", err
 				}
@@ -305,6 +307,7 @@ func takeDeviceNumber(t *testing.T, dev string) string {
 				if err := unix.Unmount(d, 0); err != nil {
 					return false, "", err
 				}
+				_ = os.Remove(d)
 				return false, fmt.Sprintf("got %d:%d; %d held lower ones", unix.Major(st.Dev), mi, len(mounted)), nil
 			}
 			return false, "", errors.New("4096 tmpfs mounts, none with the number")
@@ -312,6 +315,7 @@ func takeDeviceNumber(t *testing.T, dev string) string {
 	if err != nil {
 		t.Fatalf("%v; what holds %s now: %s", err, dev, holdersOf(dev))
 	}
+	t.Logf("%d tmpfs mounts made, %d kept, the last has %s", tries, len(mounted), dev)
 	return got
 }
 
