@@ -8,12 +8,12 @@ SHELL := /usr/bin/env bash
 GO          ?= go
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-LDFLAGS     := -s -w -X github.com/mountcontainers/mountcontainers/internal/version.Version=$(VERSION) -X github.com/mountcontainers/mountcontainers/internal/version.Revision=$(REVISION)
+LDFLAGS     := -s -w -X github.com/mountcontainers/mountcontainers/internal/shared/version.Version=$(VERSION) -X github.com/mountcontainers/mountcontainers/internal/shared/version.Revision=$(REVISION)
 BIN         ?= bin
 # urfave_cli_no_docs leaves out urfave/cli's man-page generator, grpcnotrace
 # gRPC's x/net/trace debug pages (and html/template): processes start faster
 # (measured on the one-binary shim: 0.4 ms and 0.3 ms). Keep in step with
-# images/Dockerfile and internal/shimtest.ReleaseTags.
+# images/Dockerfile and internal/node/shim/shimtest.ReleaseTags.
 BUILD_TAGS  := urfave_cli_no_docs,grpcnotrace
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a run with
@@ -60,18 +60,18 @@ unit: ## Run the unit tests with the race detector (no root needed; a few minute
 # takes about two minutes on 2 CPUs (test/README.md, "Fuzzing").
 FUZZ_TARGETS := \
 	./pkg/registration:FuzzDecode \
-	./internal/mountrecord:FuzzDecode \
-	./internal/scope:FuzzValidatePluginName:100000x \
-	./internal/scope:FuzzParseMemoryLimit:100000x \
-	./internal/execsocket:FuzzPlainUID:50000x \
-	./internal/flexvolume:FuzzParseOptions:30000x \
-	./internal/flexvolume:FuzzServerPolicy:20000x \
-	./internal/flexvolume:FuzzCephFSOptions:30000x \
-	./internal/flexvolume:FuzzDecodeSettings:25000x \
-	./internal/shim:FuzzArgv:5000x \
-	./internal/shim:FuzzDecodeMapping:12000x \
-	./internal/execservice:FuzzCheckStart:30000x \
-	./internal/mountinfo:FuzzUnescape:100000x
+	./internal/shared/mountrecord:FuzzDecode \
+	./internal/pod/scope:FuzzValidatePluginName:100000x \
+	./internal/pod/scope:FuzzParseMemoryLimit:100000x \
+	./internal/boundary/execsocket:FuzzPlainUID:50000x \
+	./internal/node/flexvolume:FuzzParseOptions:30000x \
+	./internal/node/flexvolume:FuzzServerPolicy:20000x \
+	./internal/node/flexvolume:FuzzCephFSOptions:30000x \
+	./internal/node/flexvolume:FuzzDecodeSettings:25000x \
+	./internal/node/shim:FuzzArgv:5000x \
+	./internal/node/shim:FuzzDecodeMapping:12000x \
+	./internal/pod/execserver:FuzzCheckStart:30000x \
+	./internal/shared/mountinfo:FuzzUnescape:100000x
 # FUZZLONG is what `make fuzz-long` runs: a number N is N times each
 # target's count (about N times two minutes); a duration (10m) or a count
 # (5000000x) is each target's -fuzztime.

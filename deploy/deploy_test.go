@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/mountcontainers/mountcontainers/internal/hostinstall"
+	"github.com/mountcontainers/mountcontainers/internal/pod/hostinstall"
 )
 
 // renderResources builds the kustomization in dir (kustomize build).

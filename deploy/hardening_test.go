@@ -15,8 +15,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
-	"github.com/mountcontainers/mountcontainers/internal/hostinstall"
+	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/pod/hostinstall"
 )
 
 // envValue is the value of the mount container's variable name, "" when
@@ -287,7 +287,7 @@ func TestMountPodRBAC(t *testing.T) {
 }
 
 // TestMountPodLinksNoAPIClient: the mount pod's binary posts its Events
-// itself (internal/kubeevents) and links no Kubernetes API client, which
+// itself (internal/pod/kubeevents) and links no Kubernetes API client, which
 // would nearly triple its size and weigh on its memory.
 func TestMountPodLinksNoAPIClient(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "../cmd/mountpod").Output()

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mountcontainers/mountcontainers/internal/metrics"
+	"github.com/mountcontainers/mountcontainers/internal/pod/metrics"
 )
 
 // defaultMetricsPort is mountpod serve's default --metrics-address port.

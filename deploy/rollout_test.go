@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/mountcontainers/mountcontainers/internal/rollout"
+	"github.com/mountcontainers/mountcontainers/internal/offnode/rollout"
 )
 
 // rolloutObjects is what deploy/rbac renders.
@@ -55,7 +55,7 @@ func renderRollout(t *testing.T) rolloutObjects {
 // TestRolloutRBAC checks the shape of deploy/rbac's RBAC: a ServiceAccount
 // in the mount pods' namespace, a ClusterRole bound cluster-wide that only
 // reads, fences nodes and evicts, and a Role bound in that namespace for
-// the rest. Which calls each grants is internal/rollout's rbac_test.go
+// the rest. Which calls each grants is internal/offnode/rollout's rbac_test.go
 // (every API call of the rollout's scenarios) and the end-to-end rollout
 // tests (run as this ServiceAccount).
 func TestRolloutRBAC(t *testing.T) {

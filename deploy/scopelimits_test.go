@@ -3,7 +3,7 @@ package deploy_test
 import (
 	"testing"
 
-	"github.com/mountcontainers/mountcontainers/internal/scope"
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 )
 
 // TestScopeLimits: the overlays whose FUSE daemons live in scopes limit the

@@ -1,6 +1,6 @@
 // Command flexvolume-driver is the Flexvolume driver of GlusterFS and
 // CephFS volumes that mounts through the plugin's mount pod (see package
-// github.com/mountcontainers/mountcontainers/internal/flexvolume). The mount
+// github.com/mountcontainers/mountcontainers/internal/node/flexvolume). The mount
 // pod installs it as <volume plugin dir>/mountcontainers.io~glusterfs/glusterfs
 // or .../mountcontainers.io~cephfs/cephfs, with settings next to it that say
 // which file system it mounts.
@@ -26,7 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 )
 

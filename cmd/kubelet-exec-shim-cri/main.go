@@ -10,8 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/mountcontainers/mountcontainers/internal/shim"
-	"github.com/mountcontainers/mountcontainers/internal/shim/crihelper"
+	"github.com/mountcontainers/mountcontainers/internal/node/shim"
+	"github.com/mountcontainers/mountcontainers/internal/node/shim/crihelper"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mountcontainers/mountcontainers/internal/scope"
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 )
 
 func main() {

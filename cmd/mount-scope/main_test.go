@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mountcontainers/mountcontainers/internal/scope"
-	"github.com/mountcontainers/mountcontainers/internal/scope/scopetest"
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope/scopetest"
 )
 
 const plugin = "kubernetes.io/glusterfs"
@@ -230,8 +230,8 @@ func TestHelperLinksLittle(t *testing.T) {
 		t.Fatal(err)
 	}
 	deps := strings.Fields(string(out))
-	if !slices.Contains(deps, "github.com/mountcontainers/mountcontainers/internal/scope") {
-		t.Fatal("the helper does not link internal/scope: the check below proves nothing")
+	if !slices.Contains(deps, "github.com/mountcontainers/mountcontainers/internal/pod/scope") {
+		t.Fatal("the helper does not link internal/pod/scope: the check below proves nothing")
 	}
 	for _, d := range deps {
 		if strings.HasPrefix(d, "k8s.io/") || d == "regexp" || strings.HasPrefix(d, "github.com/fsnotify/") ||

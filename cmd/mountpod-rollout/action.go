@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/mountcontainers/mountcontainers/internal/logging"
-	"github.com/mountcontainers/mountcontainers/internal/rollout"
+	"github.com/mountcontainers/mountcontainers/internal/offnode/rollout"
+	"github.com/mountcontainers/mountcontainers/internal/shared/logging"
 )
 
 // rolloutAction checks the arguments, connects to the API server and runs

@@ -22,8 +22,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/internal/cliexit"
-	"github.com/mountcontainers/mountcontainers/internal/version"
+	"github.com/mountcontainers/mountcontainers/internal/shared/cliexit"
+	"github.com/mountcontainers/mountcontainers/internal/shared/version"
 )
 
 const (

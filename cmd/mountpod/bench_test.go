@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
+	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -53,7 +53,7 @@ func BenchmarkServeStorm(b *testing.B) {
 		bins = append(bins, struct{ prefix, path string }{"base/", buildRevision(b, rev)})
 	}
 	want := pod
-	want.ExecSocket = execserver.SocketName(pod.PodUID)
+	want.ExecSocket = execclient.SocketName(pod.PodUID)
 	other := registration.Registration{PodNamespace: "kube-system", PodName: "mount-other", PodUID: "0c9f6a2e-9999-4222-8333-444455556666", ContainerName: "mount"}
 	foreign, err := registration.Encode(other)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/internal/mountpod"
+	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
 )
 
 func checkCommand(stdout io.Writer) *cli.Command {
@@ -23,7 +23,7 @@ func checkCommand(stdout io.Writer) *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
-			if problems := mountpod.Check(cfg); len(problems) > 0 {
+			if problems := registrar.Check(cfg); len(problems) > 0 {
 				fmt.Fprintln(stdout, "not ready:")
 				for _, p := range problems {
 					fmt.Fprintln(stdout, "  "+strings.ReplaceAll(p, "\n", "\n    "))

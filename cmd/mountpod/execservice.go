@@ -9,10 +9,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/internal/execservice"
-	"github.com/mountcontainers/mountcontainers/internal/metrics"
-	"github.com/mountcontainers/mountcontainers/internal/mountpod"
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
+	"github.com/mountcontainers/mountcontainers/internal/pod/execserver"
+	"github.com/mountcontainers/mountcontainers/internal/pod/metrics"
+	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
+	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 )
 
 // execSocketFlag chooses the exec service's socket; shared by serve and
@@ -35,11 +35,11 @@ func execSocketFrom(c *cli.Context, dir, podUID string) (string, error) {
 	case "none", "":
 		return "", nil
 	case "auto":
-		s = execserver.SocketName(podUID)
+		s = execclient.SocketName(podUID)
 	}
-	if path := filepath.Join(dir, s); len(path) > execserver.MaxSocketPath {
+	if path := filepath.Join(dir, s); len(path) > execclient.MaxSocketPath {
 		return "", fmt.Errorf("exec socket %s: %d bytes, longer than a unix socket address holds (%d); shorten --registration-dir or --exec-socket, or serve no exec service with --exec-socket none",
-			path, len(path), execserver.MaxSocketPath)
+			path, len(path), execclient.MaxSocketPath)
 	}
 	return s, nil
 }
@@ -48,7 +48,7 @@ func execSocketFrom(c *cli.Context, dir, podUID string) (string, error) {
 // returned stop function is called; stop waits for the service to end. It
 // does nothing when the registration advertises no socket. m, when not
 // nil, observes the calls.
-func startExecService(cfg mountpod.Config, m *metrics.Metrics) (stop func(), err error) {
+func startExecService(cfg registrar.Config, m *metrics.Metrics) (stop func(), err error) {
 	if cfg.Pod.ExecSocket == "" {
 		return func() {}, nil
 	}
@@ -59,12 +59,12 @@ func startExecService(cfg mountpod.Config, m *metrics.Metrics) (stop func(), err
 	}
 	path := filepath.Join(cfg.Dir, cfg.Pod.ExecSocket)
 	log := cfg.Logger.With("component", "exec-service")
-	l, err := execservice.Listen(path, log)
+	l, err := execserver.Listen(path, log)
 	if err != nil {
 		return nil, err
 	}
-	scfg := execservice.Config{
-		Identity: execservice.Identity{PodNamespace: cfg.Pod.PodNamespace, PodName: cfg.Pod.PodName, PodUID: cfg.Pod.PodUID, ContainerName: cfg.Pod.ContainerName},
+	scfg := execserver.Config{
+		Identity: execserver.Identity{PodNamespace: cfg.Pod.PodNamespace, PodName: cfg.Pod.PodName, PodUID: cfg.Pod.PodUID, ContainerName: cfg.Pod.ContainerName},
 		Version:  version,
 		Logger:   log,
 		Plugins:  cfg.Plugins,
@@ -72,7 +72,7 @@ func startExecService(cfg mountpod.Config, m *metrics.Metrics) (stop func(), err
 	if m != nil {
 		scfg.Observer = m
 	}
-	srv := execservice.NewServer(scfg)
+	srv := execserver.NewServer(scfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

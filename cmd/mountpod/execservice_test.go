@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
+	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
 func TestServeExecService(t *testing.T) {
 	dir := setPodEnv(t)
 	want := pod
-	want.ExecSocket = execserver.SocketName(pod.PodUID)
+	want.ExecSocket = execclient.SocketName(pod.PodUID)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
@@ -36,11 +36,11 @@ func TestServeExecService(t *testing.T) {
 			t.Fatal("not registered with the exec socket 5s after serve started")
 		}
 	}
-	sock, err := execserver.CheckSocket(dir, want.ExecSocket)
+	sock, err := execclient.CheckSocket(dir, want.ExecSocket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := execserver.Dial(sock)
+	c, err := execclient.Dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestServeExecService(t *testing.T) {
 		t.Fatalf("Identity = %v, %v", id, err)
 	}
 	var out bytes.Buffer
-	p, err := c.Start(ctx, execserver.Command{Argv: []string{"echo", "hi"}, Stdout: &out, ExpectPodUID: pod.PodUID, ExpectContainer: pod.ContainerName})
+	p, err := c.Start(ctx, execclient.Command{Argv: []string{"echo", "hi"}, Stdout: &out, ExpectPodUID: pod.PodUID, ExpectContainer: pod.ContainerName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +75,11 @@ func TestServeExecService(t *testing.T) {
 // it ready.
 func TestServeExecSocketCannotListen(t *testing.T) {
 	dir := setPodEnv(t)
-	sockDir := filepath.Join(dir, filepath.Dir(execserver.SocketName(pod.PodUID)))
+	sockDir := filepath.Join(dir, filepath.Dir(execclient.SocketName(pod.PodUID)))
 	if err := os.MkdirAll(sockDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	occupant := filepath.Join(dir, execserver.SocketName(pod.PodUID))
+	occupant := filepath.Join(dir, execclient.SocketName(pod.PodUID))
 	if err := os.WriteFile(occupant, []byte("not a socket"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -141,15 +141,15 @@ func TestExecSocketTooLong(t *testing.T) {
 	dir := setPodEnv(t)
 	long := filepath.Join(dir, strings.Repeat("d", 80))
 	t.Setenv("PLUGIN_CONTAINERS_DIR", long)
-	path := filepath.Join(long, execserver.SocketName(pod.PodUID))
+	path := filepath.Join(long, execclient.SocketName(pod.PodUID))
 	for _, cmd := range []string{"serve", "check"} {
 		// A serve that took the path would run until stopped.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		code, _, stderr := runApp(ctx, cmd)
 		cancel()
-		if code != exitUsage || !strings.Contains(stderr, "exec socket "+path) || !strings.Contains(stderr, fmt.Sprintf("(%d)", execserver.MaxSocketPath)) {
+		if code != exitUsage || !strings.Contains(stderr, "exec socket "+path) || !strings.Contains(stderr, fmt.Sprintf("(%d)", execclient.MaxSocketPath)) {
 			t.Errorf("mountpod %s with a %d-byte socket path = %d, stderr:\n%s\nwant %d and an error naming the path and the limit %d",
-				cmd, len(path), code, stderr, exitUsage, execserver.MaxSocketPath)
+				cmd, len(path), code, stderr, exitUsage, execclient.MaxSocketPath)
 		}
 	}
 	if entries, _ := registration.List(long); len(entries) != 0 {

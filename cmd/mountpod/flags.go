@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/internal/mountpod"
+	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -25,8 +25,8 @@ func settingsFlags() []cli.Flag {
 }
 
 // configFrom builds the daemon configuration from the flags of c.
-func configFrom(c *cli.Context) (mountpod.Config, error) {
-	cfg := mountpod.Config{
+func configFrom(c *cli.Context) (registrar.Config, error) {
+	cfg := registrar.Config{
 		Pod: registration.Registration{
 			PodNamespace:  c.String("pod-namespace"),
 			PodName:       c.String("pod-name"),

@@ -3,8 +3,8 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
-	"github.com/mountcontainers/mountcontainers/internal/hostinstall"
+	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/pod/hostinstall"
 )
 
 // installFlags are serve's flags for the host-side binaries the mount pod

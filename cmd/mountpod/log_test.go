@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mountcontainers/mountcontainers/internal/logging"
+	"github.com/mountcontainers/mountcontainers/internal/shared/logging"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 

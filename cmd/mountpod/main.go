@@ -1,7 +1,7 @@
 // Command mountpod is the daemon of a MountContainers mount pod: it
 // registers the pod's container as the carrier of volume plugins' utilities
 // and keeps the registrations in place while it runs. See package
-// github.com/mountcontainers/mountcontainers/internal/mountpod.
+// github.com/mountcontainers/mountcontainers/internal/pod/registrar.
 //
 // In the image it runs under tini ("tini -- mountpod serve"): tini is PID 1
 // and reaps the orphans of utilities that daemonize, such as FUSE clients.
@@ -9,7 +9,7 @@
 // "mountpod scope --plugin P --target T -- COMMAND..." runs a mount's command
 // in a cgroup of its own outside the container, so that the FUSE daemon it
 // starts outlives the pod; see package
-// github.com/mountcontainers/mountcontainers/internal/scope and
+// github.com/mountcontainers/mountcontainers/internal/pod/scope and
 // docs/scopes.md.
 package main
 
@@ -22,8 +22,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/internal/cliexit"
-	mcversion "github.com/mountcontainers/mountcontainers/internal/version"
+	"github.com/mountcontainers/mountcontainers/internal/shared/cliexit"
+	mcversion "github.com/mountcontainers/mountcontainers/internal/shared/version"
 )
 
 // version is the build's version; see package version.

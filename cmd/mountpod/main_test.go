@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
+	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -63,7 +63,7 @@ func TestServeRegistersFromEnvAndUnregistersOnCancel(t *testing.T) {
 	}()
 	// The registrations advertise the exec socket: serve runs it.
 	want := pod
-	want.ExecSocket = execserver.SocketName(pod.PodUID)
+	want.ExecSocket = execclient.SocketName(pod.PodUID)
 	// Poll the files, not "mountpod check": urfave/cli keeps global state
 	// (the help and version flags) that two apps running at once race on.
 	registered := func() bool {
@@ -79,7 +79,7 @@ func TestServeRegistersFromEnvAndUnregistersOnCancel(t *testing.T) {
 			t.Fatal("not registered with the exec socket 5s after serve started")
 		}
 	}
-	if _, err := execserver.CheckSocket(dir, want.ExecSocket); err != nil {
+	if _, err := execclient.CheckSocket(dir, want.ExecSocket); err != nil {
 		t.Errorf("the exec socket is not served: %v", err)
 	}
 	cancel()

@@ -7,10 +7,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/internal/livemount"
-	"github.com/mountcontainers/mountcontainers/internal/metrics"
-	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
-	mcversion "github.com/mountcontainers/mountcontainers/internal/version"
+	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/pod/metrics"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
+	mcversion "github.com/mountcontainers/mountcontainers/internal/shared/version"
 )
 
 // defaultMetricsAddress is where serve's metrics listen unless told

@@ -9,14 +9,14 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
-	"github.com/mountcontainers/mountcontainers/internal/hostinstall"
-	"github.com/mountcontainers/mountcontainers/internal/kubeevents"
-	"github.com/mountcontainers/mountcontainers/internal/metrics"
-	"github.com/mountcontainers/mountcontainers/internal/mountpod"
-	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
-	"github.com/mountcontainers/mountcontainers/internal/recovery"
-	"github.com/mountcontainers/mountcontainers/internal/scope"
+	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/pod/hostinstall"
+	"github.com/mountcontainers/mountcontainers/internal/pod/kubeevents"
+	"github.com/mountcontainers/mountcontainers/internal/pod/metrics"
+	"github.com/mountcontainers/mountcontainers/internal/pod/recovery"
+	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
 // envRecovery turns the recovery of dead FUSE mounts on ("true", the
@@ -29,7 +29,7 @@ const envRecovery = "MOUNTPOD_RECOVERY"
 // made again only while the driver's allow-list allows its servers
 // ([recoveryAllow]). m, when not nil, observes the recoveries; events, when
 // not nil, records them as Kubernetes Events.
-func startRecovery(ctx context.Context, cfg mountpod.Config, inst hostinstall.Config, m *metrics.Metrics, events *kubeevents.Recorder) (func(), error) {
+func startRecovery(ctx context.Context, cfg registrar.Config, inst hostinstall.Config, m *metrics.Metrics, events *kubeevents.Recorder) (func(), error) {
 	switch v := strings.TrimSpace(os.Getenv(envRecovery)); v {
 	case "", "true", "1", "on":
 	case "false", "0", "off":
@@ -69,7 +69,7 @@ func startRecovery(ctx context.Context, cfg mountpod.Config, inst hostinstall.Co
 }
 
 // newRecoverer returns the recoverer of startRecovery, without its scopes.
-func newRecoverer(cfg mountpod.Config, inst hostinstall.Config, m *metrics.Metrics, events *kubeevents.Recorder) (*recovery.Recoverer, error) {
+func newRecoverer(cfg registrar.Config, inst hostinstall.Config, m *metrics.Metrics, events *kubeevents.Recorder) (*recovery.Recoverer, error) {
 	allow, err := recoveryAllow(inst)
 	if err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func reattachCommand() *cli.Command {
 // startEvents returns the recorder of this pod's Kubernetes Events, or nil
 // (logged) when the pod has no token or is not in a cluster: the log then
 // says everything, and nothing else changes.
-func startEvents(cfg mountpod.Config) *kubeevents.Recorder {
+func startEvents(cfg registrar.Config) *kubeevents.Recorder {
 	host, _ := os.Hostname()
 	events, err := kubeevents.InCluster("mountpod", host, cfg.Logger.With("component", "events"))
 	if err != nil {
@@ -175,6 +175,6 @@ func startEvents(cfg mountpod.Config) *kubeevents.Recorder {
 }
 
 // selfObject is this pod, as Events name it.
-func selfObject(cfg mountpod.Config) kubeevents.Object {
+func selfObject(cfg registrar.Config) kubeevents.Object {
 	return kubeevents.Object{Namespace: cfg.Pod.PodNamespace, Name: cfg.Pod.PodName, UID: cfg.Pod.PodUID}
 }

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mountcontainers/mountcontainers/internal/hostinstall"
-	"github.com/mountcontainers/mountcontainers/internal/mountpod"
-	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
+	"github.com/mountcontainers/mountcontainers/internal/pod/hostinstall"
+	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
 // TestRecoveryChecksAllowedServers: a mount pod that installs a Flexvolume
@@ -17,7 +17,7 @@ import (
 // allows its servers, and says which server and plugin it refused; one that
 // installs no driver has no allow-list to apply.
 func TestRecoveryChecksAllowedServers(t *testing.T) {
-	cfg := mountpod.Config{Pod: pod, Plugins: []string{"kubernetes.io/glusterfs"}, Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := registrar.Config{Pod: pod, Plugins: []string{"kubernetes.io/glusterfs"}, Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	rec := func(source string) mountrecord.Record {
 		return mountrecord.Record{Plugin: "kubernetes.io/glusterfs", Source: source, Target: "/t", FSType: "glusterfs"}
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/internal/scope"
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 )
 
 // scopeCommand is `mountpod scope`, the wrapper the volume host puts in

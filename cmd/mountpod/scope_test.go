@@ -17,8 +17,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/internal/scope"
-	"github.com/mountcontainers/mountcontainers/internal/scope/scopetest"
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope/scopetest"
 )
 
 // TestScopeFailures runs `mountpod scope` in this process: only its
@@ -135,7 +135,7 @@ func TestScopeEndToEnd(t *testing.T) {
 // the scope's). Reported: the medians of all three, the median difference
 // per op (added-ms, the figure to keep under 5 ms) and the ratio. Needs
 // root. scope.Start, which avoids the second Go process, has its own
-// benchmark in internal/scope.
+// benchmark in internal/pod/scope.
 //
 //	go test ./cmd/mountpod -run '^$' -bench Scope -benchtime 200x
 func BenchmarkScope(b *testing.B) {

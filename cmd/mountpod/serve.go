@@ -10,8 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/internal/logging"
-	"github.com/mountcontainers/mountcontainers/internal/mountpod"
+	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
+	"github.com/mountcontainers/mountcontainers/internal/shared/logging"
 )
 
 func serveCommand(logTo io.Writer) *cli.Command {
@@ -44,9 +44,9 @@ func serveCommand(logTo io.Writer) *cli.Command {
 			// mounts come back, when the pod has a token (deploy/base/rbac.yaml).
 			events := startEvents(cfg)
 			defer events.Close(2 * time.Second)
-			var evObs *mountpod.EventObserver
+			var evObs *registrar.EventObserver
 			if events != nil {
-				evObs = &mountpod.EventObserver{Next: cfg.Observer, Events: events, Pod: selfObject(cfg)}
+				evObs = &registrar.EventObserver{Next: cfg.Observer, Events: events, Pod: selfObject(cfg)}
 				cfg.Observer = evObs
 			}
 			// The exec service is a fast path: a socket that cannot listen
@@ -63,7 +63,7 @@ func serveCommand(logTo io.Writer) *cli.Command {
 			// The exec service stops after d.Run has removed the
 			// registrations that advertise it.
 			defer stopExec()
-			d, err := mountpod.New(cfg)
+			d, err := registrar.New(cfg)
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
@@ -96,7 +96,7 @@ func serveCommand(logTo io.Writer) *cli.Command {
 				}
 			}
 			err = <-done
-			var missing *mountpod.MissingToolsError
+			var missing *registrar.MissingToolsError
 			if evObs != nil && errors.As(err, &missing) {
 				evObs.ToolsMissing(missing)
 			}

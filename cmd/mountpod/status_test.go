@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mountcontainers/mountcontainers/internal/livemount"
-	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
+	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
 // TestStatusWithoutScopes: scopes that are on but unavailable (here: no

@@ -9,8 +9,8 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
+	crifake "github.com/mountcontainers/mountcontainers/pkg/cri/critest"
 )
 
 // Benchmarks report the ratio of the resolver's path to the raw operation

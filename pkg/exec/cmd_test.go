@@ -15,8 +15,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 
-	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
+	crifake "github.com/mountcontainers/mountcontainers/pkg/cri/critest"
 )
 
 // exitCode returns the code of a utilexec.ExitError the way mount-utils

@@ -9,7 +9,7 @@ import (
 	"k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
 // Mounter is a mount.Interface whose Mount and Unmount run mount(8) and
@@ -25,7 +25,7 @@ import (
 //
 // When the executor is a plugin's [Exec] and a FUSE mount (glusterfs,
 // fuse.*, ...) ran in the plugin's container, the Mounter records it in the
-// registration directory (internal/mountrecord), so that the mount pod can
+// registration directory (internal/shared/mountrecord), so that the mount pod can
 // make it again if its daemon dies; Unmount removes the record. A mount
 // with sensitive options is recorded without them, as not recoverable. A
 // record that cannot be written is logged by the caller's error only when

@@ -12,8 +12,8 @@ import (
 	utilexec "k8s.io/utils/exec"
 	testingexec "k8s.io/utils/exec/testing"
 
-	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
-	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
+	crifake "github.com/mountcontainers/mountcontainers/pkg/cri/critest"
 )
 
 // recorder scripts a FakeExec whose commands succeed (or fail with err) and

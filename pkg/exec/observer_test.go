@@ -12,7 +12,7 @@ import (
 
 	utilexec "k8s.io/utils/exec"
 
-	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
+	crifake "github.com/mountcontainers/mountcontainers/pkg/cri/critest"
 )
 
 // execRecorder is an Observer that keeps the events.

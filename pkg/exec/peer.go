@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/mountcontainers/mountcontainers/internal/execsocket"
+	"github.com/mountcontainers/mountcontainers/internal/boundary/execsocket"
 )
 
 // checkPeer returns why the process serving an exec socket, pid as

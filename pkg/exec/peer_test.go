@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mountcontainers/mountcontainers/internal/execservice"
+	"github.com/mountcontainers/mountcontainers/internal/pod/execserver"
 )
 
 // fakeProc writes a process table under dir in which this process (which
@@ -124,7 +124,7 @@ func TestSocketProvesLiveness(t *testing.T) {
 	other.PodUID = "11111111-2222-4333-8444-555555555555"
 	tests := []struct {
 		name     string
-		id       execservice.Identity
+		id       execserver.Identity
 		mode     ExecMode
 		cgroup   string
 		listDown bool

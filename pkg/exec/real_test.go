@@ -18,7 +18,7 @@ import (
 )
 
 // TestRealRuntime checks against a real runtime what the unit tests check
-// against the fake one (package internal/cri/fake), except the faults only
+// against the fake one (package pkg/cri/critest), except the faults only
 // a fake can produce on demand (a call that hangs, UNAVAILABLE, a runtime
 // that counts its calls): the decision, commandTests (exit codes, outputs,
 // missing executables, the SetDir/SetEnv wrappers), CombinedOutput and Run,

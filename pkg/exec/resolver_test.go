@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
+	crifake "github.com/mountcontainers/mountcontainers/pkg/cri/critest"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/mountcontainers/mountcontainers/internal/execsocket"
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
+	"github.com/mountcontainers/mountcontainers/internal/boundary/execsocket"
+	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -69,7 +69,7 @@ const DefaultSocketTimeout = 5 * time.Second
 var ErrSocketUnavailable = errors.New("exec socket unavailable")
 
 // ErrOutputLimit is wrapped by the error of a command through the exec
-// socket that wrote more than execserver.MaxOutput (16 MiB, as CRI
+// socket that wrote more than execclient.MaxOutput (16 MiB, as CRI
 // ExecSync) to its standard output or error: the caller got the first
 // 16 MiB of that stream. (Through ExecSync, a response over the same limit
 // is an error wrapping cri.ErrResponseTooLarge.) A command that also exited
@@ -117,7 +117,7 @@ func (r *Resolver) probeSocket(ctx context.Context, reg registration.Registratio
 	if reg.ExecSocket == "" {
 		return socketProbe{why: viaNoSocket}
 	}
-	path, err := execserver.CheckSocket(r.dir, reg.ExecSocket)
+	path, err := execclient.CheckSocket(r.dir, reg.ExecSocket)
 	if err != nil {
 		return socketProbe{why: viaSocketPrefix + err.Error()}
 	}
@@ -179,7 +179,7 @@ const maxSocketClients = 8
 
 // socketEntry is a kept client of one exec socket.
 type socketEntry struct {
-	c        *execserver.Client
+	c        *execclient.Client
 	users    int // calls using it now
 	lastUsed time.Time
 }
@@ -189,7 +189,7 @@ type socketEntry struct {
 // stays open for later calls). Dialling a socket not seen before prunes
 // the clients nobody uses whose socket is gone (a mount pod that was
 // replaced), and then the least recently used beyond [maxSocketClients].
-func (r *Resolver) socketClient(path string) (*execserver.Client, func(), error) {
+func (r *Resolver) socketClient(path string) (*execclient.Client, func(), error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -197,7 +197,7 @@ func (r *Resolver) socketClient(path string) (*execserver.Client, func(), error)
 	}
 	e, ok := r.sockets[path]
 	if !ok {
-		c, err := execserver.Dial(path)
+		c, err := execclient.Dial(path)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -261,7 +261,7 @@ type socketCall struct {
 // service could not start is a finished process: a missing executable is
 // utilexec.ErrExecutableNotFound, any other failure exit status 126 with
 // the reason on stderr (as with the shell wrapper of the ExecSync path).
-func (r *Resolver) startSocket(ctx context.Context, d Decision, call socketCall) (*execserver.Process, error) {
+func (r *Resolver) startSocket(ctx context.Context, d Decision, call socketCall) (*execclient.Process, error) {
 	c, release, err := r.socketClient(d.Socket)
 	if err != nil {
 		return nil, fmt.Errorf("exec %s in %s of plugin %s: %w: %w", call.argv[0], d.Where(), d.Plugin, errSocketGone, err)
@@ -278,7 +278,7 @@ func (r *Resolver) startSocket(ctx context.Context, d Decision, call socketCall)
 	if call.publish != nil {
 		call.publish(cancel)
 	}
-	p, err := c.Start(callCtx, execserver.Command{
+	p, err := c.Start(callCtx, execclient.Command{
 		Plugin: d.Plugin, Argv: call.argv, Env: call.env, Dir: call.dir, Timeout: call.timeout,
 		ExpectPodUID: d.Registration.PodUID, ExpectContainer: d.Registration.ContainerName,
 		Stdin: call.stdin, Stdout: call.stdout, Stderr: call.stderr,
@@ -287,7 +287,7 @@ func (r *Resolver) startSocket(ctx context.Context, d Decision, call socketCall)
 		stop()
 		cancel()
 		release()
-		var se *execserver.StartError
+		var se *execclient.StartError
 		switch {
 		case errors.As(err, &se) && se.NotFound:
 			return nil, utilexec.ErrExecutableNotFound
@@ -296,7 +296,7 @@ func (r *Resolver) startSocket(ctx context.Context, d Decision, call socketCall)
 				fmt.Fprintf(call.stderr, "%s\n", se.Message)
 			}
 			return nil, utilexec.CodeExitError{Err: fmt.Errorf("exit status 126 (in %s of plugin %s: %s)", d.Where(), d.Plugin, se.Message), Code: 126}
-		case errors.Is(err, execserver.ErrNotStarted):
+		case errors.Is(err, execclient.ErrNotStarted):
 			return nil, fmt.Errorf("exec %s in %s of plugin %s: %w: %w", call.argv[0], d.Where(), d.Plugin, errSocketGone, err)
 		}
 		return nil, socketError(call.argv[0], d, err)
@@ -312,7 +312,7 @@ func (r *Resolver) startSocket(ctx context.Context, d Decision, call socketCall)
 
 // socketResult turns how a socket command ended into the error callers of
 // utilexec expect.
-func socketResult(name string, d Decision, timeout time.Duration, res execserver.Result, err error) error {
+func socketResult(name string, d Decision, timeout time.Duration, res execclient.Result, err error) error {
 	switch {
 	case err != nil:
 		return socketError(name, d, err)
@@ -330,16 +330,16 @@ func socketResult(name string, d Decision, timeout time.Duration, res execserver
 }
 
 // truncation says which output streams were truncated, or "".
-func truncation(res execserver.Result) string {
+func truncation(res execclient.Result) string {
 	var s string
 	if res.StdoutTruncated {
-		s += fmt.Sprintf(" stdout truncated to its first %d bytes", execserver.MaxOutput)
+		s += fmt.Sprintf(" stdout truncated to its first %d bytes", execclient.MaxOutput)
 	}
 	if res.StderrTruncated {
 		if s != "" {
 			s += ","
 		}
-		s += fmt.Sprintf(" stderr truncated to its first %d bytes", execserver.MaxOutput)
+		s += fmt.Sprintf(" stderr truncated to its first %d bytes", execclient.MaxOutput)
 	}
 	return s
 }

@@ -10,10 +10,10 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
-	"github.com/mountcontainers/mountcontainers/internal/execservice"
-	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
+	"github.com/mountcontainers/mountcontainers/internal/pod/execserver"
+	"github.com/mountcontainers/mountcontainers/internal/pod/execserver/execservertest"
+	crifake "github.com/mountcontainers/mountcontainers/pkg/cri/critest"
+	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -42,11 +42,11 @@ func socketBenchTargets(b *testing.B) (viaSocket, viaCRI *Exec) {
 		rt.SetContainers(crifake.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
 		rt.SetExec(crifake.RunLocally)
 	}
-	reg.ExecSocket = execserver.SocketName(reg.PodUID)
+	reg.ExecSocket = execclient.SocketName(reg.PodUID)
 	if err := registration.Write(dir, testPlugin, reg); err != nil {
 		b.Fatal(err)
 	}
-	execservicetest.Serve(b, filepath.Join(dir, reg.ExecSocket), execservice.Config{Identity: execservice.Identity{
+	execservertest.Serve(b, filepath.Join(dir, reg.ExecSocket), execserver.Config{Identity: execserver.Identity{
 		PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
 	}})
 	opts.Dir = dir

@@ -14,10 +14,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 
-	crifake "github.com/mountcontainers/mountcontainers/internal/cri/fake"
-	"github.com/mountcontainers/mountcontainers/internal/execservice"
-	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
+	"github.com/mountcontainers/mountcontainers/internal/pod/execserver"
+	"github.com/mountcontainers/mountcontainers/internal/pod/execserver/execservertest"
+	crifake "github.com/mountcontainers/mountcontainers/pkg/cri/critest"
+	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -30,7 +30,7 @@ type socketEnv struct {
 	stop func()
 }
 
-func newSocketEnv(t *testing.T, id execservice.Identity) *socketEnv {
+func newSocketEnv(t *testing.T, id execserver.Identity) *socketEnv {
 	t.Helper()
 	// A short directory: unix socket paths are limited to 107 bytes.
 	base, err := os.MkdirTemp("", "mce")
@@ -44,7 +44,7 @@ func newSocketEnv(t *testing.T, id execservice.Identity) *socketEnv {
 		t.Fatal(err)
 	}
 	reg := testReg
-	reg.ExecSocket = execserver.SocketName(reg.PodUID)
+	reg.ExecSocket = execclient.SocketName(reg.PodUID)
 	e.register(t, reg)
 	e.rt.SetContainers(crifake.Container("abc", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
 	e.rt.SetExec(crifake.RunLocally)
@@ -59,19 +59,19 @@ func newSocketEnv(t *testing.T, id execservice.Identity) *socketEnv {
 
 // serve starts an exec service answering as id on the registration's
 // socket and returns its stop function.
-func (e *socketEnv) serve(t *testing.T, id execservice.Identity) func() {
+func (e *socketEnv) serve(t *testing.T, id execserver.Identity) func() {
 	t.Helper()
-	return execservicetest.Serve(t, filepath.Join(e.dir, e.reg.ExecSocket), execservice.Config{Identity: id})
+	return execservertest.Serve(t, filepath.Join(e.dir, e.reg.ExecSocket), execserver.Config{Identity: id})
 }
 
-var testIdentity = execservice.Identity{PodNamespace: testReg.PodNamespace, PodName: testReg.PodName, PodUID: testReg.PodUID, ContainerName: testReg.ContainerName}
+var testIdentity = execserver.Identity{PodNamespace: testReg.PodNamespace, PodName: testReg.PodName, PodUID: testReg.PodUID, ContainerName: testReg.ContainerName}
 
 func TestSocketDecision(t *testing.T) {
 	other := testIdentity
 	other.PodUID = "11111111-2222-4333-8444-555555555555"
 	tests := []struct {
 		name    string
-		id      execservice.Identity
+		id      execserver.Identity
 		mode    ExecMode
 		prepare func(t *testing.T, e *socketEnv)
 		via     Via
@@ -93,7 +93,7 @@ func TestSocketDecision(t *testing.T) {
 			os.WriteFile(filepath.Join(e.dir, e.reg.ExecSocket), nil, 0o600)
 		}, via: ViaExecSync, reason: "not a socket"},
 		{name: "socket directory opened up", id: testIdentity, prepare: func(t *testing.T, e *socketEnv) {
-			os.Chmod(filepath.Join(e.dir, execserver.SocketDir), 0o777)
+			os.Chmod(filepath.Join(e.dir, execclient.SocketDir), 0o777)
 		}, via: ViaExecSync, reason: "writable by group or others"},
 	}
 	for _, tc := range tests {

@@ -13,16 +13,16 @@ import (
 
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/mountcontainers/mountcontainers/internal/execservice"
-	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
+	"github.com/mountcontainers/mountcontainers/internal/pod/execserver"
+	"github.com/mountcontainers/mountcontainers/internal/pod/execserver/execservertest"
+	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 )
 
 // serveSocket serves an exec service at path until the returned function
 // is called (which removes the socket).
 func serveSocket(t *testing.T, path string) func() {
 	t.Helper()
-	return execservicetest.Serve(t, path, execservice.Config{Identity: testIdentity})
+	return execservertest.Serve(t, path, execserver.Config{Identity: testIdentity})
 }
 
 // TestSocketClientsPruned: a resolver that meets one mount pod after
@@ -95,16 +95,16 @@ func TestSocketClientsPruned(t *testing.T) {
 }
 
 // TestSocketOutputLimit: through the exec socket, a stream over
-// execserver.MaxOutput is cut there and the command's error wraps
+// execclient.MaxOutput is cut there and the command's error wraps
 // ErrOutputLimit; a failing command keeps its exit code, and the error
 // names the truncation.
 func TestSocketOutputLimit(t *testing.T) {
 	e := newSocketEnv(t, testIdentity)
 	ex := e.exec(t, Options{ExecMode: ModeSocket})
-	n := fmt.Sprint(execserver.MaxOutput + 1000)
+	n := fmt.Sprint(execclient.MaxOutput + 1000)
 	out, err := ex.Command("head", "-c", n, "/dev/zero").Output()
-	if len(out) != execserver.MaxOutput || err == nil || !strings.Contains(err.Error(), "stdout truncated") {
-		t.Fatalf("%d bytes, %v; want %d and an error saying stdout was truncated", len(out), err, execserver.MaxOutput)
+	if len(out) != execclient.MaxOutput || err == nil || !strings.Contains(err.Error(), "stdout truncated") {
+		t.Fatalf("%d bytes, %v; want %d and an error saying stdout was truncated", len(out), err, execclient.MaxOutput)
 	}
 	if !errors.Is(err, ErrOutputLimit) {
 		t.Fatalf("%v does not wrap ErrOutputLimit", err)

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mountcontainers/mountcontainers/internal/atomicfile"
+	"github.com/mountcontainers/mountcontainers/internal/shared/atomicfile"
 )
 
 const (

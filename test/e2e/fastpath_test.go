@@ -19,10 +19,10 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 
-	"github.com/mountcontainers/mountcontainers/internal/execservice"
-	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
+	"github.com/mountcontainers/mountcontainers/internal/pod/execserver"
+	"github.com/mountcontainers/mountcontainers/internal/pod/execserver/execservertest"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
+	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
@@ -36,8 +36,8 @@ func TestFastPath(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("registration: %v, %v", ok, err)
 	}
-	if reg.ExecSocket != execserver.SocketName(string(pod.UID)) {
-		t.Fatalf("the registration advertises exec socket %q, want %q", reg.ExecSocket, execserver.SocketName(string(pod.UID)))
+	if reg.ExecSocket != execclient.SocketName(string(pod.UID)) {
+		t.Fatalf("the registration advertises exec socket %q, want %q", reg.ExecSocket, execclient.SocketName(string(pod.UID)))
 	}
 	sock := filepath.Join(bed.Env.RegistrationDir, reg.ExecSocket)
 	viaSocket := m.executor(t, mcexec.Options{ExecMode: mcexec.ModeSocket})
@@ -192,12 +192,12 @@ func TestFastPath(t *testing.T) {
 		// made to advertise.
 		stale := reg
 		stale.PodUID = "00000000-1111-4222-8333-444444444444"
-		stalePath := filepath.Join(bed.Env.RegistrationDir, execserver.SocketName(stale.PodUID))
-		defer execservicetest.Serve(t, stalePath, execservice.Config{Identity: execservice.Identity{
+		stalePath := filepath.Join(bed.Env.RegistrationDir, execclient.SocketName(stale.PodUID))
+		defer execservertest.Serve(t, stalePath, execserver.Config{Identity: execserver.Identity{
 			PodNamespace: stale.PodNamespace, PodName: stale.PodName, PodUID: stale.PodUID, ContainerName: stale.ContainerName,
 		}})()
 		forged := reg
-		forged.ExecSocket = execserver.SocketName(stale.PodUID)
+		forged.ExecSocket = execclient.SocketName(stale.PodUID)
 		// The mount pod restores its registration at once: resolve right
 		// after writing, and accept either placement but never the stale
 		// socket.
@@ -245,15 +245,15 @@ func TestFastPath(t *testing.T) {
 		if err := os.Chmod(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Mkdir(filepath.Join(dir, execserver.SocketDir), 0o700); err != nil {
+		if err := os.Mkdir(filepath.Join(dir, execclient.SocketDir), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		impostorPath := filepath.Join(dir, execserver.SocketDir, "impostor.sock")
-		defer execservicetest.Serve(t, impostorPath, execservice.Config{Identity: execservice.Identity{
+		impostorPath := filepath.Join(dir, execclient.SocketDir, "impostor.sock")
+		defer execservertest.Serve(t, impostorPath, execserver.Config{Identity: execserver.Identity{
 			PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
 		}})()
 		forged := reg
-		forged.ExecSocket = execserver.SocketDir + "/impostor.sock"
+		forged.ExecSocket = execclient.SocketDir + "/impostor.sock"
 		if err := registration.Write(dir, m.plugin, forged); err != nil {
 			t.Fatal(err)
 		}

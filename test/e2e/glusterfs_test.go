@@ -19,10 +19,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mountcontainers/mountcontainers/internal/atomicfile"
-	"github.com/mountcontainers/mountcontainers/internal/flexvolume"
-	"github.com/mountcontainers/mountcontainers/internal/mountpod"
-	"github.com/mountcontainers/mountcontainers/internal/rollout"
+	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/offnode/rollout"
+	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
+	"github.com/mountcontainers/mountcontainers/internal/shared/atomicfile"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/test/framework"
@@ -622,12 +622,12 @@ func (g *glusterEnv) testYieldEvents(t *testing.T) {
 			_, _ = registration.RemoveIfOwned(bed.Env.RegistrationDir, plugin, other.PodUID)
 		}
 	})
-	waitPodEvents(t, bed, mp.Namespace, mp.Name, mountpod.ReasonYielded, 1, plugin, "yields")
+	waitPodEvents(t, bed, mp.Namespace, mp.Name, registrar.ReasonYielded, 1, plugin, "yields")
 	if _, err := registration.RemoveIfOwned(bed.Env.RegistrationDir, plugin, other.PodUID); err != nil {
 		t.Fatal(err)
 	}
 	removed = true
-	waitPodEvents(t, bed, mp.Namespace, mp.Name, mountpod.ReasonTakenBack, 1, plugin)
+	waitPodEvents(t, bed, mp.Namespace, mp.Name, registrar.ReasonTakenBack, 1, plugin)
 	if err := framework.Poll(context.Background(), "the mount pod registered again", 250*time.Millisecond, 30*time.Second,
 		func(context.Context) (bool, string, error) {
 			r, ok, err := registration.Read(bed.Env.RegistrationDir, plugin)

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mountcontainers/mountcontainers/internal/recovery"
+	"github.com/mountcontainers/mountcontainers/internal/pod/recovery"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )

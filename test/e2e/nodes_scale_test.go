@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/mountcontainers/mountcontainers/internal/rollout"
+	"github.com/mountcontainers/mountcontainers/internal/offnode/rollout"
 )
 
 // Scale of the plan measured against the bed's API server: Node objects

@@ -23,8 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/mount-utils"
 
-	"github.com/mountcontainers/mountcontainers/internal/mountrecord"
-	"github.com/mountcontainers/mountcontainers/internal/recovery"
+	"github.com/mountcontainers/mountcontainers/internal/pod/recovery"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 

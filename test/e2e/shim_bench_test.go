@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mountcontainers/mountcontainers/internal/shim"
-	"github.com/mountcontainers/mountcontainers/internal/shimtest"
+	"github.com/mountcontainers/mountcontainers/internal/node/shim"
+	"github.com/mountcontainers/mountcontainers/internal/node/shim/shimtest"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 

@@ -21,12 +21,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/mountcontainers/mountcontainers/internal/execservice"
-	"github.com/mountcontainers/mountcontainers/internal/execservice/execservicetest"
-	"github.com/mountcontainers/mountcontainers/internal/shim"
-	"github.com/mountcontainers/mountcontainers/internal/shimtest"
+	"github.com/mountcontainers/mountcontainers/internal/node/shim"
+	"github.com/mountcontainers/mountcontainers/internal/node/shim/shimtest"
+	"github.com/mountcontainers/mountcontainers/internal/pod/execserver"
+	"github.com/mountcontainers/mountcontainers/internal/pod/execserver/execservertest"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
-	"github.com/mountcontainers/mountcontainers/pkg/execserver"
+	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
@@ -146,7 +146,7 @@ func TestShim(t *testing.T) {
 		path, _ := registration.Path(bed.Env.RegistrationDir, plugin)
 		t.Cleanup(func() { os.Remove(path) })
 		id := bed.RunningContainerID(t, pod.UID, "mount", time.Minute)
-		live := execservice.Identity{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: string(pod.UID), ContainerName: "mount"}
+		live := execserver.Identity{PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: string(pod.UID), ContainerName: "mount"}
 		other := live
 		other.PodName, other.PodUID = "mount-other", "00000000-1111-4222-8333-444444444444"
 		for _, tc := range []struct {
@@ -160,7 +160,7 @@ func TestShim(t *testing.T) {
 				return serveExecAs(t, bed, "unproved-impostor.sock", live)
 			}},
 			{"socket gone", "connection refused", func(t *testing.T) string {
-				rel := execserver.SocketDir + "/unproved-gone.sock"
+				rel := execclient.SocketDir + "/unproved-gone.sock"
 				l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(bed.Env.RegistrationDir, rel), Net: "unix"})
 				if err != nil {
 					t.Fatal(err)
@@ -429,9 +429,9 @@ func stopContainer(t *testing.T, bed *framework.Bed, id string) {
 // process on the node, at name in the registration directory's socket
 // directory, until the test ends; it returns the socket relative to the
 // registration directory.
-func serveExecAs(t *testing.T, bed *framework.Bed, name string, id execservice.Identity) string {
+func serveExecAs(t *testing.T, bed *framework.Bed, name string, id execserver.Identity) string {
 	t.Helper()
-	rel := execserver.SocketDir + "/" + name
-	execservicetest.Serve(t, filepath.Join(bed.Env.RegistrationDir, rel), execservice.Config{Identity: id})
+	rel := execclient.SocketDir + "/" + name
+	execservertest.Serve(t, filepath.Join(bed.Env.RegistrationDir, rel), execserver.Config{Identity: id})
 	return rel
 }

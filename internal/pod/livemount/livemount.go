@@ -1,0 +1,406 @@
+// Package livemount finds the live FUSE mounts a mount pod serves, the
+// daemons behind them and the scopes they run in (package scope), so that a
+// mount pod can report the mounts it adopted from its predecessors
+// (`mountpod status`), a rollout can tell whether a mount pod may be
+// replaced in place, and scopes whose mount and processes are gone can be
+// removed.
+//
+// # What is a mount's daemon
+//
+// A mount's daemon is a process that holds the mount's FUSE connection: an
+// open /dev/fuse descriptor attached to it. Since Linux 6.16 the kernel
+// names a /dev/fuse descriptor's connection in /proc/PID/fdinfo
+// ("fuse_connection:"), and that number is the mount's device number, so a
+// process counts when one of its descriptors names the connection of the
+// mount. A descriptor is attached to a connection only by mounting with it
+// or by being handed over by a process that holds it, so no other user can
+// get hold of the connection of a mount root made. A /dev/fuse
+// descriptor whose fdinfo names no connection (an older kernel, or a
+// descriptor not yet mounted with) is matched as before by the command
+// line: the process counts when one of its arguments is the mount target,
+// as FUSE clients (glusterfs, ceph-fuse, sshfs, ...) are started with the
+// mount point on their command line. Either way the process must run as
+// root (every UID in /proc/PID/status is 0) and hold /dev/fuse open: a
+// process that only names a target, such as `sleep 1000 <target>` run by
+// any user, never counts. A daemon is "scoped" when it is in the scope
+// named after the mount target ([scope.Name]).
+//
+// # Caveats
+//
+// The report is a snapshot: a mount made or removed while it is taken may
+// or may not be in it. A mount whose daemon died answers stat with "transport
+// endpoint is not connected" (ENOTCONN): it is reported as not healthy.
+// Checks of a hung mount are bounded by [Options.StatTimeout].
+package livemount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
+)
+
+// DefaultStatTimeout bounds the health check of one mount.
+const DefaultStatTimeout = 2 * time.Second
+
+// Mount is a live FUSE mount under the kubelet's directory.
+type Mount struct {
+	Target string `json:"target"`
+	Source string `json:"source"`
+	FSType string `json:"fstype"`
+	// Daemons are the processes that serve Target: see the package
+	// documentation.
+	Daemons []int `json:"daemons"`
+	// Plugin and Scope name the scope (under the plugin's parent) named
+	// after Target, when there is one.
+	Plugin string `json:"plugin,omitempty"`
+	Scope  string `json:"scope,omitempty"`
+	// Scoped: there is at least one daemon and every daemon is in Scope:
+	// the mount does not depend on the life of any mount pod.
+	Scoped bool `json:"scoped"`
+	// Healthy: stat of Target answers; Error says what it answered
+	// otherwise.
+	Healthy bool   `json:"healthy"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Scope is a scope with no live mount: what its processes are, and whether
+// it can be removed.
+type Scope struct {
+	Plugin    string `json:"plugin"`
+	Name      string `json:"name"`
+	Cgroup    string `json:"cgroup"`
+	Processes []int  `json:"processes"`
+}
+
+// Report is what [Survey] found.
+type Report struct {
+	Mounts []Mount `json:"mounts"`
+	// Orphans are scopes without a mount (their processes are leftovers,
+	// or none: then they can be removed).
+	Orphans []Scope `json:"orphanScopes"`
+	// ScopesError says why the scopes could not be listed (scopes are on
+	// but unavailable); then no mount is Scoped.
+	ScopesError string `json:"scopesError,omitempty"`
+}
+
+// Unscoped returns the mounts that would die with the pod whose daemons
+// run in it: those not [Mount.Scoped].
+func (r Report) Unscoped() []Mount {
+	var out []Mount
+	for _, m := range r.Mounts {
+		if !m.Scoped {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Options configure a [Survey].
+type Options struct {
+	// KubeletDir: only mounts at or below it are reported.
+	KubeletDir string
+	// Plugins whose scopes are listed.
+	Plugins []string
+	// Scopes lists the scopes; nil: no scope is known (scopes off).
+	Scopes scope.Manager
+	// MountInfo is the mount table to read; default /proc/self/mountinfo.
+	MountInfo string
+	// ProcRoot is the proc file system; default /proc.
+	ProcRoot string
+	// StatTimeout bounds the health check of each mount; default
+	// [DefaultStatTimeout].
+	StatTimeout time.Duration
+}
+
+// IsFUSE reports whether fstype is a FUSE file system type (fuse,
+// fuse.glusterfs, fuseblk, ...).
+func IsFUSE(fstype string) bool {
+	return fstype == "fuse" || fstype == "fuseblk" || strings.HasPrefix(fstype, "fuse.")
+}
+
+// Survey reports the live FUSE mounts under o.KubeletDir, their daemons
+// and scopes, and the plugins' scopes that have no mount.
+func Survey(ctx context.Context, o Options) (Report, error) {
+	if o.MountInfo == "" {
+		o.MountInfo = "/proc/self/mountinfo"
+	}
+	if o.ProcRoot == "" {
+		o.ProcRoot = "/proc"
+	}
+	if o.StatTimeout <= 0 {
+		o.StatTimeout = DefaultStatTimeout
+	}
+	if !filepath.IsAbs(o.KubeletDir) {
+		return Report{}, fmt.Errorf("kubelet directory %q is not an absolute path", o.KubeletDir)
+	}
+	// Mount points decoded: they are compared with the kubelet's
+	// directory and the daemons' arguments, and stat'ed.
+	infos, err := mountinfo.ParseFile(o.MountInfo)
+	if err != nil {
+		return Report{}, fmt.Errorf("read mount table %s: %w", o.MountInfo, err)
+	}
+	dir := filepath.Clean(o.KubeletDir)
+	var mounts []Mount
+	seen := map[string]bool{}
+	conns := map[uint64][]string{}
+	for _, mi := range infos {
+		if !IsFUSE(mi.FsType) || seen[mi.MountPoint] ||
+			(mi.MountPoint != dir && !strings.HasPrefix(mi.MountPoint, dir+"/")) {
+			continue
+		}
+		seen[mi.MountPoint] = true
+		c := connection(mi.Major, mi.Minor)
+		conns[c] = append(conns[c], mi.MountPoint)
+		mounts = append(mounts, Mount{Target: mi.MountPoint, Source: mountinfo.Unescape(mi.Source), FSType: mi.FsType})
+	}
+	daemons := findDaemons(o.ProcRoot, seen, conns)
+
+	type known struct {
+		plugin string
+		s      scope.Scope
+	}
+	scopes := map[string]known{}
+	var orphans []Scope
+	if o.Scopes != nil {
+		for _, p := range o.Plugins {
+			list, err := o.Scopes.List(p)
+			if err != nil {
+				return Report{}, fmt.Errorf("list scopes of %s: %w", p, err)
+			}
+			for _, s := range list {
+				scopes[s.Name] = known{p, s}
+			}
+		}
+	}
+	used := map[string]bool{}
+	for i := range mounts {
+		m := &mounts[i]
+		m.Daemons = daemons[m.Target]
+		if k, ok := scopes[scope.Name(m.Target)]; ok {
+			used[k.s.Name] = true
+			m.Plugin, m.Scope = k.plugin, k.s.Name
+			m.Scoped = len(m.Daemons) > 0
+			for _, pid := range m.Daemons {
+				if !slices.Contains(k.s.PIDs, pid) {
+					m.Scoped = false
+				}
+			}
+		}
+		if err := StatWithin(ctx, m.Target, o.StatTimeout); err != nil {
+			m.Error = err.Error()
+		} else {
+			m.Healthy = true
+		}
+	}
+	for name, k := range scopes {
+		if !used[name] {
+			orphans = append(orphans, Scope{Plugin: k.plugin, Name: name, Cgroup: k.s.Cgroup, Processes: k.s.PIDs})
+		}
+	}
+	sort.Slice(mounts, func(i, j int) bool { return mounts[i].Target < mounts[j].Target })
+	sort.Slice(orphans, func(i, j int) bool { return orphans[i].Cgroup < orphans[j].Cgroup })
+	return Report{Mounts: mounts, Orphans: orphans}, nil
+}
+
+// RemoveEmptyOrphans removes the orphan scopes of r that have no process
+// left, and returns those it removed; a scope that gained a process since
+// is left alone (the backend refuses it).
+func RemoveEmptyOrphans(m scope.Manager, r Report) (removed []Scope, err error) {
+	var errs []error
+	for _, s := range r.Orphans {
+		if len(s.Processes) > 0 {
+			continue
+		}
+		if err := m.Remove(s.Plugin, s.Name); err != nil {
+			if !errors.Is(err, scope.ErrPopulated) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		removed = append(removed, s)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// fuseDevice is what the /proc link of a /dev/fuse descriptor names.
+const fuseDevice = "/dev/fuse"
+
+// connection returns the number the kernel gives the FUSE connection of a
+// mount of device major:minor in fdinfo: the kernel's own encoding of the
+// device number (MKDEV), which for the anonymous device of a fuse mount
+// (major 0) is the minor number.
+func connection(major, minor int) uint64 {
+	return uint64(major)<<20 | uint64(minor)
+}
+
+// findDaemons returns, for each target, the PIDs of the processes that
+// serve it: see the package documentation. conns maps a FUSE connection
+// to the targets it is mounted at.
+func findDaemons(procRoot string, targets map[string]bool, conns map[uint64][]string) map[string][]int {
+	out := map[string][]int{}
+	if len(targets) == 0 {
+		return out
+	}
+	entries, err := os.ReadDir(procRoot)
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		for _, t := range served(filepath.Join(procRoot, e.Name()), targets, conns) {
+			if !slices.Contains(out[t], pid) {
+				out[t] = append(out[t], pid)
+			}
+		}
+	}
+	for _, pids := range out {
+		sort.Ints(pids)
+	}
+	return out
+}
+
+// served returns the targets that the process whose /proc directory is
+// dir serves: those of the connections its /dev/fuse descriptors name and,
+// when one of them names none, those its command line names. A process
+// that does not run as root serves none.
+func served(dir string, targets map[string]bool, conns map[uint64][]string) []string {
+	if !runsAsRoot(dir) {
+		return nil
+	}
+	held, unnamed := fuseConnections(dir)
+	var out []string
+	for _, c := range held {
+		out = append(out, conns[c]...)
+	}
+	if unnamed && !kernelNamesConnections {
+		out = append(out, namedTargets(dir, targets)...)
+	}
+	return out
+}
+
+// kernelNamesConnections is whether this kernel names a /dev/fuse
+// descriptor's connection in its fdinfo (Linux 6.16 on). There, a daemon's
+// descriptor always names one: a descriptor that names none serves no
+// mount, whatever its process's command line says (a container's root can
+// hold a file it calls /dev/fuse). The command-line fallback is for older
+// kernels only.
+var kernelNamesConnections = kernelAtLeast(6, 16)
+
+// kernelAtLeast reports whether the running kernel's release is at least
+// major.minor.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+// runsAsRoot reports whether every UID (real, effective, saved, file
+// system) of the process whose /proc directory is dir is 0: a set-user-ID
+// program run by another user does not.
+func runsAsRoot(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, "status"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if uids, ok := strings.CutPrefix(line, "Uid:"); ok {
+			f := strings.Fields(uids)
+			return len(f) > 0 && !slices.ContainsFunc(f, func(u string) bool { return u != "0" })
+		}
+	}
+	return false
+}
+
+// fuseConnections returns the FUSE connections that the /dev/fuse
+// descriptors of the process whose /proc directory is dir name in their
+// fdinfo, and whether one of them names none. The links are read, not
+// followed: stat through a descriptor's link could wait on a hung file
+// system.
+func fuseConnections(dir string) (conns []uint64, unnamed bool) {
+	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
+	if err != nil {
+		return nil, false
+	}
+	for _, fd := range fds {
+		if link, err := os.Readlink(filepath.Join(dir, "fd", fd.Name())); err != nil || link != fuseDevice {
+			continue
+		}
+		info, err := os.ReadFile(filepath.Join(dir, "fdinfo", fd.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		if c, ok := fdinfoConnection(string(info)); ok {
+			conns = append(conns, c)
+		} else {
+			unnamed = true
+		}
+	}
+	return conns, unnamed
+}
+
+// fdinfoConnection returns the FUSE connection an fdinfo names, if any.
+func fdinfoConnection(info string) (uint64, bool) {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "fuse_connection:"); ok {
+			c, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return c, err == nil
+		}
+	}
+	return 0, false
+}
+
+// namedTargets returns the targets that are arguments (after the
+// program's name) of the process whose /proc directory is dir.
+func namedTargets(dir string, targets map[string]bool) []string {
+	data, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+	if err != nil || len(data) == 0 {
+		return nil
+	}
+	var out []string
+	args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+	for _, a := range args[1:] {
+		if targets[a] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// StatWithin stats path, giving up after d (a hung FUSE daemon can block
+// stat for as long as it likes; the goroutine is left to finish).
+func StatWithin(ctx context.Context, path string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := os.Stat(path)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("stat %s: no answer within %s", path, d)
+	}
+}

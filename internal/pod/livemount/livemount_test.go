@@ -1,0 +1,178 @@
+package livemount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
+)
+
+// fakeScopes is a scope.Manager over a fixed list: the real backends are
+// tested in package scope and end to end; here only the survey's logic is.
+type fakeScopes struct {
+	scopes  map[string][]scope.Scope
+	removed []string
+}
+
+var _ scope.Manager = (*fakeScopes)(nil)
+
+func (f *fakeScopes) Place(string, string, int) (scope.Scope, error) {
+	return scope.Scope{}, errors.New("not used")
+}
+func (f *fakeScopes) List(plugin string) ([]scope.Scope, error) { return f.scopes[plugin], nil }
+func (f *fakeScopes) Remove(plugin, name string) error {
+	for _, s := range f.scopes[plugin] {
+		if s.Name == name && len(s.PIDs) > 0 {
+			return fmt.Errorf("scope %s: %w", name, scope.ErrPopulated)
+		}
+	}
+	f.removed = append(f.removed, plugin+"/"+name)
+	return nil
+}
+func (f *fakeScopes) Kill(string, string, time.Duration) ([]int, error) {
+	return nil, errors.New("not used")
+}
+func (f *fakeScopes) Backend() scope.Backend { return scope.BackendCgroupfs }
+func (f *fakeScopes) Close() error           { return nil }
+
+// fakeProc is a process of a fake /proc.
+type fakeProc struct {
+	// uids are the real, effective, saved and file system UIDs.
+	uids [4]int
+	// fuse are the connections the fdinfo of each /dev/fuse descriptor
+	// names; -1: it names none.
+	fuse []int
+	args []string
+}
+
+// rootProc is a root process with the given /dev/fuse descriptors.
+func rootProc(fuse []int, args ...string) fakeProc {
+	return fakeProc{fuse: fuse, args: args}
+}
+
+// writeProc lays out p in the fake /proc at root, as the kernel shows it:
+// cmdline, status, descriptor links (read, never followed) and fdinfo.
+func writeProc(t *testing.T, root string, pid int, p fakeProc) {
+	t.Helper()
+	dir := filepath.Join(root, fmt.Sprint(pid))
+	for _, d := range []string{"fd", "fdinfo"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := p.uids
+	status := fmt.Sprintf("Name:\tx\nPid:\t%d\nUid:\t%d\t%d\t%d\t%d\nGid:\t0\t0\t0\t0\n", pid, u[0], u[1], u[2], u[3])
+	files := map[string]string{
+		"cmdline":  strings.Join(p.args, "\x00") + "\x00",
+		"status":   status,
+		"fdinfo/0": "pos:\t0\nflags:\t02\nmnt_id:\t24\nino:\t5\n",
+	}
+	links := map[string]string{"fd/0": "/dev/null"}
+	for i, c := range p.fuse {
+		n := fmt.Sprint(3 + i)
+		links["fd/"+n] = "/dev/fuse"
+		files["fdinfo/"+n] = "pos:\t0\nflags:\t02100002\nmnt_id:\t24\nino:\t90\n"
+		if c >= 0 {
+			files["fdinfo/"+n] += fmt.Sprintf("fuse_connection:\t%d\n", c)
+		}
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestSurvey(t *testing.T) {
+	kubelet := t.TempDir()
+	a := filepath.Join(kubelet, "pods/a/volumes/x~glusterfs/data")
+	b := filepath.Join(kubelet, "pods/b/volumes/x~glusterfs/data")
+	gone := filepath.Join(kubelet, "pods/gone/volumes/x~glusterfs/data")
+	for _, d := range []string{a, b} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mi := filepath.Join(t.TempDir(), "mountinfo")
+	lines := []string{
+		"20 1 0:20 / / rw - ext4 /dev/vda rw",
+		fmt.Sprintf("30 20 0:30 / %s rw - fuse.glusterfs srv:/gv0 rw", a),
+		fmt.Sprintf("31 20 0:31 / %s rw - fuse.glusterfs srv:/gv1 rw", b),
+		fmt.Sprintf("32 20 0:32 / %s rw - fuse.glusterfs srv:/gv2 rw", gone),
+		fmt.Sprintf("33 20 0:33 / %s/plain rw - ext4 /dev/loop0 rw", kubelet),
+		"34 20 0:34 / /elsewhere rw - fuse.sshfs h:/ rw",
+	}
+	if err := os.WriteFile(mi, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	proc := t.TempDir()
+	writeProc(t, proc, 100, rootProc([]int{30}, "/usr/sbin/glusterfs", "--volfile-server=srv", a))
+	writeProc(t, proc, 200, rootProc([]int{31}, "/usr/sbin/glusterfs", "--volfile-server=srv", b))
+	writeProc(t, proc, 300, rootProc(nil, "/bin/sleep", "30"))
+	writeProc(t, proc, 400, rootProc([]int{-1}, a)) // its own name is never an argument
+	fs := &fakeScopes{scopes: map[string][]scope.Scope{"x.io/glusterfs": {
+		{Name: scope.Name(a), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(a), PIDs: []int{100}},
+		{Name: scope.Name(b), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(b), PIDs: []int{}},
+		{Name: "mount-0000000000000001", Cgroup: "/mc/x.io~glusterfs/mount-0000000000000001"},
+		{Name: "mount-0000000000000002", Cgroup: "/mc/x.io~glusterfs/mount-0000000000000002", PIDs: []int{300}},
+	}}}
+	r, err := Survey(context.Background(), Options{KubeletDir: kubelet, Plugins: []string{"x.io/glusterfs"}, Scopes: fs, MountInfo: mi, ProcRoot: proc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Mounts) != 3 {
+		t.Fatalf("mounts %+v, want the 3 FUSE mounts under %s", r.Mounts, kubelet)
+	}
+	want := map[string]Mount{
+		a:    {Target: a, Source: "srv:/gv0", FSType: "fuse.glusterfs", Daemons: []int{100}, Plugin: "x.io/glusterfs", Scope: scope.Name(a), Scoped: true, Healthy: true},
+		b:    {Target: b, Source: "srv:/gv1", FSType: "fuse.glusterfs", Daemons: []int{200}, Plugin: "x.io/glusterfs", Scope: scope.Name(b), Scoped: false, Healthy: true},
+		gone: {Target: gone, Source: "srv:/gv2", FSType: "fuse.glusterfs", Healthy: false},
+	}
+	for _, m := range r.Mounts {
+		w := want[m.Target]
+		if m.Target == gone {
+			if m.Healthy || !strings.Contains(m.Error, "no such file") {
+				t.Errorf("mount at a missing directory: %+v, want not healthy with the stat error", m)
+			}
+			m.Error = ""
+		}
+		if !reflect.DeepEqual(m, w) {
+			t.Errorf("mount\n got %+v\nwant %+v", m, w)
+		}
+	}
+	if u := r.Unscoped(); len(u) != 2 {
+		t.Errorf("unscoped %v, want the daemon outside its scope and the mount without one", u)
+	}
+	if len(r.Orphans) != 2 {
+		t.Fatalf("orphans %+v, want the two scopes without a mount", r.Orphans)
+	}
+	removed, err := RemoveEmptyOrphans(fs, r)
+	if err != nil || len(removed) != 1 || removed[0].Name != "mount-0000000000000001" {
+		t.Errorf("removed %+v (%v), want only the empty orphan", removed, err)
+	}
+	if !reflect.DeepEqual(fs.removed, []string{"x.io/glusterfs/mount-0000000000000001"}) {
+		t.Errorf("Remove called for %v", fs.removed)
+	}
+}
+
+func TestSurveyBadInput(t *testing.T) {
+	if _, err := Survey(context.Background(), Options{KubeletDir: "relative"}); err == nil {
+		t.Error("a relative kubelet directory was accepted")
+	}
+	if _, err := Survey(context.Background(), Options{KubeletDir: "/", MountInfo: filepath.Join(t.TempDir(), "missing")}); err == nil ||
+		!strings.Contains(err.Error(), "missing") {
+		t.Errorf("missing mount table: %v, want an error naming it", err)
+	}
+}

@@ -1,0 +1,160 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sync"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
+)
+
+// Events wakes a [Recoverer] as soon as something may have died, rather
+// than at its next poll.
+type Events interface {
+	// C receives a value when a pass should run now.
+	C() <-chan struct{}
+	// Refresh is called after every pass: the set of things to watch may
+	// have changed.
+	Refresh()
+}
+
+// ScopeEvents watches the cgroup v2 "cgroup.events" file of every scope of
+// its plugins: the kernel rewrites it ("populated 0") when the scope's
+// last process, the FUSE daemon, exits. Where there is no cgroup v2
+// hierarchy (cgroup v1 only, or the systemd backend, whose scopes are units)
+// there is none ([NewScopeEvents] fails with [ErrNoScopeEvents]) and the
+// Recoverer's poll finds dead mounts alone.
+type ScopeEvents struct {
+	scopes  scope.EventSource
+	plugins []string
+	w       *fsnotify.Watcher
+	c       chan struct{}
+	done    chan struct{}
+
+	// Logger, when set, gets a line whenever the set of watched files
+	// changes, and the watcher's errors.
+	Logger *slog.Logger
+
+	mu      sync.Mutex
+	watched map[string]bool
+}
+
+// ErrNoScopeEvents: the scopes of the manager report nothing (the systemd
+// backend, or cgroup v1 only); dead mounts are found by polling.
+var ErrNoScopeEvents = errors.New("the scopes give no cgroup events (cgroup v2 and the cgroupfs backend only)")
+
+// NewScopeEvents starts watching the scopes of plugins; Close stops it.
+// It fails with [ErrNoScopeEvents] when m's scopes report nothing. log may
+// be nil.
+func NewScopeEvents(m scope.Manager, plugins []string, log *slog.Logger) (*ScopeEvents, error) {
+	src, ok := scope.EventsOf(m)
+	if !ok {
+		return nil, fmt.Errorf("%s backend: %w", m.Backend(), ErrNoScopeEvents)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	e := &ScopeEvents{scopes: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]bool{}, Logger: log}
+	go e.loop()
+	e.Refresh()
+	return e, nil
+}
+
+func (e *ScopeEvents) loop() {
+	defer close(e.done)
+	for {
+		select {
+		case ev, ok := <-e.w.Events:
+			if !ok {
+				return
+			}
+			if ev.Has(fsnotify.Remove) {
+				// The scope went (and the watch with it): the next
+				// Refresh watches it again if it comes back.
+				e.mu.Lock()
+				delete(e.watched, ev.Name)
+				e.mu.Unlock()
+			}
+			if ev.Has(fsnotify.Write) || ev.Has(fsnotify.Remove) {
+				select {
+				case e.c <- struct{}{}:
+				default: // a pass is due already
+				}
+			}
+		case err, ok := <-e.w.Errors:
+			if !ok {
+				return
+			}
+			if e.Logger != nil {
+				e.Logger.Warn("watching the scopes' cgroup events", "err", err)
+			}
+		}
+	}
+}
+
+// C implements [Events].
+func (e *ScopeEvents) C() <-chan struct{} { return e.c }
+
+// Refresh watches the cgroup.events of every scope there is now, and
+// forgets those of scopes that are gone. It runs after every pass of the
+// recovery, so it lists the scopes' directories and nothing more.
+func (e *ScopeEvents) Refresh() {
+	now := map[string]bool{}
+	var listErr error
+	for _, p := range e.plugins {
+		files, err := e.scopes.EventFiles(p)
+		if err != nil {
+			listErr = err
+			continue
+		}
+		for _, f := range files {
+			now[f] = true
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	before := len(e.watched)
+	var addErr error
+	for f := range now {
+		if !e.watched[f] {
+			// A scope removed since the listing is no error.
+			if err := e.w.Add(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				addErr = err
+			} else if err == nil {
+				e.watched[f] = true
+			}
+		}
+	}
+	defer func() {
+		if e.Logger != nil && (len(e.watched) != before || addErr != nil || listErr != nil) {
+			e.Logger.Info("watching the scopes' cgroup events", "files", len(e.watched), "listErr", listErr, "addErr", addErr)
+		}
+	}()
+	for f := range e.watched {
+		if !now[f] {
+			if err := e.w.Remove(f); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) {
+				continue
+			}
+			delete(e.watched, f)
+		}
+	}
+}
+
+// Watched returns how many files are watched.
+func (e *ScopeEvents) Watched() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.watched)
+}
+
+// Close stops watching.
+func (e *ScopeEvents) Close() error {
+	err := e.w.Close()
+	<-e.done
+	return err
+}

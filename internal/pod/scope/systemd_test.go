@@ -1,0 +1,302 @@
+package scope
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope/systemdtest"
+)
+
+// newSystemdFake starts a bus with the fake systemd and returns a Manager
+// New chose on it (auto: the bus socket is the only one configured).
+func newSystemdFake(t *testing.T, cfg Config) (*systemdtest.Systemd, Manager) {
+	t.Helper()
+	sock := systemdtest.StartBus(t)
+	fake := systemdtest.Serve(t, sock)
+	cfg.SystemdSockets = []string{sock}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if m.Backend() != BackendSystemd {
+		t.Fatalf("New chose %s with systemd answering on %s", m.Backend(), sock)
+	}
+	return fake, m
+}
+
+func TestSystemdPlace(t *testing.T) {
+	fake, m := newSystemdFake(t, Config{MemoryLimit: 512 << 20, PidsLimit: 512})
+	sleep := startSleep(t)
+	pid := sleep.Process.Pid
+
+	s, err := m.Place(glusterfs, targetA, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := Name(targetA) + ".scope"
+	slice := "mountcontainers-kubernetes.io-glusterfs.slice"
+	wantScope := Scope{Plugin: glusterfs, Name: Name(targetA), Unit: unit,
+		Cgroup: "/mountcontainers.slice/mountcontainers-kubernetes.io.slice/" + slice + "/" + unit}
+	if s.Plugin != wantScope.Plugin || s.Name != wantScope.Name || s.Unit != wantScope.Unit || s.Cgroup != wantScope.Cgroup || s.Paths != nil {
+		t.Errorf("Place = %+v\nwant %+v", s, wantScope)
+	}
+	u, ok := fake.Unit(unit)
+	if !ok {
+		t.Fatalf("no unit %s started; calls %q", unit, fake.Calls())
+	}
+	wantProps := map[string]any{
+		"PIDs":        []uint32{uint32(pid)},
+		"Slice":       slice,
+		"Description": "mountcontainers: kubernetes.io/glusterfs mount " + targetA,
+		"CollectMode": "inactive-or-failed",
+	}
+	if u.Mode != "fail" || len(u.Properties) != len(wantProps) {
+		t.Errorf("StartTransientUnit mode %q, properties %v; want fail, %v", u.Mode, u.Properties, wantProps)
+	}
+	for k, v := range wantProps {
+		if got := u.Properties[k]; !equal(got, v) {
+			t.Errorf("property %s = %#v, want %#v", k, got, v)
+		}
+	}
+	if got := u.SliceProperties["MemoryMax"]; got != uint64(512<<20) {
+		t.Errorf("MemoryMax of %s = %#v, want %d", slice, got, 512<<20)
+	}
+	if got := u.SliceProperties["TasksMax"]; got != uint64(512) {
+		t.Errorf("TasksMax of %s = %#v, want 512", slice, got)
+	}
+
+	// PID 0: systemd takes the caller's PID from the bus.
+	if _, err := m.Place(glusterfs, targetB, 0); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := fake.Unit(Name(targetB) + ".scope"); !slices.Equal(u.PIDs, []uint32{uint32(os.Getpid())}) {
+		t.Errorf("PID 0 resolved to %v, want this process %d", u.PIDs, os.Getpid())
+	}
+
+	// The same target again: the unit exists, the process joins it.
+	sleep2 := startSleep(t)
+	if _, err := m.Place(glusterfs, targetA, sleep2.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := fake.Unit(unit); !slices.Equal(u.PIDs, []uint32{uint32(pid), uint32(sleep2.Process.Pid)}) {
+		t.Errorf("PIDs after joining = %v", u.PIDs)
+	}
+	if calls := fake.Calls(); !slices.Contains(calls, "AttachProcessesToUnit "+unit) {
+		t.Errorf("calls %q: no AttachProcessesToUnit for the existing unit", calls)
+	}
+}
+
+func equal(a, b any) bool {
+	if x, ok := a.([]uint32); ok {
+		y, ok := b.([]uint32)
+		return ok && slices.Equal(x, y)
+	}
+	return a == b
+}
+
+func TestSystemdJobFailure(t *testing.T) {
+	fake, m := newSystemdFake(t, Config{})
+	fake.SetStartResult("failed")
+	_, err := m.Place(glusterfs, targetA, os.Getpid())
+	for _, want := range []string{"job failed", Name(targetA) + ".scope", glusterfs, "mountcontainers-kubernetes.io-glusterfs.slice"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Place with a failing job = %v; want an error containing %q", err, want)
+		}
+	}
+}
+
+func TestSystemdListRemove(t *testing.T) {
+	fake, m := newSystemdFake(t, Config{})
+	a, b := startSleep(t), startSleep(t)
+	if _, err := m.Place(glusterfs, targetA, a.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Place(glusterfs, targetB, b.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	list, err := m.List(glusterfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || !sorted(list) {
+		t.Fatalf("List = %+v; want 2 scopes sorted by name", list)
+	}
+	for _, s := range list {
+		want := a.Process.Pid
+		if s.Name == Name(targetB) {
+			want = b.Process.Pid
+		}
+		if !slices.Equal(s.PIDs, []int{want}) || s.Unit != s.Name+".scope" || !strings.HasSuffix(s.Cgroup, "/"+s.Unit) {
+			t.Errorf("listed %+v; want PID %d", s, want)
+		}
+	}
+	if list, err := m.List("example.com/none"); err != nil || len(list) != 0 {
+		t.Errorf("List of a slice systemd does not know = %+v, %v", list, err)
+	}
+
+	if err := m.Remove(glusterfs, Name(targetA)); !errors.Is(err, ErrPopulated) {
+		t.Errorf("Remove of a live scope = %v, want ErrPopulated", err)
+	}
+	a.Process.Kill()
+	a.Wait()
+	if err := m.Remove(glusterfs, Name(targetA)); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := fake.Unit(Name(targetA) + ".scope"); !u.Stopped {
+		t.Error("Remove did not stop the empty unit")
+	}
+	if err := m.Remove(glusterfs, Name(targetA)); err != nil {
+		t.Errorf("Remove of a unit systemd no longer has = %v, want nil", err)
+	}
+	if list, err := m.List(glusterfs); err != nil || len(list) != 1 || list[0].Name != Name(targetB) {
+		t.Errorf("List after Remove = %+v, %v", list, err)
+	}
+	// An empty unit of that name in another plugin's slice is not ours.
+	b.Process.Kill()
+	b.Wait()
+	if err := m.Remove("kubernetes.io/cephfs", Name(targetB)); err == nil || !strings.Contains(err.Error(), "not ours") {
+		t.Errorf("Remove through another plugin = %v; want an error", err)
+	}
+	if u, _ := fake.Unit(Name(targetB) + ".scope"); u.Stopped {
+		t.Error("Remove through another plugin stopped the unit")
+	}
+	if err := m.Remove(glusterfs, Name(targetB)); err != nil {
+		t.Error(err)
+	}
+	for _, name := range []string{"..", "mount-x", "x.scope"} {
+		if err := m.Remove(glusterfs, name); err == nil {
+			t.Errorf("Remove(%q) succeeded", name)
+		}
+	}
+}
+
+func TestSystemdSelection(t *testing.T) {
+	root := fakeHybrid(t)
+	dir := t.TempDir()
+	notSocket := filepath.Join(dir, "private")
+	if err := os.WriteFile(notSocket, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A bus on which nobody owns org.freedesktop.systemd1.
+	silent := systemdtest.StartBus(t)
+
+	sockets := []string{filepath.Join(dir, "missing"), notSocket, silent}
+	m, err := New(Config{CgroupRoot: root, CgroupNS: CgroupNSOff, SystemdSockets: sockets, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Backend() != BackendCgroupfs {
+		t.Errorf("auto chose %s without a systemd; want cgroupfs", m.Backend())
+	}
+	_, err = New(Config{Backend: BackendSystemd, CgroupRoot: root, SystemdSockets: sockets, Timeout: 5 * time.Second})
+	if err == nil || !errors.Is(err, errNoSystemd) {
+		t.Fatalf("backend systemd without a systemd = %v", err)
+	}
+	for _, want := range []string{"missing: no such file", "private is not a socket", "org.freedesktop.DBus.Error.ServiceUnknown"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+// BenchmarkSystemdPlace measures the systemd backend against the fake
+// systemd on a private dbus-daemon: "connect+place" is what one `mountpod
+// scope` does (two connections with Hello, the Version probe,
+// StartTransientUnit and its job signal, close), "place" one more Place on
+// an open Manager. Real systemd adds its own work; this is the client's and
+// the bus's share.
+func BenchmarkSystemdPlace(b *testing.B) {
+	sock := systemdtest.StartBus(b)
+	systemdtest.Serve(b, sock)
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	cfg := Config{Backend: BackendSystemd, SystemdSockets: []string{sock}}
+	n := 0
+	place := func(b *testing.B, m Manager) {
+		n++ // a new target each time: a new transient unit
+		if _, err := m.Place(glusterfs, "/mnt/"+strconv.Itoa(n), cmd.Process.Pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("connect+place", func(b *testing.B) {
+		for range b.N {
+			m, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			place(b, m)
+			m.Close()
+		}
+	})
+	b.Run("place", func(b *testing.B) {
+		m, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		b.ResetTimer()
+		for range b.N {
+			place(b, m)
+		}
+	})
+}
+
+func TestSystemdKill(t *testing.T) {
+	fake, m := newSystemdFake(t, Config{})
+	a, b, c := startSleep(t), startSleep(t), startSleep(t)
+	for _, p := range []struct {
+		target string
+		cmd    *exec.Cmd
+	}{{targetA, a}, {targetA, b}, {targetB, c}} {
+		if _, err := m.Place(glusterfs, p.target, p.cmd.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Through another plugin, the unit is not ours: nothing is signalled.
+	if killed, err := m.Kill("kubernetes.io/cephfs", Name(targetB), time.Second); err == nil || !strings.Contains(err.Error(), "not ours") || killed != nil {
+		t.Errorf("Kill through another plugin = %v, %v; want an error and nothing killed", killed, err)
+	}
+	killed, err := m.Kill(glusterfs, Name(targetA), 5*time.Second)
+	want := []int{a.Process.Pid, b.Process.Pid}
+	slices.Sort(want)
+	if err != nil || !slices.Equal(killed, want) {
+		t.Fatalf("Kill = %v, %v; want %v", killed, err, want)
+	}
+	for _, cmd := range []*exec.Cmd{a, b} {
+		if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+			t.Errorf("process %d of the killed scope: %v; want killed", cmd.Process.Pid, err)
+		}
+	}
+	if err := c.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the process of the other scope: %v; want it untouched", err)
+	}
+	if calls := fake.Calls(); !slices.Contains(calls, "KillUnit "+Name(targetA)+".scope") || slices.Contains(calls, "KillUnit "+Name(targetB)+".scope") {
+		t.Errorf("calls %q: want KillUnit of %s only", calls, Name(targetA))
+	}
+	// Empty now, or never made: nothing to do.
+	for _, name := range []string{Name(targetA), Name("/no/such/target")} {
+		if killed, err := m.Kill(glusterfs, name, time.Second); err != nil || killed != nil {
+			t.Errorf("Kill of %s = %v, %v; want nothing", name, killed, err)
+		}
+	}
+	for _, name := range []string{"..", "mount-x", "x.scope"} {
+		if _, err := m.Kill(glusterfs, name, time.Second); err == nil {
+			t.Errorf("Kill(%q) succeeded", name)
+		}
+	}
+}
