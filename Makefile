@@ -61,7 +61,7 @@ unit: ## Run the unit tests with the race detector (no root needed; a few minute
 FUZZ_TARGETS := \
 	./pkg/registration:FuzzDecode \
 	./internal/shared/mountrecord:FuzzDecode \
-	./internal/pod/scope:FuzzValidatePluginName:100000x \
+	./internal/boundary:FuzzValidatePluginName:100000x \
 	./internal/pod/scope:FuzzParseMemoryLimit:100000x \
 	./internal/boundary/execsocket:FuzzPlainUID:50000x \
 	./internal/node/flexvolume:FuzzParseOptions:30000x \

@@ -15,7 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/pod/hostinstall"
 )
 
@@ -46,7 +46,7 @@ func TestFlexvolumePolicy(t *testing.T) {
 		if !installsFlexvolume(t, o.overlay) {
 			continue
 		}
-		driver, err := flexvolume.VolumeDriver(envValue(daemonSet(t, o.overlay), hostinstall.EnvFlexvolumeDriver))
+		driver, err := boundary.FlexvolumeVolumeDriver(envValue(daemonSet(t, o.overlay), hostinstall.EnvFlexvolumeDriver))
 		if err != nil {
 			t.Fatalf("%s: %v", o.overlay, err)
 		}

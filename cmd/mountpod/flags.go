@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -17,7 +18,7 @@ func settingsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "pod-name", EnvVars: []string{"POD_NAME"}, Usage: "Name of this pod (downward API: metadata.name)."},
 		&cli.StringFlag{Name: "pod-uid", EnvVars: []string{"POD_UID"}, Usage: "UID of this pod (downward API: metadata.uid)."},
 		&cli.StringFlag{Name: "container-name", EnvVars: []string{"CONTAINER_NAME"}, Usage: "Name of this container in the pod; the downward API cannot give it."},
-		&cli.StringSliceFlag{Name: "plugin", EnvVars: []string{"MOUNTPOD_PLUGINS"}, Usage: "Volume plugin to register, such as kubernetes.io/rbd; repeat the flag or separate names with commas."},
+		&cli.StringSliceFlag{Name: "plugin", EnvVars: []string{boundary.EnvPlugins}, Usage: "Volume plugin to register, such as kubernetes.io/rbd; repeat the flag or separate names with commas."},
 		&cli.StringFlag{Name: "registration-dir", EnvVars: []string{"PLUGIN_CONTAINERS_DIR"}, Value: registration.DefaultDir, Usage: "Directory of the registration files."},
 		&cli.StringSliceFlag{Name: "require-tool", EnvVars: []string{"MOUNTPOD_REQUIRE_TOOLS"}, Usage: "Executable that must be on PATH before registering; repeat the flag or separate names with commas (empty means none)."},
 		execSocketFlag(),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
 	"github.com/mountcontainers/mountcontainers/internal/pod/recovery"
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
@@ -86,7 +87,7 @@ func statusCommand(stdout io.Writer) *cli.Command {
 		Name:  "status",
 		Usage: "Print the live FUSE mounts under the kubelet's directory (those made by earlier mount pods included), their daemons, whether each daemon runs in its mount's scope and whether the mount answers, and the plugins' scopes that have no mount. When scopes are on but unavailable it says why and shows no mount as scoped.",
 		Flags: append(mountFlags(),
-			&cli.StringSliceFlag{Name: "plugin", EnvVars: []string{"MOUNTPOD_PLUGINS"}, Usage: "Volume plugin whose scopes are listed; repeat the flag or separate names with commas."},
+			&cli.StringSliceFlag{Name: "plugin", EnvVars: []string{boundary.EnvPlugins}, Usage: "Volume plugin whose scopes are listed; repeat the flag or separate names with commas."},
 			&cli.StringFlag{Name: "registration-dir", EnvVars: []string{"PLUGIN_CONTAINERS_DIR"}, Value: registration.DefaultDir, Usage: "Directory of the registration files."},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: `Output format: "text" or "json".`},
 		),

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 )
 
 const (
@@ -14,9 +14,6 @@ const (
 
 	// FileSuffix ends the name of every registration file.
 	FileSuffix = ".json"
-
-	// separator replaces the "/" of a plugin name in its file name.
-	separator = "~"
 )
 
 // ValidatePluginName reports whether name is usable as a volume plugin name:
@@ -24,25 +21,9 @@ const (
 // at most 63 characters of [A-Za-z0-9._-] starting and ending with an
 // alphanumeric character). Anything that could leave the registration
 // directory (a leading dot, "..", "~", NUL, a second "/") is refused. The
-// error quotes the name.
-func ValidatePluginName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("invalid plugin name %q: must not be empty", name)
-	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("invalid plugin name %q: must not contain NUL", name)
-	case strings.HasPrefix(name, "."):
-		return fmt.Errorf("invalid plugin name %q: must not start with '.'", name)
-	case strings.Contains(name, ".."):
-		return fmt.Errorf("invalid plugin name %q: must not contain '..'", name)
-	case strings.Contains(name, separator):
-		return fmt.Errorf("invalid plugin name %q: must not contain %q", name, separator)
-	}
-	if errs := validation.IsQualifiedName(name); len(errs) > 0 {
-		return fmt.Errorf("invalid plugin name %q: %s", name, strings.Join(errs, "; "))
-	}
-	return nil
-}
+// error quotes the name. It is the rule every process of the project
+// applies to a plugin name.
+func ValidatePluginName(name string) error { return boundary.ValidatePluginName(name) }
 
 // FileName returns the base name of the registration file of plugin:
 // "kubernetes.io/glusterfs" becomes "kubernetes.io~glusterfs.json".
@@ -50,7 +31,7 @@ func FileName(plugin string) (string, error) {
 	if err := ValidatePluginName(plugin); err != nil {
 		return "", err
 	}
-	return strings.ReplaceAll(plugin, "/", separator) + FileSuffix, nil
+	return boundary.EscapePluginName(plugin) + FileSuffix, nil
 }
 
 // PluginFromFileName is the reverse of [FileName]. It fails for dotfiles,
@@ -59,7 +40,7 @@ func PluginFromFileName(base string) (string, error) {
 	if base != filepath.Base(base) || strings.HasPrefix(base, ".") || !strings.HasSuffix(base, FileSuffix) {
 		return "", fmt.Errorf("%q is not a registration file name", base)
 	}
-	plugin := strings.ReplaceAll(strings.TrimSuffix(base, FileSuffix), separator, "/")
+	plugin := boundary.UnescapePluginName(strings.TrimSuffix(base, FileSuffix))
 	if err := ValidatePluginName(plugin); err != nil {
 		return "", fmt.Errorf("registration file name %q: %w", base, err)
 	}

@@ -8,41 +8,18 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"syscall"
 
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/shared/atomicfile"
 )
 
-// DefaultDriver is the driver directory name the mount pod installs:
-// <vendor>~<driver>. A volume uses it as flexVolume.driver
-// "mountcontainers.io/glusterfs".
-const DefaultDriver = "mountcontainers.io~glusterfs"
+// DefaultDriver is the driver directory name the mount pod installs
+// ([boundary.DefaultFlexvolumeDriver]).
+const DefaultDriver = boundary.DefaultFlexvolumeDriver
 
 // DefaultPluginDir is the kubelet's default Flexvolume directory.
 const DefaultPluginDir = "/usr/libexec/kubernetes/kubelet-plugins/volume/exec"
-
-var driverPartRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`)
-
-// SplitDriver checks a driver directory name "<vendor>~<driver>" and
-// returns the executable's name (<driver>) and the name volumes use
-// ("<vendor>/<driver>").
-func SplitDriver(dirName string) (exe, volumeDriver string, err error) {
-	vendor, drv, ok := strings.Cut(dirName, "~")
-	if !ok || !driverPartRE.MatchString(vendor) || !driverPartRE.MatchString(drv) {
-		return "", "", fmt.Errorf("driver %q: want <vendor>~<driver> of lower-case letters, digits, '.', '-' and '_'", dirName)
-	}
-	return drv, vendor + "/" + drv, nil
-}
-
-// VolumeDriver returns the name volumes use (flexVolume.driver,
-// "<vendor>/<driver>") for the driver directory name dirName, or for
-// [DefaultDriver] when dirName is empty, as [Install] places it.
-func VolumeDriver(dirName string) (string, error) {
-	_, v, err := SplitDriver(driverOrDefault(dirName))
-	return v, err
-}
 
 // driverOrDefault returns dirName, or [DefaultDriver] when it is empty.
 func driverOrDefault(dirName string) string {
@@ -80,7 +57,7 @@ type InstallOptions struct {
 // executable's path.
 func Install(o InstallOptions) (string, error) {
 	o.Driver = driverOrDefault(o.Driver)
-	exe, _, err := SplitDriver(o.Driver)
+	exe, _, err := boundary.SplitFlexvolumeDriver(o.Driver)
 	if err != nil {
 		return "", fmt.Errorf("install flexvolume driver: %w", err)
 	}

@@ -2,7 +2,6 @@ package flexvolume_test
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -178,12 +177,6 @@ func TestLoadSettings(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
-}
-
-func ExampleSplitDriver() {
-	exe, volumeDriver, _ := flexvolume.SplitDriver("mountcontainers.io~glusterfs")
-	fmt.Println(exe, volumeDriver)
-	// Output: glusterfs mountcontainers.io/glusterfs
 }
 
 // TestInstallRefusesUntrustedDirs: the plugin directory and the driver's

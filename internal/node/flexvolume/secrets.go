@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/shared/atomicfile"
 )
 
@@ -23,10 +23,10 @@ import (
 const DefaultSecretsDir = "/run/mountcontainers/secrets"
 
 // SecretFile is the file that holds the secret of the mount at target:
-// named after the target's scope ([scope.Name] plus ".key"), so that an
+// named after the target's scope ([boundary.MountKey] plus ".key"), so that an
 // unmount finds it without any record.
 func SecretFile(secretsDir, target string) string {
-	return filepath.Join(secretsDir, scope.Name(target)+".key")
+	return filepath.Join(secretsDir, boundary.MountKey(target)+".key")
 }
 
 // inMemory reports why dir is not on a file system in memory (nil when it

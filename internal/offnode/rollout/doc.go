@@ -36,7 +36,7 @@
 //
 // The drivers drained for are those of Options.Drivers and the flexVolume
 // driver the DaemonSet's container installs (its environment, see
-// hostinstall.EnvFlexvolumeDir).
+// boundary.EnvFlexvolumeDir).
 //
 // # In place
 //

@@ -16,7 +16,7 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
 
-	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/boundary/livestatus"
 )
 
 // PodExec runs commands in a mount pod's container through the API server
@@ -132,8 +132,8 @@ func (p *PodExec) Mounts(ctx context.Context, pod *corev1.Pod, container string)
 }
 
 // Status implements [StatusReader]: StatusCommand's output decoded as a
-// livemount.Report.
-func (p *PodExec) Status(ctx context.Context, pod *corev1.Pod, container string) (*livemount.Report, error) {
+// livestatus.Report.
+func (p *PodExec) Status(ctx context.Context, pod *corev1.Pod, container string) (*livestatus.Report, error) {
 	out, err := p.Run(ctx, pod, container, orDefault(p.StatusCommand, DefaultStatusCommand))
 	if err != nil {
 		if unknownCommand(err) {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/boundary/livestatus"
 )
 
 // errUnscoped is the failure of inspect-mounts with UnscopedRefuse.
@@ -23,7 +23,7 @@ var errUnscoped = errors.New("not replaced in place (--unscoped refuse)")
 // naming the unscoped mounts.
 func (n *nodeRun) inspect(ctx context.Context, old *corev1.Pod) (string, error) {
 	var (
-		rep     *livemount.Report
+		rep     *livestatus.Report
 		lastErr error
 		stale   string
 	)
@@ -89,7 +89,7 @@ func (n *nodeRun) replacedInPlaceBefore() bool {
 // unscopedSummary says which live mounts of rep, pod's report, are not
 // scoped and would die with pod; "" when all are scoped. A nil rep and
 // statusErr say that pod cannot tell.
-func unscopedSummary(pod string, rep *livemount.Report, statusErr error) string {
+func unscopedSummary(pod string, rep *livestatus.Report, statusErr error) string {
 	if rep == nil {
 		return fmt.Sprintf("%s cannot tell whether the node's mounts are scoped: %v", pod, statusErr)
 	}
@@ -109,7 +109,7 @@ func unscopedSummary(pod string, rep *livemount.Report, statusErr error) string 
 }
 
 // scopedSummary describes rep, whose live mounts are all scoped.
-func scopedSummary(rep *livemount.Report) string {
+func scopedSummary(rep *livestatus.Report) string {
 	if len(rep.Mounts) == 0 {
 		return "no live FUSE mount"
 	}
@@ -123,7 +123,7 @@ func scopedSummary(rep *livemount.Report) string {
 // scoped.
 func (n *nodeRun) verify(ctx context.Context) (string, error) {
 	var (
-		rep     *livemount.Report
+		rep     *livestatus.Report
 		cur     *corev1.Pod
 		lastErr error
 	)

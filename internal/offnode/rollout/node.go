@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/kubectl/pkg/drain"
 
-	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/boundary/livestatus"
 )
 
 // nodeRun is one node's upgrade in progress.
@@ -35,7 +35,7 @@ type nodeRun struct {
 	fenced bool
 	// baseline is the old mount pod's live-mount report that an in-place
 	// replacement must keep (nil: none was read).
-	baseline *livemount.Report
+	baseline *livestatus.Report
 }
 
 // nodeStep is a step and what it runs.
@@ -392,7 +392,7 @@ func (n *nodeRun) waitUnmounted(ctx context.Context, old *corev1.Pod) (string, e
 // served lists the mounts the old mount pod serves: those of mounts the
 // matcher selects, and those rep (nil if the pod cannot report) shows
 // served by a daemon of the pod.
-func (n *nodeRun) served(mounts []Mount, rep *livemount.Report) []string {
+func (n *nodeRun) served(mounts []Mount, rep *livestatus.Report) []string {
 	var left []string
 	seen := map[string]bool{}
 	for _, m := range mounts {

@@ -10,14 +10,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/boundary/livestatus"
 )
 
 // StatusReader reads the live-mount report of a mount pod: every live FUSE
 // mount under the kubelet directory with its daemons, its scope, whether it
 // is scoped (survives the pod) and healthy (`mountpod status -o json`).
 type StatusReader interface {
-	Status(ctx context.Context, pod *corev1.Pod, container string) (*livemount.Report, error)
+	Status(ctx context.Context, pod *corev1.Pod, container string) (*livestatus.Report, error)
 }
 
 // DefaultStatusCommand is what [PodExec] runs for the live-mount report
@@ -30,8 +30,8 @@ var DefaultStatusCommand = []string{"/usr/local/bin/mountpod", "status", "-o", "
 var ErrNoStatus = errors.New("the mount pod's image has no `mountpod status` (it predates scopes)")
 
 // DecodeStatus decodes the JSON of `mountpod status -o json`.
-func DecodeStatus(data []byte) (*livemount.Report, error) {
-	var r livemount.Report
+func DecodeStatus(data []byte) (*livestatus.Report, error) {
+	var r livestatus.Report
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("decode the live-mount report: %w", err)
 	}
@@ -51,13 +51,13 @@ func unknownCommand(err error) bool {
 // daemon, and not every daemon is in the mount's scope. A daemon is a root
 // process holding the mount's FUSE connection (see livemount): another
 // process naming the target does not count.
-func servedByPod(m livemount.Mount) bool {
+func servedByPod(m livestatus.Mount) bool {
 	return !m.Scoped && len(m.Daemons) > 0
 }
 
 // describeLive renders a live mount for a person: target, file-system type
 // and, when it is not scoped or not healthy, why.
-func describeLive(m livemount.Mount) string {
+func describeLive(m livestatus.Mount) string {
 	s := fmt.Sprintf("%s (%s)", m.Target, m.FSType)
 	var why []string
 	if !m.Scoped {
@@ -77,7 +77,7 @@ func describeLive(m livemount.Mount) string {
 }
 
 // unscopedWhy says why m is not scoped.
-func unscopedWhy(m livemount.Mount) string {
+func unscopedWhy(m livestatus.Mount) string {
 	pids := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(m.Daemons)), ", "), "[]")
 	switch {
 	case len(m.Daemons) == 0:
@@ -89,10 +89,10 @@ func unscopedWhy(m livemount.Mount) string {
 }
 
 // findLive returns the mount of r at target.
-func findLive(r *livemount.Report, target string) (livemount.Mount, bool) {
-	i := slices.IndexFunc(r.Mounts, func(m livemount.Mount) bool { return m.Target == target })
+func findLive(r *livestatus.Report, target string) (livestatus.Mount, bool) {
+	i := slices.IndexFunc(r.Mounts, func(m livestatus.Mount) bool { return m.Target == target })
 	if i < 0 {
-		return livemount.Mount{}, false
+		return livestatus.Mount{}, false
 	}
 	return r.Mounts[i], true
 }

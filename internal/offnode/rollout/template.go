@@ -8,12 +8,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/mountcontainers/mountcontainers/internal/pod/hostinstall"
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 )
 
 // EnvPlugins is the variable of the mount pod's container naming the volume
 // plugins it registers, separated by commas.
-const EnvPlugins = "MOUNTPOD_PLUGINS"
+const EnvPlugins = boundary.EnvPlugins
 
 // containerOf returns ds's container named name (nil if none).
 func containerOf(ds *appsv1.DaemonSet, name string) *corev1.Container {
@@ -48,7 +48,7 @@ func pluginsOf(ds *appsv1.DaemonSet, container string) []string {
 // driversOf returns the flexVolume drivers ds's container installs, as
 // volumes name them: `mountpod serve` installs one when its environment
 // sets MOUNTPOD_INSTALL_FLEXVOLUME_DIR, named by MOUNTPOD_FLEXVOLUME_DRIVER
-// or the default (see hostinstall.Config.FlexvolumeVolumeDriver). Its
+// or the default (see boundary.FlexvolumeVolumeDriver). Its
 // warnings name what the template leaves unknown: variables set from
 // references, or the flags given as arguments instead.
 func driversOf(ds *appsv1.DaemonSet, container string) (drivers, warnings []string) {
@@ -56,14 +56,14 @@ func driversOf(ds *appsv1.DaemonSet, container string) (drivers, warnings []stri
 	if c == nil {
 		return nil, nil
 	}
-	var cfg hostinstall.Config
+	var dir, driver string
 	for _, e := range c.Env {
 		var dst *string
 		switch e.Name {
-		case hostinstall.EnvFlexvolumeDir:
-			dst = &cfg.FlexvolumeDir
-		case hostinstall.EnvFlexvolumeDriver:
-			dst = &cfg.FlexvolumeDriver
+		case boundary.EnvFlexvolumeDir:
+			dst = &dir
+		case boundary.EnvFlexvolumeDriver:
+			dst = &driver
 		default:
 			continue
 		}
@@ -80,12 +80,13 @@ func driversOf(ds *appsv1.DaemonSet, container string) (drivers, warnings []stri
 	}) {
 		warnings = append(warnings, fmt.Sprintf("container %s chooses its flexVolume driver with arguments: it is not known here (name it with --driver)", c.Name))
 	}
-	d, err := cfg.FlexvolumeVolumeDriver()
+	if dir == "" {
+		return nil, warnings
+	}
+	d, err := boundary.FlexvolumeVolumeDriver(driver)
 	if err != nil {
 		warnings = append(warnings, fmt.Sprintf("container %s: %v", c.Name, err))
+		return nil, warnings
 	}
-	if d != "" {
-		drivers = append(drivers, d)
-	}
-	return drivers, warnings
+	return append(drivers, d), warnings
 }

@@ -160,7 +160,7 @@ type Options struct {
 	// Drivers are flexVolume and CSI driver names whose volumes the mount
 	// pod serves, such as mountcontainers.io/glusterfs, besides the
 	// flexVolume driver the DaemonSet's container installs (see
-	// hostinstall.EnvFlexvolumeDir), which is always included.
+	// boundary.EnvFlexvolumeDir), which is always included.
 	Drivers []string
 	// MountFSTypes are further file-system types (such as fuse.glusterfs)
 	// whose mounts, as the mount pod sees them, wait-unmount waits for.

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 )
 
 // podSelector decides which pods of a node the drain evicts.
@@ -246,12 +248,12 @@ func NewMountMatcher(plugins, drivers, fstypes, patterns []string) (*MountMatche
 	m := &MountMatcher{fstypes: fstypes}
 	for _, p := range plugins {
 		m.fragments = append(m.fragments,
-			"/volumes/"+strings.ReplaceAll(p, "/", "~")+"/",
+			"/volumes/"+boundary.EscapePluginName(p)+"/",
 			"/plugins/"+p+"/")
 	}
 	for _, d := range drivers {
 		m.fragments = append(m.fragments,
-			"/volumes/"+strings.ReplaceAll(d, "/", "~")+"/",
+			"/volumes/"+boundary.EscapePluginName(d)+"/",
 			"/plugins/kubernetes.io/flexvolume/"+d+"/",
 			"/plugins/kubernetes.io/csi/"+d+"/")
 	}

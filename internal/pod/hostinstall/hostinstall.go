@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
 	"github.com/mountcontainers/mountcontainers/internal/node/shim"
 )
@@ -36,8 +37,8 @@ var ShimTools = map[string][]string{
 // driver it installs (its flags --install-flexvolume and
 // --flexvolume-driver); the rollout reads them from a DaemonSet's template.
 const (
-	EnvFlexvolumeDir    = "MOUNTPOD_INSTALL_FLEXVOLUME_DIR"
-	EnvFlexvolumeDriver = "MOUNTPOD_FLEXVOLUME_DRIVER"
+	EnvFlexvolumeDir    = boundary.EnvFlexvolumeDir
+	EnvFlexvolumeDriver = boundary.EnvFlexvolumeDriver
 )
 
 // Config says which host-side binaries the mount pod places once it is
@@ -115,7 +116,7 @@ func (c Config) FlexvolumeVolumeDriver() (string, error) {
 	if c.FlexvolumeDir == "" {
 		return "", nil
 	}
-	return flexvolume.VolumeDriver(c.FlexvolumeDriver)
+	return boundary.FlexvolumeVolumeDriver(c.FlexvolumeDriver)
 }
 
 // flexvolumePlugin picks the driver's plugin among the registered ones.

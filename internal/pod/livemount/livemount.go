@@ -23,7 +23,7 @@
 // root (every UID in /proc/PID/status is 0) and hold /dev/fuse open: a
 // process that only names a target, such as `sleep 1000 <target>` run by
 // any user, never counts. A daemon is "scoped" when it is in the scope
-// named after the mount target ([scope.Name]).
+// named after the mount target ([boundary.MountKey]).
 //
 // # Caveats
 //
@@ -47,6 +47,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
+	"github.com/mountcontainers/mountcontainers/internal/boundary/livestatus"
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
 )
@@ -54,58 +56,13 @@ import (
 // DefaultStatTimeout bounds the health check of one mount.
 const DefaultStatTimeout = 2 * time.Second
 
-// Mount is a live FUSE mount under the kubelet's directory.
-type Mount struct {
-	Target string `json:"target"`
-	Source string `json:"source"`
-	FSType string `json:"fstype"`
-	// Daemons are the processes that serve Target: see the package
-	// documentation.
-	Daemons []int `json:"daemons"`
-	// Plugin and Scope name the scope (under the plugin's parent) named
-	// after Target, when there is one.
-	Plugin string `json:"plugin,omitempty"`
-	Scope  string `json:"scope,omitempty"`
-	// Scoped: there is at least one daemon and every daemon is in Scope:
-	// the mount does not depend on the life of any mount pod.
-	Scoped bool `json:"scoped"`
-	// Healthy: stat of Target answers; Error says what it answered
-	// otherwise.
-	Healthy bool   `json:"healthy"`
-	Error   string `json:"error,omitempty"`
-}
-
-// Scope is a scope with no live mount: what its processes are, and whether
-// it can be removed.
-type Scope struct {
-	Plugin    string `json:"plugin"`
-	Name      string `json:"name"`
-	Cgroup    string `json:"cgroup"`
-	Processes []int  `json:"processes"`
-}
-
-// Report is what [Survey] found.
-type Report struct {
-	Mounts []Mount `json:"mounts"`
-	// Orphans are scopes without a mount (their processes are leftovers,
-	// or none: then they can be removed).
-	Orphans []Scope `json:"orphanScopes"`
-	// ScopesError says why the scopes could not be listed (scopes are on
-	// but unavailable); then no mount is Scoped.
-	ScopesError string `json:"scopesError,omitempty"`
-}
-
-// Unscoped returns the mounts that would die with the pod whose daemons
-// run in it: those not [Mount.Scoped].
-func (r Report) Unscoped() []Mount {
-	var out []Mount
-	for _, m := range r.Mounts {
-		if !m.Scoped {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+// The report's types are the format `mountpod status` prints and the
+// rollout reads (package livestatus).
+type (
+	Mount  = livestatus.Mount
+	Scope  = livestatus.Scope
+	Report = livestatus.Report
+)
 
 // Options configure a [Survey].
 type Options struct {
@@ -124,11 +81,9 @@ type Options struct {
 	StatTimeout time.Duration
 }
 
-// IsFUSE reports whether fstype is a FUSE file system type (fuse,
-// fuse.glusterfs, fuseblk, ...).
-func IsFUSE(fstype string) bool {
-	return fstype == "fuse" || fstype == "fuseblk" || strings.HasPrefix(fstype, "fuse.")
-}
+// IsFUSE reports whether fstype is a FUSE file system type
+// ([livestatus.IsFUSE]).
+func IsFUSE(fstype string) bool { return livestatus.IsFUSE(fstype) }
 
 // Survey reports the live FUSE mounts under o.KubeletDir, their daemons
 // and scopes, and the plugins' scopes that have no mount.
@@ -188,7 +143,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 	for i := range mounts {
 		m := &mounts[i]
 		m.Daemons = daemons[m.Target]
-		if k, ok := scopes[scope.Name(m.Target)]; ok {
+		if k, ok := scopes[boundary.MountKey(m.Target)]; ok {
 			used[k.s.Name] = true
 			m.Plugin, m.Scope = k.plugin, k.s.Name
 			m.Scoped = len(m.Daemons) > 0

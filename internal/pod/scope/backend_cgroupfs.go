@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 )
 
 // cgroupfs makes scopes by writing the cgroup file system.
@@ -233,7 +235,7 @@ func countScopes(dir string) int {
 	n := 0
 	if entries, err := os.ReadDir(dir); err == nil {
 		for _, e := range entries {
-			if e.IsDir() && ValidName(e.Name()) {
+			if e.IsDir() && boundary.ValidMountKey(e.Name()) {
 				n++
 			}
 		}
@@ -323,7 +325,7 @@ func (c *cgroupfs) List(plugin string) ([]Scope, error) {
 				return err
 			}
 			for _, e := range entries {
-				if !e.IsDir() || !ValidName(e.Name()) {
+				if !e.IsDir() || !boundary.ValidMountKey(e.Name()) {
 					continue
 				}
 				s := byName[e.Name()]
@@ -580,7 +582,7 @@ func (c *cgroupfs) EventFiles(plugin string) ([]string, error) {
 			return err
 		}
 		for _, e := range entries {
-			if e.IsDir() && ValidName(e.Name()) {
+			if e.IsDir() && boundary.ValidMountKey(e.Name()) {
 				files = append(files, filepath.Join(dir, e.Name(), "cgroup.events"))
 			}
 		}

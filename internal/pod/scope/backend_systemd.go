@@ -17,6 +17,8 @@ import (
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 )
 
 // errNoSystemd is wrapped by newSystemd when no configured socket leads to
@@ -250,7 +252,7 @@ func (s *systemd) List(plugin string) ([]Scope, error) {
 		}
 		unit, _, _ := strings.Cut(rest, "/")
 		name, ok := strings.CutSuffix(unit, ".scope")
-		if !ok || !ValidName(name) {
+		if !ok || !boundary.ValidMountKey(name) {
 			continue
 		}
 		sc := byName[name]

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 )
 
 // DivertedSuffix is appended to a mount helper's path by the image's
@@ -27,7 +29,7 @@ const (
 	// the one plugin of EnvPlugins.
 	EnvPlugin = "MOUNTPOD_SCOPE_PLUGIN"
 	// EnvPlugins is the mount pod's comma-separated list of plugins.
-	EnvPlugins = "MOUNTPOD_PLUGINS"
+	EnvPlugins = boundary.EnvPlugins
 )
 
 // HelperConfig is what the mount helper needs to know.

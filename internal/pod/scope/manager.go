@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 )
 
 // ErrPopulated is returned, wrapped, by Remove for a scope that still has
@@ -107,8 +109,8 @@ func validate(plugin, target string) error {
 
 // checkName checks a scope name for Remove.
 func checkName(name string) error {
-	if !ValidName(name) {
-		return fmt.Errorf("invalid scope name %q: want %s and 16 lowercase hexadecimal digits", name, NamePrefix)
+	if !boundary.ValidMountKey(name) {
+		return fmt.Errorf("invalid scope name %q: want %s and 16 lowercase hexadecimal digits", name, boundary.MountKeyPrefix)
 	}
 	return nil
 }

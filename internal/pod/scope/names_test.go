@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-
-	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
 func ExampleName() {
@@ -39,23 +37,6 @@ func ExampleSliceName() {
 func ExampleWrap() {
 	fmt.Println(strings.Join(Wrap("kubernetes.io/glusterfs", "/mnt/data", []string{"mount", "-t", "glusterfs", "server:/vol", "/mnt/data"}), " "))
 	// Output: mountpod scope --plugin kubernetes.io/glusterfs --target /mnt/data -- mount -t glusterfs server:/vol /mnt/data
-}
-
-func TestValidName(t *testing.T) {
-	for name, want := range map[string]bool{
-		Name("/x"):                 true,
-		"mount-0123456789abcdef":   true,
-		"mount-0123456789ABCDEF":   false,
-		"mount-0123456789abcde":    false,
-		"mount-0123456789abcdef0":  false,
-		"Mount-0123456789abcdef":   false,
-		"mount-0123456789abcdef\n": false,
-		"":                         false,
-	} {
-		if got := ValidName(name); got != want {
-			t.Errorf("ValidName(%q) = %v, want %v", name, got, want)
-		}
-	}
 }
 
 func TestSliceNameRefuses(t *testing.T) {
@@ -110,49 +91,6 @@ func FuzzParseMemoryLimit(f *testing.F) {
 			t.Fatalf("ParseMemoryLimit(%q) = %d, Kubernetes reads %s", s, got, q.String())
 		}
 	})
-}
-
-// pluginNames are names to hold ValidatePluginName to
-// registration.ValidatePluginName with.
-var pluginNames = []string{
-	"kubernetes.io/glusterfs", "kubernetes.io/rbd", "example.com/my-driver_v2.1", "glusterfs", "a", "A1",
-	"", "/", "a/", "/a", "a/b/c", "..", "a..b", "x/a..b", ".a", "a.", "-a", "a-", "_a", "a_",
-	"Kubernetes.io/x", "kube_rnetes.io/x", "k8s..io/x", ".k8s.io/x", "k8s.io./x", "-k.io/x", "k-.io/x",
-	"a~b", "a b", "a\x00b", "ü", strings.Repeat("a", 63), strings.Repeat("a", 64),
-	strings.Repeat("a", 63) + "/" + strings.Repeat("b", 63), strings.Repeat("a.", 126) + "a/x", strings.Repeat("a.", 127) + "a/x",
-}
-
-func TestValidatePluginNameAgreesWithRegistration(t *testing.T) {
-	for _, name := range pluginNames {
-		checkPluginName(t, name)
-	}
-}
-
-// FuzzValidatePluginName holds the hand-written check (the mount helper's)
-// to registration.ValidatePluginName (Kubernetes' validation package).
-func FuzzValidatePluginName(f *testing.F) {
-	for _, name := range pluginNames {
-		f.Add(name)
-	}
-	f.Fuzz(checkPluginName)
-}
-
-func checkPluginName(t *testing.T, name string) {
-	err := ValidatePluginName(name)
-	want := registration.ValidatePluginName(name)
-	if (err == nil) != (want == nil) {
-		t.Fatalf("ValidatePluginName(%q) = %v; registration.ValidatePluginName says %v", name, err, want)
-	}
-	if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("%q", name)) {
-		t.Errorf("the error %q does not quote the name", err)
-	}
-	if err == nil {
-		dir, derr := PluginDir(name)
-		file, ferr := registration.FileName(name)
-		if derr != nil || ferr != nil || dir+registration.FileSuffix != file {
-			t.Fatalf("PluginDir(%q) = %q, %v; registration.FileName = %q, %v", name, dir, derr, file, ferr)
-		}
-	}
 }
 
 func TestConfigRefuses(t *testing.T) {

@@ -8,7 +8,7 @@
 //
 // Records live in [Dir] of the registration directory, ".mounts", a
 // directory that registration watchers and listings skip (dotfiles), one
-// file per mount target named after the target's scope ([scope.Name] plus
+// file per mount target named after the target's scope ([boundary.MountKey] plus
 // ".json"). Files and the directory are root-only (0600, 0700), written
 // atomically and durably (internal/shared/atomicfile) and read with the paranoia of
 // a registration (registration.ReadTrusted: regular file, no symlink, owned
@@ -35,7 +35,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/shared/atomicfile"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -179,7 +179,7 @@ func (r Record) Validate() error {
 	case !Recoverable(r.FSType):
 		return fmt.Errorf("file system type %q is not one that is recorded", r.FSType)
 	}
-	if err := scope.ValidatePluginName(r.Plugin); err != nil {
+	if err := boundary.ValidatePluginName(r.Plugin); err != nil {
 		return err
 	}
 	for _, o := range r.Options {
@@ -197,7 +197,7 @@ func (r Record) Validate() error {
 }
 
 // FileName returns the base name of target's record.
-func FileName(target string) string { return scope.Name(target) + ".json" }
+func FileName(target string) string { return boundary.MountKey(target) + ".json" }
 
 // Write records r in dir (the registration directory's [Dir]), atomically
 // and durably, replacing any record of the same target.

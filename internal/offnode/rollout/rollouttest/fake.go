@@ -26,9 +26,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
+	"github.com/mountcontainers/mountcontainers/internal/boundary/livestatus"
 	"github.com/mountcontainers/mountcontainers/internal/offnode/rollout"
-	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
-	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 )
 
 var (
@@ -534,7 +534,7 @@ func (m *Mounts) Mounts(ctx context.Context, pod *corev1.Pod, container string) 
 // Status implements [rollout.StatusReader]: the FUSE mounts of pod's node,
 // as its mount table shows them now (reading the report does not count as
 // an observation of the table).
-func (m *Mounts) Status(ctx context.Context, pod *corev1.Pod, container string) (*livemount.Report, error) {
+func (m *Mounts) Status(ctx context.Context, pod *corev1.Pod, container string) (*livestatus.Report, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.statusAsked = append(m.statusAsked, pod.Name)
@@ -550,15 +550,15 @@ func (m *Mounts) Status(ctx context.Context, pod *corev1.Pod, container string) 
 		return nil, err
 	}
 	_, pods := m.mountPods()
-	r := &livemount.Report{Mounts: []livemount.Mount{}, Orphans: []livemount.Scope{}}
+	r := &livestatus.Report{Mounts: []livestatus.Mount{}, Orphans: []livestatus.Scope{}}
 	for t, fm := range m.mounts {
 		if fm.node != pod.Spec.NodeName {
 			continue
 		}
-		lm := livemount.Mount{Target: t, Source: "server:/vol", FSType: fm.fstype}
+		lm := livestatus.Mount{Target: t, Source: "server:/vol", FSType: fm.fstype}
 		dead := fm.owner != "" && !pods[fm.owner] && (!fm.scoped || fm.fragile)
 		if fm.scoped {
-			lm.Plugin, lm.Scope = "kubernetes.io/glusterfs", scope.Name(t)
+			lm.Plugin, lm.Scope = "kubernetes.io/glusterfs", boundary.MountKey(t)
 		}
 		if dead {
 			lm.Error = "stat " + t + ": transport endpoint is not connected"
@@ -574,13 +574,7 @@ func (m *Mounts) Status(ctx context.Context, pod *corev1.Pod, container string) 
 }
 
 func target(p *corev1.Pod, v corev1.Volume) string {
-	driver := v.FlexVolume.Driver
-	for i := range driver {
-		if driver[i] == '/' {
-			driver = driver[:i] + "~" + driver[i+1:]
-		}
-	}
-	return "/var/lib/kubelet/pods/" + string(p.UID) + "/volumes/" + driver + "/" + v.Name
+	return "/var/lib/kubelet/pods/" + string(p.UID) + "/volumes/" + boundary.EscapePluginName(v.FlexVolume.Driver) + "/" + v.Name
 }
 
 // Clock is a clock for records and progress that advances a millisecond
