@@ -6,9 +6,9 @@
 // In the image it runs under tini ("tini -- mountpod serve"): tini is PID 1
 // and reaps the orphans of utilities that daemonize, such as FUSE clients.
 //
-// "mountpod scope --plugin P --target T -- COMMAND..." runs a mount's command
-// in a cgroup of its own outside the container, so that the FUSE daemon it
-// starts outlives the pod; see package
+// A FUSE daemon started through the image's mount helpers runs in a cgroup
+// of its own outside the container (cmd/mount-scope), so that it outlives
+// the pod; see package
 // github.com/mountcontainers/mountcontainers/internal/pod/scope and
 // docs/scopes.md.
 package main
@@ -58,7 +58,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Version:   version,
 		Writer:    stdout,
 		ErrWriter: stderr,
-		Commands:  []*cli.Command{serveCommand(stderr), checkCommand(stdout), statusCommand(stdout), scopeCommand(), reattachCommand()},
+		Commands:  []*cli.Command{serveCommand(stderr), checkCommand(stdout), statusCommand(stdout), reattachCommand()},
 		// main, not the library, turns errors into exit codes.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}

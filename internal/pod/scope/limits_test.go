@@ -3,7 +3,6 @@ package scope
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -110,25 +109,6 @@ func TestRaiseOOMScoreAdj(t *testing.T) {
 	}
 	if err := raiseOOMScoreAdj(filepath.Join(t.TempDir(), "missing"), 0); err == nil {
 		t.Error("a missing oom_score_adj file is no error")
-	}
-}
-
-// TestStartRaisesOOMScoreAdj: the command Start runs has the configured
-// oom_score_adj before it runs.
-func TestStartRaisesOOMScoreAdj(t *testing.T) {
-	needRoot(t)
-	m := newFake(t, Config{CgroupRoot: fakeHybrid(t), OOMScoreAdj: 300})
-	cmd := exec.Command("sh", "-c", "cat /proc/$$/oom_score_adj")
-	var stdout strings.Builder
-	cmd.Stdout = &stdout
-	if _, err := Start(m, glusterfs, targetA, cmd); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.TrimSpace(stdout.String()); got != "300" {
-		t.Errorf("the command's oom_score_adj = %s, want 300", got)
 	}
 }
 

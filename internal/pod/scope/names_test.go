@@ -2,7 +2,6 @@ package scope
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -32,11 +31,6 @@ func ExampleSliceName() {
 	// mountcontainers-kubernetes.io-glusterfs.slice /mountcontainers.slice/mountcontainers-kubernetes.io.slice/mountcontainers-kubernetes.io-glusterfs.slice
 	// mountcontainers-example.com-my\x2dfs.slice /mountcontainers.slice/mountcontainers-example.com.slice/mountcontainers-example.com-my\x2dfs.slice
 	// mountcontainers-cephfs.slice /mountcontainers.slice/mountcontainers-cephfs.slice
-}
-
-func ExampleWrap() {
-	fmt.Println(strings.Join(Wrap("kubernetes.io/glusterfs", "/mnt/data", []string{"mount", "-t", "glusterfs", "server:/vol", "/mnt/data"}), " "))
-	// Output: mountpod scope --plugin kubernetes.io/glusterfs --target /mnt/data -- mount -t glusterfs server:/vol /mnt/data
 }
 
 func TestSliceNameRefuses(t *testing.T) {

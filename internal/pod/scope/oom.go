@@ -48,15 +48,3 @@ func raiseOOMScoreAdj(name string, least int) error {
 	}
 	return nil
 }
-
-// configOf returns the configuration of m, or the zero Config for a
-// Manager of another package.
-func configOf(m Manager) Config {
-	switch b := m.(type) {
-	case *cgroupfs:
-		return b.cfg
-	case *systemd:
-		return b.cfg
-	}
-	return Config{}
-}
