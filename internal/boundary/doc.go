@@ -8,7 +8,12 @@
 //   - the mount key ([MountKey]) that names a mount target's record (the
 //     volume host writes it, the mount pod's recovery reads it), its FUSE
 //     daemon's scope and its key file;
-//   - the exec socket's place and peer rules (package execsocket).
+//   - the names of where a plugin's utility runs and how it gets there
+//     (exec mode, the way to a container, the reasons of a decision, a
+//     command's path and result), which package exec and
+//     kubelet-exec-shim decide, log and report with;
+//   - the exec socket's place and peer rules, and the proof that a
+//     registration's container is live (package execsocket).
 //
 // It links the standard library only: every binary of the project links
 // it, among them the mount helper run for each FUSE mount and the

@@ -22,10 +22,43 @@ type Exec struct {
 	plugin string
 }
 
-var _ utilexec.Interface = (*Exec)(nil)
+var _ Executor = (*Exec)(nil)
+
+// Executor is a plugin's executor as a volume host uses it: a
+// utilexec.Interface that also says where each command it handed out was
+// placed, and keeps the records of the mounts made through the plugin's
+// mount pod (see [Mounter]). [Exec] is one, and so is a type that embeds
+// an *Exec and hands out its commands.
+type Executor interface {
+	utilexec.Interface
+	// DecisionOf returns where cmd, a command of this executor, was
+	// placed; see [Exec.DecisionOf].
+	DecisionOf(cmd utilexec.Cmd) (d Decision, ok bool)
+	// RecordsDir returns the directory of the plugin's mount records; see
+	// [Exec.RecordsDir].
+	RecordsDir() string
+	// RecordMount records the mount that cmd made; see
+	// [Exec.RecordMount].
+	RecordMount(cmd utilexec.Cmd, m MountRecord) (podDropped, err error)
+	// ForgetMount removes the record of the mount at target; see
+	// [Exec.ForgetMount].
+	ForgetMount(target string) error
+}
 
 // Plugin returns the plugin name.
 func (e *Exec) Plugin() string { return e.plugin }
+
+// DecisionOf returns where cmd was placed, when cmd is a command that an
+// executor of e's plugin and resolver handed out (CommandContext's or
+// Command's, also through a type that embeds e); ok is false before it
+// started, when its decision failed, and for any other command.
+func (e *Exec) DecisionOf(cmd utilexec.Cmd) (d Decision, ok bool) {
+	c, isCmd := cmd.(*Cmd)
+	if !isCmd || c.e.r != e.r || c.e.plugin != e.plugin {
+		return Decision{}, false
+	}
+	return c.Decision()
+}
 
 // Resolve decides where the plugin's commands run now; see
 // [Resolver.Resolve].

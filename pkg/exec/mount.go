@@ -23,16 +23,16 @@ import (
 // relatime, nodiratime), as mount-utils does. systemd-run is never used:
 // the mount pod puts a FUSE daemon in a scope of its own (docs/scopes.md).
 //
-// When the executor is a plugin's [Exec] and a FUSE mount (glusterfs,
-// fuse.*, ...) ran in the plugin's container, the Mounter records it in the
-// registration directory (internal/shared/mountrecord), so that the mount pod can
-// make it again if its daemon dies; Unmount removes the record. A mount
-// with sensitive options is recorded without them, as not recoverable. A
-// record that cannot be written is logged by the caller's error only when
-// the mount itself failed: a mount that worked is never undone for it.
+// When the executor is an [Executor] (a plugin's [Exec]), each mount is
+// recorded as [Exec.RecordMount] records it (a FUSE mount that ran in the
+// plugin's container, so that the mount pod can make it again if its
+// daemon dies); Unmount removes the record. A record that cannot be
+// written or removed is reported to RecordError, not by the mount's or
+// the unmount's error: a mount that worked is never undone for it.
 type Mounter struct {
-	exec utilexec.Interface
-	base mount.Interface
+	exec    utilexec.Interface
+	records Executor // exec, when it keeps mount records
+	base    mount.Interface
 	// RecordError, when set, is called with the error of a mount record
 	// that could not be written or removed.
 	RecordError func(error)
@@ -41,12 +41,14 @@ type Mounter struct {
 var _ mount.Interface = (*Mounter)(nil)
 
 // NewMounter returns a mounter that runs mount and umount with e and
-// delegates the rest to base; a nil base means mount.New("").
+// delegates the rest to base; a nil base means mount.New(""). It keeps
+// mount records when e is an [Executor].
 func NewMounter(e utilexec.Interface, base mount.Interface) *Mounter {
 	if base == nil {
 		base = mount.New("")
 	}
-	return &Mounter{exec: e, base: base}
+	records, _ := e.(Executor)
+	return &Mounter{exec: e, records: records, base: base}
 }
 
 // Mount mounts source at target; see mount.Interface.
@@ -108,35 +110,63 @@ func (m *Mounter) doMount(source, target, fstype string, options, sensitiveOptio
 		return fmt.Errorf("mount failed: %w\nMounting command: mount\nMounting arguments: %s\nOutput: %s",
 			err, strings.TrimSpace(logStr), out)
 	}
-	if dir, plugin, ok := m.recordsFor(cmd); ok && mountrecord.Recoverable(fstype) {
-		r := mountrecord.Record{Plugin: plugin, Source: source, Target: filepath.Clean(target), FSType: fstype, Options: options}
-		if len(sensitiveOptions) > 0 {
-			r.Options, r.NotRecoverable = nil, "its options hold a secret, which is never recorded"
-		}
-		m.recordErr(mountrecord.Write(dir, r))
+	if m.records != nil {
+		_, err := m.records.RecordMount(cmd, MountRecord{Source: source, Target: target, FSType: fstype, Options: options, Sensitive: len(sensitiveOptions) > 0})
+		m.recordErr(err)
 	}
 	return nil
 }
 
-// recordsFor returns the records directory and plugin of a command that
-// ran in a plugin's container.
-func (m *Mounter) recordsFor(cmd utilexec.Cmd) (dir, plugin string, ok bool) {
-	e, isExec := m.exec.(*Exec)
-	c, isCmd := cmd.(*Cmd)
-	if !isExec || !isCmd {
-		return "", "", false
-	}
-	d, decided := c.Decision()
-	if !decided || d.OnHost() {
-		return "", "", false
-	}
-	return e.RecordsDir(), e.plugin, true
+// MountRecord is a mount made through a plugin's executor, as
+// [Exec.RecordMount] is told of it.
+type MountRecord struct {
+	// Source, Target, FSType and Options are mount(8)'s; Options has one
+	// option per element.
+	Source, Target, FSType string
+	Options                []string
+	// Sensitive says mount(8) was also given options that hold a secret
+	// (mount.Interface's MountSensitive), which is never recorded.
+	Sensitive bool
+	// Pod is the workload pod the mount was made for, when the caller
+	// knows it (the kubelet tells a Flexvolume driver); nil otherwise.
+	Pod *MountPod
 }
+
+// MountPod names the workload pod of a [MountRecord].
+type MountPod = mountrecord.Pod
 
 // RecordsDir returns the directory of the mount records of mounts made
 // through the plugin's mount pod: ".mounts" in the registration directory
 // (see [Mounter]).
 func (e *Exec) RecordsDir() string { return filepath.Join(e.r.dir, mountrecord.Dir) }
+
+// RecordMount records m, the mount that cmd (a command of e) made, in
+// [Exec.RecordsDir], so that the plugin's mount pod can make it again if
+// its daemon dies. Only a mount whose command ran in the plugin's
+// container, of a type whose mounts die with a process (FUSE; see
+// package mountrecord), is recorded: a mount on the host has no mount pod
+// to make it again, and a kernel mount needs none. A mount with sensitive
+// options is recorded without any, as one the mount pod must not make
+// again by itself. The pod m names is kept only when m's target is in that
+// pod's volume directory, which the kubelet alone chooses; podDropped says
+// why it was left out, and the mount is recorded all the same. err is why
+// the record could not be written.
+func (e *Exec) RecordMount(cmd utilexec.Cmd, m MountRecord) (podDropped, err error) {
+	if d, ok := e.DecisionOf(cmd); !ok || d.OnHost() || !mountrecord.Recoverable(m.FSType) {
+		return nil, nil
+	}
+	r := mountrecord.Record{Plugin: e.plugin, Source: m.Source, Target: filepath.Clean(m.Target), FSType: m.FSType, Options: m.Options, Pod: m.Pod}
+	if m.Sensitive {
+		r.Options, r.NotRecoverable = nil, "its options hold a secret, which is never recorded"
+	}
+	if podDropped = r.CheckPod(); podDropped != nil {
+		r.Pod = nil
+	}
+	return podDropped, mountrecord.Write(e.RecordsDir(), r)
+}
+
+// ForgetMount removes the record of the mount at target, if any.
+func (e *Exec) ForgetMount(target string) error { return mountrecord.Remove(e.RecordsDir(), target) }
 
 func (m *Mounter) recordErr(err error) {
 	if err != nil && m.RecordError != nil {
@@ -150,8 +180,8 @@ func (m *Mounter) Unmount(target string) error {
 	if err != nil {
 		return fmt.Errorf("unmount failed: %w\nUnmounting arguments: %s\nOutput: %s", err, target, out)
 	}
-	if e, ok := m.exec.(*Exec); ok {
-		m.recordErr(mountrecord.Remove(e.RecordsDir(), target))
+	if m.records != nil {
+		m.recordErr(m.records.ForgetMount(target))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -193,5 +194,107 @@ func TestMounterRecordsFUSEMountsMadeInTheContainer(t *testing.T) {
 	}
 	if len(recordErrs) != 0 {
 		t.Errorf("record errors: %v", recordErrs)
+	}
+}
+
+// TestRecordMount checks the one place mount records are written, for the
+// Mounter and the Flexvolume driver alike: only a FUSE mount whose command
+// this executor placed in the plugin's container is recorded, a pod is
+// kept only when the target is in its volume directory, and a wrapper that
+// embeds the executor records as the executor does.
+func TestRecordMount(t *testing.T) {
+	e := newEnv(t)
+	e.rt.SetExec(crifake.RunLocally)
+	x := e.exec(t, Options{ExecMode: ModeCRI})
+	records := filepath.Join(e.dir, mountrecord.Dir)
+	if x.RecordsDir() != records {
+		t.Fatalf("RecordsDir = %s, want %s", x.RecordsDir(), records)
+	}
+	read := func(target string) (mountrecord.Record, bool) {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(records, mountrecord.FileName(target)))
+		if errors.Is(err, os.ErrNotExist) {
+			return mountrecord.Record{}, false
+		}
+		r, err := mountrecord.Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, true
+	}
+	run := func(ex utilexec.Interface) utilexec.Cmd {
+		t.Helper()
+		cmd := ex.Command("true")
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+
+	onHost := run(x)
+	if d, ok := x.DecisionOf(onHost); !ok || !d.OnHost() {
+		t.Fatalf("DecisionOf(a host command) = %v, %v", d, ok)
+	}
+	if dropped, err := x.RecordMount(onHost, MountRecord{Source: "s:/v", Target: "/k/host", FSType: "glusterfs"}); dropped != nil || err != nil {
+		t.Fatalf("RecordMount on the host = %v, %v", dropped, err)
+	}
+	if _, ok := read("/k/host"); ok {
+		t.Fatal("a mount on the host was recorded")
+	}
+
+	e.running(t, "c1")
+	notStarted := x.Command("true")
+	if _, ok := x.DecisionOf(notStarted); ok {
+		t.Error("DecisionOf a command not started: ok")
+	}
+	cmd := run(x)
+	if d, ok := x.DecisionOf(cmd); !ok || d.ContainerID != "c1" {
+		t.Fatalf("DecisionOf = %v, %v; want container c1", d, ok)
+	}
+	other := e.exec(t, Options{ExecMode: ModeCRI}) // another resolver's
+	if _, ok := other.DecisionOf(cmd); ok {
+		t.Error("another resolver's executor placed the command")
+	}
+	if _, ok := x.DecisionOf(testingexec.InitFakeCmd(&testingexec.FakeCmd{}, "true")); ok {
+		t.Error("DecisionOf a command of another executor: ok")
+	}
+
+	pod := &MountPod{Namespace: "default", Name: "web", UID: "0f1e"}
+	kept := "/k/pods/0f1e/volumes/kubernetes.io~glusterfs/v"
+	if dropped, err := x.RecordMount(cmd, MountRecord{Source: "s:/v", Target: kept + "/", FSType: "glusterfs", Options: []string{"ro"}, Pod: pod}); dropped != nil || err != nil {
+		t.Fatalf("RecordMount = %v, %v", dropped, err)
+	}
+	want := mountrecord.Record{Version: mountrecord.Version, Plugin: testPlugin, Source: "s:/v", Target: kept, FSType: "glusterfs", Options: []string{"ro"}, Pod: pod}
+	if r, ok := read(kept); !ok || !reflect.DeepEqual(r, want) {
+		t.Errorf("record %+v (%v), want %+v", r, ok, want)
+	}
+	dropped, err := x.RecordMount(cmd, MountRecord{Source: "s:/v", Target: "/k/v", FSType: "fuse.sshfs", Options: []string{"ro"}, Sensitive: true, Pod: pod})
+	if dropped == nil || err != nil {
+		t.Fatalf("RecordMount of a target in no pod's directory = %v, %v; want the pod dropped", dropped, err)
+	}
+	if r, ok := read("/k/v"); !ok || r.Pod != nil || r.Options != nil || r.NotRecoverable == "" {
+		t.Errorf("record %+v (%v); want one naming no pod, without options, not recoverable", r, ok)
+	}
+	if _, err := x.RecordMount(cmd, MountRecord{Source: "/dev/loop0", Target: "/k/ext4", FSType: "ext4"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := read("/k/ext4"); ok {
+		t.Error("a kernel mount was recorded")
+	}
+	if err := x.ForgetMount(kept); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := read(kept); ok {
+		t.Error("ForgetMount left the record")
+	}
+
+	// A wrapper that embeds the executor is one too.
+	w := struct{ *Exec }{x}
+	m := NewMounter(w, mount.NewFakeMounter(nil))
+	if m.records == nil {
+		t.Fatal("NewMounter does not keep records through a wrapper of an Exec")
+	}
+	if d, ok := w.DecisionOf(run(w)); !ok || d.ContainerID != "c1" {
+		t.Errorf("DecisionOf through a wrapper = %v, %v", d, ok)
 	}
 }

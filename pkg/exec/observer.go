@@ -8,6 +8,8 @@ import (
 	"time"
 
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 )
 
 // Observer is told of every command an [Exec] runs, once, when its result
@@ -25,35 +27,35 @@ func (f ObserverFunc) ObserveExec(e ExecEvent) { f(e) }
 
 // Path is the way a command took: the exec socket, CRI ExecSync or the
 // host; [PathNone] when it never ran because no decision could be taken.
-type Path string
+type Path = boundary.Path
 
 // The paths of an [ExecEvent].
 const (
-	PathSocket Path = "socket"
-	PathCRI    Path = "cri"
-	PathHost   Path = "host"
-	PathNone   Path = "none"
+	PathSocket = boundary.PathSocket
+	PathCRI    = boundary.PathCRI
+	PathHost   = boundary.PathHost
+	PathNone   = boundary.PathNone
 )
 
 // Result classifies how a command ended, in a few values fit for a metric
 // label.
-type Result string
+type Result = boundary.Result
 
 // The results of an [ExecEvent].
 const (
 	// ResultOK: exit status 0.
-	ResultOK Result = "ok"
+	ResultOK = boundary.ResultOK
 	// ResultExitError: the command ran and exited non-zero.
-	ResultExitError Result = "exit_error"
+	ResultExitError = boundary.ResultExitError
 	// ResultNotFound: the executable was not found.
-	ResultNotFound Result = "not_found"
+	ResultNotFound = boundary.ResultNotFound
 	// ResultTimeout: the command ran out of time.
-	ResultTimeout Result = "timeout"
+	ResultTimeout = boundary.ResultTimeout
 	// ResultCanceled: the caller cancelled it.
-	ResultCanceled Result = "canceled"
+	ResultCanceled = boundary.ResultCanceled
 	// ResultError: anything else (no decision, the runtime or the exec
 	// socket failed, ...).
-	ResultError Result = "error"
+	ResultError = boundary.ResultError
 )
 
 // ExecEvent describes one command. It never carries the command's

@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -36,16 +35,4 @@ func (r *Resolver) checkPeer(pid int, containerID string) string {
 		}
 	}
 	return fmt.Sprintf("the process serving it (pid %d) is not in container %s: its cgroup is %s", pid, containerID, paths[0])
-}
-
-// provePeer returns the container of the registered pod that the process
-// serving an exec socket (pid) is in, when the kernel says so; see
-// execsocket.PodContainer. It returns "" and why not otherwise, and
-// cannotTell when that could not be told from here.
-func (r *Resolver) provePeer(pid int, podUID string) (id, why string, cannotTell bool) {
-	id, err := execsocket.PodContainer(r.procRoot, pid, podUID)
-	if err != nil {
-		return "", err.Error(), errors.Is(err, execsocket.ErrCannotTell)
-	}
-	return id, "", false
 }

@@ -11,6 +11,7 @@ import (
 
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -211,21 +212,21 @@ func (r *Resolver) Close() error {
 }
 
 // Reason says why a [Decision] was taken.
-type Reason string
+type Reason = boundary.Reason
 
 // The reasons of a decision.
 const (
 	// ReasonRunning: the registered container is running; commands run in it.
-	ReasonRunning Reason = "registered container is running"
+	ReasonRunning = boundary.ReasonRunning
 	// ReasonNotRegistered: there is no registration; commands run on the host.
-	ReasonNotRegistered Reason = "not registered"
+	ReasonNotRegistered = boundary.ReasonNotRegistered
 	// ReasonNotRunning: the registered pod has no running container of the
 	// registered name (stopped, restarting, or the pod was replaced and its
 	// successor has not registered yet); commands run on the host.
-	ReasonNotRunning Reason = "registered container is not running"
+	ReasonNotRunning = boundary.ReasonNotRunning
 	// ReasonRuntimeFallback: the runtime could not be asked and the caller
 	// opted into falling back; commands run on the host.
-	ReasonRuntimeFallback Reason = "runtime unavailable, falling back to the host"
+	ReasonRuntimeFallback = boundary.ReasonRuntimeFallback
 )
 
 // Decision is where a plugin's commands run at one moment, and why.
@@ -357,14 +358,14 @@ func (r *Resolver) resolve(ctx context.Context, plugin string, useCache bool) (D
 	if r.mode != ModeCRI {
 		probe = r.probeSocket(ctx, reg)
 		if probe.proved() {
-			d.ContainerID, d.Reason = probe.containerID, ReasonRunning
-			d.Via, d.ViaReason, d.Socket = ViaSocket, fmt.Sprintf(viaSocketProved, shortID(probe.containerID), probe.pid), probe.path
+			d.ContainerID, d.Reason = probe.proof.ContainerID, ReasonRunning
+			d.Via, d.ViaReason, d.Socket = ViaSocket, probe.proof.Reason(), probe.path
 			r.remember(plugin, reg, d)
 			return d, nil
 		}
 		if probe.why == "" {
 			r.log.DebugContext(ctx, "exec socket answers, but the kernel does not prove its container runs; asking the runtime",
-				"plugin", plugin, "pid", probe.pid, "why", probe.proofWhy)
+				"plugin", plugin, "pid", probe.proof.PID, "why", probe.proof.Unproved)
 		}
 	}
 	d.Endpoint = r.endpoint
@@ -410,9 +411,6 @@ func (r *Resolver) remember(plugin string, reg registration.Registration, d Deci
 	r.cache[plugin] = cached{reg: reg, containerID: d.ContainerID, endpoint: d.Endpoint, via: d.Via, viaReason: d.ViaReason, socket: d.Socket}
 	r.mu.Unlock()
 }
-
-// shortID is a container ID as the runtimes' tools show it: 12 digits.
-func shortID(id string) string { return id[:min(12, len(id))] }
 
 // forget drops the cached container of plugin (only if it is containerID,
 // when that is not empty).

@@ -13,55 +13,48 @@ import (
 
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/boundary/execsocket"
 	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
 // ExecMode chooses how commands reach a live mount container.
-type ExecMode string
+type ExecMode = boundary.ExecMode
 
 // The exec modes.
 const (
 	// ModeAuto uses the registration's exec socket when it answers for the
 	// registered pod and container, and CRI ExecSync otherwise.
-	ModeAuto ExecMode = "auto"
+	ModeAuto = boundary.ModeAuto
 	// ModeCRI always uses CRI ExecSync.
-	ModeCRI ExecMode = "cri"
+	ModeCRI = boundary.ModeCRI
 	// ModeSocket requires the exec socket for a live registration: a
 	// decision that cannot use it is an error wrapping
 	// [ErrSocketUnavailable] instead of falling back to ExecSync.
-	ModeSocket ExecMode = "socket"
+	ModeSocket = boundary.ModeSocket
 )
 
 // ParseExecMode parses "auto", "cri" or "socket"; empty means auto.
-func ParseExecMode(s string) (ExecMode, error) {
-	switch m := ExecMode(s); m {
-	case "":
-		return ModeAuto, nil
-	case ModeAuto, ModeCRI, ModeSocket:
-		return m, nil
-	}
-	return "", fmt.Errorf("exec mode %q: want auto, cri or socket", s)
-}
+func ParseExecMode(s string) (ExecMode, error) { return boundary.ParseExecMode(s) }
 
 // Via is how commands reach a live container.
-type Via string
+type Via = boundary.Via
 
 // The ways to a container.
 const (
 	// ViaSocket: the mount pod's exec service (package execserver).
-	ViaSocket Via = "exec-socket"
+	ViaSocket = boundary.ViaSocket
 	// ViaExecSync: CRI ExecSync.
-	ViaExecSync Via = "cri-exec-sync"
+	ViaExecSync = boundary.ViaExecSync
 )
 
 // DefaultSocketTimeout bounds the Identity call that checks an exec socket.
 // A socket nobody serves refuses the connection at once; the bound is for a
-// server that is slow to answer. 2 s proved too short on a node under
-// load: with 100 pods mounting at once on 2 saturated cores, one connection
-// in 100 was not ready within 2 s (BENCHMARKS.md, "A node under load").
-const DefaultSocketTimeout = 5 * time.Second
+// server that is slow to answer, and was chosen on a node under load
+// (BENCHMARKS.md, "A node under load"). kubelet-exec-shim proves a socket
+// live within the same bound.
+const DefaultSocketTimeout = execsocket.ProbeTimeout
 
 // ErrSocketUnavailable is wrapped by the error of a decision in
 // [ModeSocket] when the registered container is running but its exec socket
@@ -84,12 +77,10 @@ var errSocketGone = errors.New("exec socket unusable")
 
 // Reasons of a Via.
 const (
-	viaSocketOK       = "exec socket answers for the registered pod and container"
-	viaSocketProved   = execsocket.ProvedReason
-	viaModeCRI        = "exec mode cri"
-	viaNoSocket       = "the registration advertises no exec socket"
-	viaSocketPrefix   = "exec socket not used: "
-	viaSocketMismatch = "exec socket answers for pod %s/%s (uid %s, container %s), not the registered one"
+	viaSocketOK     = "exec socket answers for the registered pod and container"
+	viaModeCRI      = "exec mode cri"
+	viaNoSocket     = execsocket.NoSocket
+	viaSocketPrefix = "exec socket not used: "
 )
 
 // socketProbe is what the registration's exec socket said when asked
@@ -97,19 +88,15 @@ const (
 type socketProbe struct {
 	path string // the checked socket path; "" when it is not usable
 	why  string // why the socket cannot be used; "" when it answers for the registration
-	pid  int    // the serving process, as SO_PEERCRED gave it
 
-	// containerID is the registered pod's container that the serving
-	// process is in, as the kernel tells it (its cgroups); "" when that is
-	// not so or cannot be told here (proofWhy says which).
-	containerID string
-	proofWhy    string
+	// proof is what the socket proved of the registered container, once
+	// it answered for the registration.
+	proof execsocket.Proof
 }
 
 // proved reports whether the probe proves the registered container is
-// running: its exec service answered for the registered pod and container,
-// and the kernel puts the process serving it in a container of that pod.
-func (p socketProbe) proved() bool { return p.why == "" && p.containerID != "" }
+// running (see execsocket.Prove).
+func (p socketProbe) proved() bool { return p.why == "" && p.proof.Proved() }
 
 // probeSocket asks reg's exec socket whom it serves, and the kernel which
 // container serves it.
@@ -130,20 +117,30 @@ func (r *Resolver) probeSocket(ctx context.Context, reg registration.Registratio
 	defer release()
 	ictx, cancel := context.WithTimeout(ctx, r.socketTimeout)
 	defer cancel()
-	id, err := c.Identity(ictx)
-	if err != nil {
-		p.why = viaSocketPrefix + err.Error()
-		return p
+	p.proof = execsocket.Prove(ictx, proofConn{c}, execsocket.Identity{
+		PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
+	}, r.procRoot)
+	if p.proof.Refused != nil {
+		p.why = viaSocketPrefix + p.proof.Refused.Error()
 	}
-	if id.GetPodUid() != reg.PodUID || id.GetContainerName() != reg.ContainerName ||
-		id.GetPodName() != reg.PodName || id.GetPodNamespace() != reg.PodNamespace {
-		p.why = viaSocketPrefix + fmt.Sprintf(viaSocketMismatch, id.GetPodNamespace(), id.GetPodName(), id.GetPodUid(), id.GetContainerName())
-		return p
-	}
-	p.pid = c.PeerPID()
-	p.containerID, p.proofWhy, _ = r.provePeer(p.pid, reg.PodUID)
 	return p
 }
+
+// proofConn is an exec-socket client as execsocket.Prove asks it.
+type proofConn struct{ c *execclient.Client }
+
+func (p proofConn) Identity(ctx context.Context) (execsocket.Identity, error) {
+	id, err := p.c.Identity(ctx)
+	if err != nil {
+		return execsocket.Identity{}, err
+	}
+	return execsocket.Identity{
+		PodNamespace: id.GetPodNamespace(), PodName: id.GetPodName(), PodUID: id.GetPodUid(),
+		ContainerName: id.GetContainerName(), Version: id.GetVersion(), PID: id.GetPid(),
+	}, nil
+}
+
+func (p proofConn) PeerPID() int { return p.c.PeerPID() }
 
 // chooseVia decides how to reach d's running container, found through the
 // runtime, by what the exec socket said before (p).
@@ -155,7 +152,7 @@ func (r *Resolver) chooseVia(d *Decision, reg registration.Registration, p socke
 	d.Socket = p.path
 	why := p.why
 	if why == "" {
-		if w := r.checkPeer(p.pid, d.ContainerID); w != "" {
+		if w := r.checkPeer(p.proof.PID, d.ContainerID); w != "" {
 			why = viaSocketPrefix + w
 		}
 	}

@@ -20,11 +20,6 @@ import (
 // namespace).
 var ErrCannotTell = errors.New("cannot tell the process's cgroups")
 
-// ProvedReason is the reason of a decision the exec socket proved live
-// (see package exec, "Decision"), with the container's short ID and the
-// serving process's PID: package exec and kubelet-exec-shim give the same.
-const ProvedReason = "exec socket answers for the registered pod and container, served from its container %s (pid %d): runtime not asked"
-
 // maxCgroupFile bounds what is read of /proc/<pid>/cgroup.
 const maxCgroupFile = 64 << 10
 

@@ -1,8 +1,10 @@
 // Package execsocket is what both ends of the mount pod's exec socket (see
 // package execserver) need to trust each other, without the gRPC client:
 // where the socket lives, how its path is checked, who serves or connects
-// (SO_PEERCRED), and which pod's container a serving process is in. The
-// shim links it without gRPC, so none of it may import gRPC or protobuf.
+// (SO_PEERCRED), which pod's container a serving process is in, and the
+// one proof that a registration's container is live ([Prove]), which
+// package exec and kubelet-exec-shim both apply. The shim links it without
+// gRPC, so none of it may import gRPC or protobuf.
 package execsocket
 
 import (

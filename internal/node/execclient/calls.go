@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/mountcontainers/mountcontainers/internal/boundary/execsocket"
 )
 
 // The service's methods (pkg/execapi/exec.proto).
@@ -18,10 +20,7 @@ const (
 )
 
 // Identity is the service's answer to whom it runs for.
-type Identity struct {
-	PodNamespace, PodName, PodUID, ContainerName, Version string
-	PID                                                   int64
-}
+type Identity = execsocket.Identity
 
 // Identity asks the service whom it runs for.
 func (c *Conn) Identity(ctx context.Context) (Identity, error) {

@@ -94,11 +94,9 @@ func (e *StatusError) Error() string {
 
 // Conn is a connection to an exec service.
 type Conn struct {
-	path string
-	nc   net.Conn
-	// PeerPID is the process serving the socket, as SO_PEERCRED gave it:
-	// 0 when it is not visible in the caller's PID namespace.
-	PeerPID int
+	path    string
+	nc      net.Conn
+	peerPID int
 
 	wmu  sync.Mutex // frame writes
 	bw   *bufio.Writer
@@ -160,7 +158,7 @@ func Dial(ctx context.Context, path string) (*Conn, error) {
 		return nil, fmt.Errorf("exec socket %s: %w: %w", path, ErrNotStarted, err)
 	}
 	c := &Conn{
-		path: path, nc: nc, PeerPID: int(pid),
+		path: path, nc: nc, peerPID: int(pid),
 		bw: bufio.NewWriterSize(nc, 2*maxFrame), nextID: 1, streams: map[uint32]*stream{},
 		sendConn: defaultWindow, initWin: defaultWindow, maxSend: maxFrame, done: make(chan struct{}),
 	}
@@ -186,6 +184,12 @@ func Dial(ctx context.Context, path string) (*Conn, error) {
 	go c.readLoop()
 	return c, nil
 }
+
+var _ execsocket.Conn = (*Conn)(nil)
+
+// PeerPID returns the process serving the socket, as SO_PEERCRED gave it:
+// 0 when it is not visible in the caller's PID namespace.
+func (c *Conn) PeerPID() int { return c.peerPID }
 
 // Close closes the connection; a call in progress fails.
 func (c *Conn) Close() error {

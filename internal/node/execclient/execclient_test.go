@@ -70,8 +70,8 @@ func TestIdentityAndPeer(t *testing.T) {
 	if id != want {
 		t.Fatalf("Identity = %+v; want %+v", id, want)
 	}
-	if c.PeerPID != os.Getpid() {
-		t.Errorf("PeerPID = %d; want %d (this process serves)", c.PeerPID, os.Getpid())
+	if c.PeerPID() != os.Getpid() {
+		t.Errorf("PeerPID = %d; want %d (this process serves)", c.PeerPID(), os.Getpid())
 	}
 	// Calls one after the other on one connection.
 	for i := 0; i < 3; i++ {

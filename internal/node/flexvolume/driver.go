@@ -87,8 +87,9 @@ type Driver struct {
 	FS Filesystem
 	// Plugin is the volume plugin whose mount pod runs the utilities.
 	Plugin string
-	// Exec runs mount and umount: the plugin's executor of a resolver.
-	Exec utilexec.Interface
+	// Exec runs mount and umount, and keeps the mount records: the
+	// plugin's executor of a resolver.
+	Exec mcexec.Executor
 	// Mounts answers mount-point queries on the node; default mount.New("").
 	Mounts MountChecker
 	// Timeout bounds each mount or umount; default [DefaultTimeout].
@@ -346,7 +347,7 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 		}
 		m = m.withSecretFile(p)
 	}
-	where, inPod, err := d.run(ctx, "mount", m.Args(dir)...)
+	where, cmd, err := d.run(ctx, "mount", m.Args(dir)...)
 	if err != nil {
 		return failure("mount %s at %s: %v%s", what, dir, err, d.dropSecret(m, dir))
 	}
@@ -357,10 +358,7 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 		return failure("mount %s at %s: mount(8) succeeded %s but the node does not see a mount there (is the mount pod's kubelet directory mounted with mountPropagation: Bidirectional?)%s%s",
 			what, dir, where, suffix("; undoing it failed", uerr), d.dropSecret(m, dir))
 	}
-	msg := fmt.Sprintf("mounted %s at %s %s", what, dir, where)
-	if inPod {
-		msg += d.record(ctx, mountrecord.Record{Plugin: d.Plugin, Source: m.Source, Target: dir, FSType: m.FSType, Options: m.Options, Pod: m.Pod})
-	}
+	msg := fmt.Sprintf("mounted %s at %s %s", what, dir, where) + d.record(ctx, cmd, m, dir)
 	return Status{Status: StatusSuccess, Message: msg}
 }
 
@@ -376,24 +374,18 @@ func (d *Driver) dropSecret(m Mount, dir string) string {
 	return ""
 }
 
-// record writes the mount record of a mount made through the mount pod,
-// so that the mount pod can make it again if its FUSE daemon dies; it
-// returns what to add to the reply when that fails (the mount stays). The
-// pod the options name is kept only when it is the pod whose volume
-// directory the target is: the options can name any pod, the target is the
-// kubelet's.
-func (d *Driver) record(ctx context.Context, r mountrecord.Record) string {
-	e, ok := d.Exec.(*mcexec.Exec)
-	if !ok {
-		return ""
+// record records m, made at dir by cmd, when it was made through the mount
+// pod (see [mcexec.Exec.RecordMount]), so that the mount pod can make it
+// again if its FUSE daemon dies; it returns what to add to the reply when
+// that fails (the mount stays). The pod the options name is kept only when
+// it is the pod whose volume directory the target is: the options can
+// name any pod, the target is the kubelet's.
+func (d *Driver) record(ctx context.Context, cmd utilexec.Cmd, m Mount, dir string) string {
+	podDropped, err := d.Exec.RecordMount(cmd, mcexec.MountRecord{Source: m.Source, Target: dir, FSType: m.FSType, Options: m.Options, Pod: m.Pod})
+	if podDropped != nil && d.Log != nil {
+		d.Log.WarnContext(ctx, "mount recorded without the pod its options name", "record", mountrecord.FileName(dir), "dir", dir, "err", podDropped)
 	}
-	if err := r.CheckPod(); err != nil {
-		if d.Log != nil {
-			d.Log.WarnContext(ctx, "mount recorded without the pod its options name", "record", mountrecord.FileName(r.Target), "dir", r.Target, "err", err)
-		}
-		r.Pod = nil
-	}
-	if err := mountrecord.Write(e.RecordsDir(), r); err != nil {
+	if err != nil {
 		return fmt.Sprintf(" (it will not come back by itself if its daemon dies: %v)", err)
 	}
 	return ""
@@ -401,12 +393,7 @@ func (d *Driver) record(ctx context.Context, r mountrecord.Record) string {
 
 // forget removes dir's mount record and secret file, if any.
 func (d *Driver) forget(dir string) string {
-	var errs []error
-	if e, ok := d.Exec.(*mcexec.Exec); ok {
-		errs = append(errs, mountrecord.Remove(e.RecordsDir(), dir))
-	}
-	errs = append(errs, removeSecret(d.secretsDir(), dir))
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(d.Exec.ForgetMount(dir), removeSecret(d.secretsDir(), dir)); err != nil {
 		return fmt.Sprintf(" (%v)", err)
 	}
 	return ""
@@ -449,32 +436,30 @@ func (d *Driver) unmount(ctx context.Context, dir string) Status {
 // run runs a utility through the plugin's executor, bounded by the
 // driver's timeout, and returns where it ran ("in P's mount pod NS/NAME via
 // cri-exec-sync" or "on the node (P: not registered)") for messages, and
-// whether that was in the mount pod.
-func (d *Driver) run(ctx context.Context, name string, args ...string) (where string, inPod bool, err error) {
+// the command, which the executor places.
+func (d *Driver) run(ctx context.Context, name string, args ...string) (where string, cmd utilexec.Cmd, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout())
 	defer cancel()
-	cmd := d.Exec.CommandContext(ctx, name, args...)
+	cmd = d.Exec.CommandContext(ctx, name, args...)
 	out, err := cmd.CombinedOutput()
 	where = "on the node"
-	if c, ok := cmd.(*mcexec.Cmd); ok {
-		if dec, ok := c.Decision(); ok {
-			if dec.OnHost() {
-				where = fmt.Sprintf("on the node (%s: %s)", d.Plugin, dec.Reason)
-			} else {
-				where, inPod = fmt.Sprintf("in %s's mount pod %s via %s", d.Plugin, dec.Registration, dec.Via), true
-			}
+	if dec, ok := d.Exec.DecisionOf(cmd); ok {
+		if dec.OnHost() {
+			where = fmt.Sprintf("on the node (%s: %s)", d.Plugin, dec.Reason)
+		} else {
+			where = fmt.Sprintf("in %s's mount pod %s via %s", d.Plugin, dec.Registration, dec.Via)
 		}
 	}
 	if err == nil {
-		return where, inPod, nil
+		return where, cmd, nil
 	}
 	if ctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
-		return where, inPod, fmt.Errorf("%s timed out after %s %s", name, d.timeout(), where)
+		return where, cmd, fmt.Errorf("%s timed out after %s %s", name, d.timeout(), where)
 	}
 	if errors.Is(err, utilexec.ErrExecutableNotFound) {
-		return where, inPod, fmt.Errorf("%s not found %s", name, where)
+		return where, cmd, fmt.Errorf("%s not found %s", name, where)
 	}
-	return where, inPod, fmt.Errorf("%s failed %s: %v: %s", name, where, err, strings.TrimSpace(string(out)))
+	return where, cmd, fmt.Errorf("%s failed %s: %v: %s", name, where, err, strings.TrimSpace(string(out)))
 }
 
 func suffix(prefix string, err error) string {

@@ -180,7 +180,7 @@ func TestMountUnmountOnHost(t *testing.T) {
 		t.Errorf("message %q does not say where it ran", s.Message)
 	}
 	// A mount on the host has no mount pod to make it again: no record.
-	if es, err := mountrecord.List(d.Exec.(*mcexec.Exec).RecordsDir()); err != nil || len(es) != 0 {
+	if es, err := mountrecord.List(d.Exec.RecordsDir()); err != nil || len(es) != 0 {
 		t.Errorf("a mount on the host was recorded: %+v, %v", es, err)
 	}
 

@@ -6,12 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/shared/cliexit"
 	"github.com/mountcontainers/mountcontainers/internal/shared/version"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -69,10 +69,9 @@ const (
 	HostModeNsenter = "nsenter"
 )
 
-// ExecModes are the values --exec-mode accepts, the exec modes of package
-// exec (which this package does not link; see [Backend]); the first is the
-// default, also for an empty value.
-var ExecModes = []string{"auto", "cri", "socket"}
+// ExecModes are the values --exec-mode accepts; the first is the default,
+// also for an empty value.
+var ExecModes = []string{string(boundary.ModeAuto), string(boundary.ModeCRI), string(boundary.ModeSocket)}
 
 // Backend is the part of the shim that needs the container runtime. The
 // kubelet-exec-shim binary does not link the runtime's client (gRPC and the
@@ -201,12 +200,11 @@ func (cfg *Config) check() error {
 	if cfg.Timeout <= 0 {
 		return cli.Exit(fmt.Sprintf("--timeout %s: must be positive", cfg.Timeout), ExitShimFailed)
 	}
-	if cfg.ExecMode == "" { // an empty variable, as package exec reads it
-		cfg.ExecMode = ExecModes[0]
-	}
-	if !slices.Contains(ExecModes, cfg.ExecMode) {
+	mode, err := boundary.ParseExecMode(cfg.ExecMode) // empty (an empty variable) is the default
+	if err != nil {
 		n := len(ExecModes)
 		return cli.Exit(fmt.Sprintf("--exec-mode %q: want %s or %s", cfg.ExecMode, strings.Join(ExecModes[:n-1], ", "), ExecModes[n-1]), ExitShimFailed)
 	}
+	cfg.ExecMode = string(mode)
 	return cfg.checkLog()
 }

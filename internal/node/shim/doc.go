@@ -9,10 +9,11 @@
 // protobuf and the CRI API, whose package initialisation alone costs more
 // than a host fallback). It serves the two common cases itself: a plugin
 // with no registration runs on the host, and a registration whose exec
-// socket proves its container live (package exec's "Decision", step 1: the
-// service answers for the registered pod and container, and the kernel
-// places the serving process in a container of that pod) runs the command
-// through the socket, spoken by package execclient without gRPC. Whenever the
+// socket proves its container live (the service answers for the registered
+// pod and container, and the kernel places the serving process in a
+// container of that pod: execsocket.Prove, the proof package exec's
+// resolver applies first too) runs the command through the socket, spoken
+// by package execclient without gRPC. Whenever the
 // runtime is needed (a registration the socket cannot prove live, trusted or
 // not; --exec-mode cri; status; host mode nsenter with no registration) it
 // replaces its process with [HelperName] next to it, passing its arguments

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -42,15 +43,16 @@ func (l *launcher) Run(ctx context.Context, cfg *Config, plugin string, argv []s
 	// it (and reports a bad one exactly as it would alone).
 	registered, err := registration.Exists(cfg.RegistrationDir, plugin)
 	if err == nil && !registered && cfg.HostMode == HostModeOS {
-		// The keys of package exec's Decision, which the helper logs.
+		// The keys of every placement decision, as the helper logs them.
 		cfg.Logger(stdio.Stderr).DebugContext(ctx, "exec decision", slog.Group("decision",
-			"plugin", plugin, "where", "host", "reason", "not registered"))
+			"plugin", plugin, "where", "host", "reason", string(boundary.ReasonNotRegistered)))
 		host := hostTarget{newSelfSkippingExec()}
 		return RunUtility(ctx, cfg, plugin, argv, stdio, func(context.Context) (Target, error) { return host, nil })
 	}
-	if err == nil && registered && cfg.ExecMode != "cri" {
-		// A live exec socket proves the container runs (package exec's
-		// rule, step 1): no helper, no runtime.
+	if err == nil && registered && cfg.ExecMode != string(boundary.ModeCRI) {
+		// A live exec socket proves the container runs (execsocket.Prove,
+		// as the helper's resolver applies it first): no helper, no
+		// runtime.
 		log := cfg.Logger(stdio.Stderr)
 		live, why := proveLive(ctx, cfg, plugin, l.procRoot())
 		if live == nil {

@@ -11,25 +11,25 @@ import (
 
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/boundary/execsocket"
 	"github.com/mountcontainers/mountcontainers/internal/node/execclient"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
 // socketProbeTimeout bounds proving a registration live through its exec
-// socket (package exec's DefaultSocketTimeout).
-const socketProbeTimeout = 5 * time.Second
+// socket.
+const socketProbeTimeout = execsocket.ProbeTimeout
 
 // liveSocket is a registration's exec socket that proved its container
-// live: package exec's "Decision" rule, step 1, which the shim applies
-// itself so that the live path needs neither the helper nor the runtime.
+// live (execsocket.Prove): the shim runs the command through it itself, so
+// that the live path needs neither the helper nor the runtime.
 type liveSocket struct {
-	plugin      string
-	reg         registration.Registration
-	conn        *execclient.Conn
-	containerID string
-	reason      string
-	log         *slog.Logger // one record per command, as package exec's LogObserver
+	plugin string
+	reg    registration.Registration
+	conn   *execclient.Conn
+	proof  execsocket.Proof
+	log    *slog.Logger // one record per command
 }
 
 // proveLive returns the registration's exec socket when it proves the
@@ -45,9 +45,9 @@ func proveLive(ctx context.Context, cfg *Config, plugin, procRoot string) (*live
 	case err != nil:
 		return nil, err.Error()
 	case !ok:
-		return nil, "not registered"
+		return nil, string(boundary.ReasonNotRegistered)
 	case reg.ExecSocket == "":
-		return nil, "the registration advertises no exec socket"
+		return nil, execsocket.NoSocket
 	}
 	path, err := execsocket.CheckSocket(cfg.RegistrationDir, reg.ExecSocket)
 	if err != nil {
@@ -59,32 +59,28 @@ func proveLive(ctx context.Context, cfg *Config, plugin, procRoot string) (*live
 	if err != nil {
 		return nil, err.Error()
 	}
-	id, err := conn.Identity(ctx)
-	if err == nil && (id.PodUID != reg.PodUID || id.ContainerName != reg.ContainerName || id.PodName != reg.PodName || id.PodNamespace != reg.PodNamespace) {
-		err = fmt.Errorf("exec socket %s answers for pod %s/%s (uid %s, container %s), not the registered one", path, id.PodNamespace, id.PodName, id.PodUID, id.ContainerName)
-	}
-	var cid string
-	if err == nil {
-		cid, err = execsocket.PodContainer(procRoot, conn.PeerPID, reg.PodUID)
-	}
-	if err != nil {
+	proof := execsocket.Prove(ctx, conn, execsocket.Identity{
+		PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
+	}, procRoot)
+	if !proof.Proved() {
 		conn.Close()
-		return nil, err.Error()
+		return nil, proof.Err().Error()
 	}
-	return &liveSocket{plugin: plugin, reg: reg, conn: conn, containerID: cid,
-		reason: fmt.Sprintf(execsocket.ProvedReason, cid[:12], conn.PeerPID)}, ""
+	return &liveSocket{plugin: plugin, reg: reg, conn: conn, proof: proof}, ""
 }
 
-// logDecision logs the decision as package exec's resolver does.
+// logDecision logs the decision with the keys of every placement decision
+// (pkg/exec's Decision.LogValue), so that one query finds the shim's and
+// the helper's alike.
 func (l *liveSocket) logDecision(ctx context.Context, log *slog.Logger) {
 	log.DebugContext(ctx, "exec decision", slog.Group("decision",
-		"plugin", l.plugin, "where", l.Where(), "reason", "registered container is running",
+		"plugin", l.plugin, "where", l.Where(), "reason", string(boundary.ReasonRunning),
 		"pod", l.reg.PodNamespace+"/"+l.reg.PodName, "podUID", l.reg.PodUID, "container", l.reg.ContainerName,
-		"via", "exec-socket", "viaReason", l.reason))
+		"via", string(boundary.ViaSocket), "viaReason", l.proof.Reason()))
 }
 
 func (l *liveSocket) OnHost() bool  { return false }
-func (l *liveSocket) Where() string { return "container " + l.containerID }
+func (l *liveSocket) Where() string { return "container " + l.proof.ContainerID }
 
 // CommandContext returns the command through the exec socket.
 func (l *liveSocket) CommandContext(ctx context.Context, cmd string, args ...string) utilexec.Cmd {
@@ -166,27 +162,29 @@ func (c *socketCmd) Run() error {
 	return err
 }
 
-// observe logs one record per command, as package exec's LogObserver.
+// observe logs one record per command, with the keys and values of every
+// command's record (pkg/exec's ExecEvent.LogValue, which its LogObserver
+// logs for the helper).
 func (c *socketCmd) observe(start time.Time, res execclient.Result, err error) {
 	if c.log == nil {
 		return
 	}
-	level, result := slog.LevelDebug, "ok"
+	level, result := slog.LevelDebug, boundary.ResultOK
 	var exit utilexec.ExitError
 	switch {
 	case err == nil:
 	case errors.Is(err, utilexec.ErrExecutableNotFound):
-		result = "not_found"
+		result = boundary.ResultNotFound
 	case errors.Is(err, context.DeadlineExceeded):
-		result = "timeout"
+		result = boundary.ResultTimeout
 	case errors.Is(err, context.Canceled):
-		result = "canceled"
+		result = boundary.ResultCanceled
 	case errors.As(err, &exit):
-		result = "exit_error"
+		result = boundary.ResultExitError
 	default:
-		result = "error"
+		result = boundary.ResultError
 	}
-	attrs := []any{"plugin", c.l.plugin, "tool", filepath.Base(c.argv[0]), "via", "socket", "result", result,
+	attrs := []any{"plugin", c.l.plugin, "tool", filepath.Base(c.argv[0]), "via", string(boundary.PathSocket), "result", string(result),
 		"took", time.Since(start).Round(time.Microsecond)}
 	if err == nil || errors.As(err, &exit) {
 		attrs = append(attrs, "exitCode", res.Code)

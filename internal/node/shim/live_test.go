@@ -129,6 +129,8 @@ func TestLiveSocketNotProved(t *testing.T) {
 		mode   string
 	}{
 		{name: "another pod answers", id: other},
+		{name: "a pod of the same name but another UID answers", id: execserver.Identity{PodNamespace: "kube-system", PodName: "mount-a", PodUID: other.PodUID, ContainerName: "mount"}},
+		{name: "another container of the pod answers", id: execserver.Identity{PodNamespace: "kube-system", PodName: "mount-a", PodUID: "0c9f6b2e-0000-4000-8000-000000000001", ContainerName: "sidecar"}},
 		{name: "served from another pod's cgroup", cgroup: "0::/kubepods/besteffort/pod" + other.PodUID + "/" + liveContainerID + "\n"},
 		{name: "served from the node", cgroup: "0::/system.slice/mountpod.service\n"},
 		{name: "cgroups cannot be told", cgroup: "0::/\n"},
@@ -145,6 +147,12 @@ func TestLiveSocketNotProved(t *testing.T) {
 			}
 			if _, err := os.Stat(marker); err == nil {
 				t.Fatal("the command ran")
+			}
+			// The exec service refuses a command for another pod by
+			// itself; the shim must not have taken the answer for a proof
+			// in the first place.
+			if strings.Contains(errOut, "runtime not asked") {
+				t.Errorf("the shim took the socket for a proof: %q", errOut)
 			}
 		})
 	}

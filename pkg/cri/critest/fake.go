@@ -1,4 +1,4 @@
-// Package fake provides an in-process CRI RuntimeService served over a
+// Package critest provides an in-process CRI RuntimeService served over a
 // real unix socket. It exists for the faults a real runtime cannot be made to
 // produce on demand (a call that hangs, UNAVAILABLE, a response of any size,
 // a container that vanishes between two calls), for counting the calls a

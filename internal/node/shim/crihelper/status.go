@@ -117,10 +117,8 @@ func liveMounts(ctx context.Context, r *mcexec.Resolver, plugin string) ([]shim.
 	cmd.SetStdout(&stdout)
 	cmd.SetStderr(&stderr)
 	err = cmd.Run()
-	if c, ok := cmd.(*mcexec.Cmd); ok {
-		if d, ok := c.Decision(); ok && d.OnHost() {
-			return nil, fmt.Errorf("the registered container of %s stopped before its mounts could be listed", plugin)
-		}
+	if d, ok := e.DecisionOf(cmd); ok && d.OnHost() {
+		return nil, fmt.Errorf("the registered container of %s stopped before its mounts could be listed", plugin)
 	}
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
