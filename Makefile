@@ -64,9 +64,9 @@ FUZZ_TARGETS := \
 	./internal/boundary:FuzzValidatePluginName:100000x \
 	./internal/pod/scope:FuzzParseMemoryLimit:100000x \
 	./internal/boundary/execsocket:FuzzPlainUID:50000x \
-	./internal/node/flexvolume:FuzzParseOptions:30000x \
-	./internal/node/flexvolume:FuzzServerPolicy:20000x \
-	./internal/node/flexvolume:FuzzCephFSOptions:30000x \
+	./internal/shared/fs/glusterfs:FuzzParseOptions:30000x \
+	./internal/shared/fs:FuzzServerPolicy:20000x \
+	./internal/shared/fs/cephfs:FuzzCephFSOptions:30000x \
 	./internal/node/flexvolume:FuzzDecodeSettings:25000x \
 	./internal/node/shim:FuzzArgv:5000x \
 	./internal/node/shim:FuzzDecodeMapping:12000x \

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
 )
 
 // envAsDriver makes the test binary run as the driver.
@@ -61,7 +62,7 @@ func installDriver(t *testing.T, settings flexvolume.Settings) string {
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
-	settings.Filesystem = flexvolume.CephFSType
+	settings.Filesystem = cephfs.FSType
 	settings.RegistrationDir = filepath.Join(t.TempDir(), "plugin-containers")
 	settings.RuntimeEndpoint = "unix://" + filepath.Join(t.TempDir(), "none.sock")
 	data, _ := json.Marshal(settings)

@@ -9,13 +9,14 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
 	"github.com/mountcontainers/mountcontainers/internal/pod/hostinstall"
 	"github.com/mountcontainers/mountcontainers/internal/pod/kubeevents"
 	"github.com/mountcontainers/mountcontainers/internal/pod/metrics"
 	"github.com/mountcontainers/mountcontainers/internal/pod/recovery"
 	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/known"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
@@ -96,7 +97,7 @@ const envAllowedServers = "MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS"
 // recoveryAllow returns the check of a dead mount's record before the
 // recovery makes it again, when inst installs a Flexvolume driver: every
 // server the record names must be allowed by the driver's allow-list as it
-// is now ([flexvolume.ServerPolicy.CheckRecordedMount]), so that a server
+// is now ([known.CheckRecordedMount]), so that a server
 // the administrator removed since the mount was made is not connected to
 // again. The records of every plugin of this pod are checked: the pod's
 // FUSE clients run as root on the node's network, whichever volume host
@@ -105,12 +106,12 @@ func recoveryAllow(inst hostinstall.Config) (func(context.Context, mountrecord.R
 	if inst.FlexvolumeDir == "" {
 		return nil, nil
 	}
-	policy, err := flexvolume.ParseAllowedServers(inst.FlexvolumeAllowedServers)
+	policy, err := fs.ParseAllowedServers(inst.FlexvolumeAllowedServers)
 	if err != nil {
 		return nil, fmt.Errorf("--flexvolume-allowed-servers (%s): %w", envAllowedServers, err)
 	}
 	return func(ctx context.Context, rec mountrecord.Record) error {
-		if err := policy.CheckRecordedMount(ctx, rec); err != nil {
+		if err := known.CheckRecordedMount(ctx, policy, rec); err != nil {
 			return fmt.Errorf("plugin %s: %w; the servers of a dead mount must be allowed by %s when it is made again", rec.Plugin, err, envAllowedServers)
 		}
 		return nil

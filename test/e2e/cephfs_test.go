@@ -28,6 +28,7 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
 	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
 	"github.com/mountcontainers/mountcontainers/internal/pod/recovery"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -143,7 +144,7 @@ func setupCephFS(t *testing.T, bed *framework.Bed) *cephfsEnv {
 	}
 	t.Logf("cephfs mount pod from deploy/cephfs ready, registered, its driver installed in %s", time.Since(start).Round(time.Millisecond))
 	s, err := flexvolume.LoadSettings(c.driver, func(string) string { return "" })
-	if err != nil || s.Filesystem != flexvolume.CephFSType || s.Plugin != cephfsPlugin || s.SecretsDir != c.secrets {
+	if err != nil || s.Filesystem != cephfs.FSType || s.Plugin != cephfsPlugin || s.SecretsDir != c.secrets {
 		t.Fatalf("the installed driver's settings: %+v, %v; want cephfs, %s, secrets in %s", s, err, cephfsPlugin, c.secrets)
 	}
 	return c

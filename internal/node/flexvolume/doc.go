@@ -7,10 +7,12 @@
 //
 // # One skeleton, several file systems
 //
-// A [Filesystem] knows only which options a volume may give and the
-// mount(8) call they make ([GlusterFS], [CephFS]); the [Driver] does the
-// rest for all of them: the call convention, the checks of the target, the
-// bounds, where mount(8) runs, the check that the node sees the mount, the
+// A file system (an [fs.Filesystem] such as [glusterfs.FS] or [cephfs.FS],
+// each in a package of its own that a CSI driver can use as well) knows
+// only which options a volume may give and the mount(8) call they make;
+// the [Driver]
+// does the rest for all of them: the call convention, the checks of the
+// target, the bounds, where mount(8) runs, the check that the node sees the mount, the
 // mount record (so that the mount pod can make the mount again), the
 // secret file and the unmount. One binary serves every file system: the
 // settings the mount pod writes next to it say which ([Settings].Filesystem,
@@ -51,8 +53,8 @@
 // message never quotes a secret of the call's arguments, even where a
 // mount utility's output does. OPTIONS is the JSON object
 // of string values the kubelet builds from the volume's flexVolume.options
-// plus its own kubernetes.io/* keys; see [ParseOptions] for the keys this
-// driver reads and how they are checked. A bad option is a Failure whose
+// plus its own kubernetes.io/* keys; see [glusterfs.ParseOptions] and
+// [cephfs.FS] for the keys this driver reads and how they are checked. A bad option is a Failure whose
 // message names the field; the kubelet puts it in the pod's events.
 //
 // # Why its own binary
@@ -102,8 +104,8 @@
 // Before anything runs, every server a volume names (server, servers,
 // backup-volfile-servers) must be allowed by [Settings].AllowedServers, which
 // the mount pod records from its DaemonSet (--flexvolume-allowed-servers,
-// MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS). See [ServerPolicy] for the rule; in
-// short:
+// MOUNTPOD_FLEXVOLUME_ALLOWED_SERVERS). See [fs.ServerPolicy] for the rule;
+// in short:
 //
 //   - unset, any server is allowed whose addresses are not loopback,
 //     unspecified, link-local, multicast or broadcast (IPv4-mapped IPv6
@@ -116,7 +118,7 @@
 //     check; a listed name is used as it is.
 //
 // The mount pod applies the list, as it is then, again before it makes a
-// dead mount again ([ServerPolicy.CheckRecordedMount]): a server removed
+// dead mount again ([known.CheckRecordedMount]): a server removed
 // from it is not connected to again.
 //
 // "Unset" is the administrator's empty list in the settings the mount pod
@@ -179,4 +181,10 @@
 // OnDelete and is upgraded with mountpod-rollout (docs/upgrade.md).
 //
 // [mcexec.Resolver]: github.com/mountcontainers/mountcontainers/pkg/exec.Resolver
+// [fs.Filesystem]: github.com/mountcontainers/mountcontainers/internal/shared/fs.Filesystem
+// [fs.ServerPolicy]: github.com/mountcontainers/mountcontainers/internal/shared/fs.ServerPolicy
+// [glusterfs.FS]: github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs.FS
+// [glusterfs.ParseOptions]: github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs.ParseOptions
+// [cephfs.FS]: github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs.FS
+// [known.CheckRecordedMount]: github.com/mountcontainers/mountcontainers/internal/shared/fs/known.CheckRecordedMount
 package flexvolume

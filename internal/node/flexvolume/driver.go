@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 )
@@ -83,8 +84,8 @@ type MountChecker interface {
 
 // Driver serves the Flexvolume calls of one driver.
 type Driver struct {
-	// FS is the file system the driver mounts; default [GlusterFS].
-	FS Filesystem
+	// FS is the file system the driver mounts; default [glusterfs.FS].
+	FS fs.Filesystem
 	// Plugin is the volume plugin whose mount pod runs the utilities.
 	Plugin string
 	// Exec runs mount and umount, and keeps the mount records: the
@@ -96,12 +97,12 @@ type Driver struct {
 	Timeout time.Duration
 	// Servers decides which servers a volume may name; the zero value is
 	// the policy of an empty allow-list ([Settings].AllowedServers).
-	Servers ServerPolicy
+	Servers fs.ServerPolicy
 	// Resolver looks up server names on the node; default
 	// net.DefaultResolver.
-	Resolver Resolver
+	Resolver fs.Resolver
 	// SecretsDir receives the secrets of mounts that need one
-	// ([Mount].Secret); it must be on a tmpfs. Default [DefaultSecretsDir].
+	// ([fs.Mount].Secret); it must be on a tmpfs. Default [DefaultSecretsDir].
 	SecretsDir string
 	// Log receives one record per call (the call, its target directory and
 	// its reply); nil discards it. See [Settings].LogFile.
@@ -261,9 +262,9 @@ func (d *Driver) mounts() MountChecker {
 	return d.Mounts
 }
 
-func (d *Driver) fs() Filesystem {
+func (d *Driver) filesystem() fs.Filesystem {
 	if d.FS == nil {
-		return GlusterFS{}
+		return glusterfs.FS{}
 	}
 	return d.FS
 }
@@ -309,7 +310,7 @@ func (d *Driver) state(dir string) (state, error) {
 		return mounted, nil
 	case mount.IsCorruptedMnt(err):
 		return corrupted, nil
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist):
 		return missing, nil
 	default:
 		return notMounted, fmt.Errorf("check %s: %w", dir, err)
@@ -320,11 +321,11 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 	if err := checkDir(dir); err != nil {
 		return failure("mount: %v", err)
 	}
-	vals, err := decodeOptions([]byte(rawOpts))
+	vals, err := fs.DecodeOptions([]byte(rawOpts))
 	if err != nil {
 		return failure("mount: %v", err)
 	}
-	m, err := d.fs().Mount(ctx, vals, Env{Servers: d.Servers, Resolver: d.Resolver})
+	m, err := d.filesystem().Mount(ctx, vals, fs.Env{Servers: d.Servers, Resolver: d.Resolver})
 	if err != nil {
 		return failure("mount: %v", err)
 	}
@@ -339,13 +340,13 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 	case st == corrupted:
 		return failure("mount: %s is a broken mount (transport endpoint is not connected): unmount it first", dir)
 	}
-	what := m.describe()
+	what := m.Describe()
 	if m.Secret != nil {
 		p, err := writeSecret(d.secretsDir(), dir, m.Secret.Data)
 		if err != nil {
 			return failure("mount %s at %s: %v", what, dir, err)
 		}
-		m = m.withSecretFile(p)
+		m = m.WithSecretFile(p)
 	}
 	where, cmd, err := d.run(ctx, "mount", m.Args(dir)...)
 	if err != nil {
@@ -364,7 +365,7 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 
 // dropSecret removes the secret file of a mount that was not made, and
 // returns what to add to the reply when that fails.
-func (d *Driver) dropSecret(m Mount, dir string) string {
+func (d *Driver) dropSecret(m fs.Mount, dir string) string {
 	if m.Secret == nil {
 		return ""
 	}
@@ -380,7 +381,7 @@ func (d *Driver) dropSecret(m Mount, dir string) string {
 // that fails (the mount stays). The pod the options name is kept only when
 // it is the pod whose volume directory the target is: the options can
 // name any pod, the target is the kubelet's.
-func (d *Driver) record(ctx context.Context, cmd utilexec.Cmd, m Mount, dir string) string {
+func (d *Driver) record(ctx context.Context, cmd utilexec.Cmd, m fs.Mount, dir string) string {
 	podDropped, err := d.Exec.RecordMount(cmd, mcexec.MountRecord{Source: m.Source, Target: dir, FSType: m.FSType, Options: m.Options, Pod: m.Pod})
 	if podDropped != nil && d.Log != nil {
 		d.Log.WarnContext(ctx, "mount recorded without the pod its options name", "record", mountrecord.FileName(dir), "dir", dir, "err", podDropped)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +18,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	crifake "github.com/mountcontainers/mountcontainers/pkg/cri/critest"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
@@ -37,7 +37,7 @@ func (markerChecker) IsLikelyNotMountPoint(dir string) (bool, error) {
 		return true, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".dead")); err == nil {
-		return true, &fs.PathError{Op: "stat", Path: dir, Err: syscall.ENOTCONN}
+		return true, &os.PathError{Op: "stat", Path: dir, Err: syscall.ENOTCONN}
 	}
 	_, err := os.Stat(filepath.Join(dir, ".mounted"))
 	return err != nil, nil
@@ -90,7 +90,7 @@ func (f *fakeTools) mode(t *testing.T, tool, mode string) {
 func (f *fakeTools) calls(t *testing.T) []string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(f.dir, "calls"))
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
@@ -114,9 +114,9 @@ func hostDriver(t *testing.T) *flexvolume.Driver {
 
 // testServers allows the names these tests use as they are, so that no
 // test depends on the machine's resolver.
-func testServers(t *testing.T) flexvolume.ServerPolicy {
+func testServers(t *testing.T) fs.ServerPolicy {
 	t.Helper()
-	p, err := flexvolume.ParseAllowedServers([]string{"gluster-1.example.com", "a", "a.example", "b.example", "b", "c"})
+	p, err := fs.ParseAllowedServers([]string{"gluster-1.example.com", "a", "a.example", "b.example", "b", "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,54 +203,6 @@ func TestMountUnmountOnHost(t *testing.T) {
 	}
 	if n := len(tools.calls(t)); n != 2 {
 		t.Fatalf("%d calls, want no more", n)
-	}
-}
-
-func TestMountArgs(t *testing.T) {
-	for _, tc := range []struct {
-		name, opts string
-		want       string
-	}{
-		{"minimal", `{"server":"10.0.0.7","volume":"gv0"}`, "-t glusterfs 10.0.0.7:/gv0 DIR"},
-		{"read-only", `{"server":"h","volume":"v","kubernetes.io/readwrite":"ro"}`, "-t glusterfs -o ro h:/v DIR"},
-		{"read-only over rw", `{"server":"h","volume":"v","mountOptions":"rw,acl","kubernetes.io/readwrite":"ro"}`, "-t glusterfs -o acl,ro h:/v DIR"},
-		{"backups", `{"servers":"a.example, b.example,c","volume":"v","mountOptions":" acl , ,noatime"}`,
-			"-t glusterfs -o acl,noatime,backup-volfile-servers=b.example:c a.example:/v DIR"},
-		{"backup option", `{"server":"a","volume":"v_1-x","mountOptions":"backup-volfile-servers=b:10.1.2.3,transport=tcp"}`,
-			"-t glusterfs -o backup-volfile-servers=b:10.1.2.3,transport=tcp a:/v_1-x DIR"},
-		{"fsType glusterfs", `{"server":"a","volume":"v","kubernetes.io/fsType":"glusterfs","kubernetes.io/secret/key":"c2VjcmV0"}`, "-t glusterfs a:/v DIR"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			o, err := flexvolume.ParseOptions([]byte(tc.opts))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := strings.Join(o.MountArgs("DIR"), " "); got != tc.want {
-				t.Fatalf("args %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
-// TestPodOfOptions: the kubelet's pod keys name the pod in the options,
-// which a mount record keeps for the recovery's Events; invalid or partial
-// ones name none and do not fail the mount.
-func TestPodOfOptions(t *testing.T) {
-	for opts, want := range map[string]*mountrecord.Pod{
-		goodOpts:                      {Namespace: "default", Name: "web", UID: "0f1e"},
-		`{"server":"h","volume":"v"}`: nil,
-		`{"server":"h","volume":"v","kubernetes.io/pod.name":"web","kubernetes.io/pod.uid":"0f1e"}`:                                         nil,
-		`{"server":"h","volume":"v","kubernetes.io/pod.name":"Web","kubernetes.io/pod.namespace":"default","kubernetes.io/pod.uid":"0f1e"}`: nil,
-		`{"server":"h","volume":"v","kubernetes.io/pod.name":"web","kubernetes.io/pod.namespace":"a/b","kubernetes.io/pod.uid":"0f1e"}`:     nil,
-		`{"server":"h","volume":"v","kubernetes.io/pod.name":"w.1","kubernetes.io/pod.namespace":"ns","kubernetes.io/pod.uid":"0f1e-2"}`:    {Namespace: "ns", Name: "w.1", UID: "0f1e-2"},
-	} {
-		o, err := flexvolume.ParseOptions([]byte(opts))
-		if err != nil {
-			t.Fatalf("%s: %v", opts, err)
-		}
-		if !reflect.DeepEqual(o.Pod, want) {
-			t.Errorf("%s: pod %+v, want %+v", opts, o.Pod, want)
-		}
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 )
 
@@ -288,7 +290,7 @@ func TestNoSettingsFileRefusesServers(t *testing.T) {
 	if err := s.ServerPolicy().CheckAddr(netip.MustParseAddr("192.0.2.1")); err == nil {
 		t.Error("no settings file: an address allowed")
 	}
-	_, err = flexvolume.GlusterFS{}.Mount(ctx, decode(t, `{"server":"10.0.0.7","volume":"v"}`), flexvolume.Env{Servers: s.ServerPolicy()})
+	_, err = glusterfs.FS{}.Mount(ctx, decode(t, `{"server":"10.0.0.7","volume":"v"}`), fs.Env{Servers: s.ServerPolicy()})
 	if err == nil || !strings.Contains(err.Error(), "no settings file") {
 		t.Errorf("mount without a settings file: %v, want a refusal", err)
 	}

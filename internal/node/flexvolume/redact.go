@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
 )
 
 // secretKeyPrefix starts the option keys under which the kubelet passes
 // the entries of a volume's secretRef, base64-encoded
 // (kubernetes.io/secret/key).
-const secretKeyPrefix = kubeletPrefix + "secret/"
+const secretKeyPrefix = fs.KubeletPrefix + "secret/"
 
 // minRedacted is the length below which a secret value is not looked for
 // in a reply: a value that short is no credential, and replacing it would

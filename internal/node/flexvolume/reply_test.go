@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
 )
 
 // TestFailureExitsZero: every Failure exits 0 and only Not supported exits
@@ -50,9 +52,9 @@ func TestFailureExitsZero(t *testing.T) {
 }
 
 // panicFS is a file system whose options check panics.
-type panicFS struct{ flexvolume.GlusterFS }
+type panicFS struct{ glusterfs.FS }
 
-func (panicFS) Mount(context.Context, map[string]string, flexvolume.Env) (flexvolume.Mount, error) {
+func (panicFS) Mount(context.Context, map[string]string, fs.Env) (fs.Mount, error) {
 	panic("options check blew up")
 }
 

@@ -17,7 +17,7 @@ import (
 )
 
 // DefaultSecretsDir is where the driver writes the secrets mounts need
-// ([Mount].Secret) unless its settings name another directory. /run is a
+// ([fs.Mount].Secret) unless its settings name another directory. /run is a
 // tmpfs on systemd nodes; the mount pod mounts the directory at the same
 // path, so the client it starts finds the file.
 const DefaultSecretsDir = "/run/mountcontainers/secrets"

@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/known"
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -26,18 +29,18 @@ const DefaultPlugin = "kubernetes.io/glusterfs"
 
 // DefaultFilesystem is the file system the driver mounts unless its
 // settings name another.
-const DefaultFilesystem = FSType
+const DefaultFilesystem = glusterfs.FSType
 
 // PluginOf returns the volume plugin whose mount pod carries the client of
-// file system fs by default: kubernetes.io/<fs> (kubernetes.io/glusterfs,
+// file system fsName by default: kubernetes.io/<fs> (kubernetes.io/glusterfs,
 // kubernetes.io/cephfs).
-func PluginOf(fs string) string { return "kubernetes.io/" + fs }
+func PluginOf(fsName string) string { return "kubernetes.io/" + fsName }
 
 // FilesystemOf returns the file system a driver following plugin mounts by
 // default: cephfs for kubernetes.io/cephfs, else glusterfs.
 func FilesystemOf(plugin string) string {
-	if plugin == PluginOf(CephFSType) {
-		return CephFSType
+	if plugin == PluginOf(cephfs.FSType) {
+		return cephfs.FSType
 	}
 	return DefaultFilesystem
 }
@@ -67,7 +70,7 @@ const maxSettingsSize = 64 << 10
 // Settings are what the driver needs to know that the kubelet does not
 // pass. The mount pod writes them next to the driver when it installs it.
 type Settings struct {
-	// Filesystem is the file system the driver mounts ([Filesystems]:
+	// Filesystem is the file system the driver mounts ([known.Filesystems]:
 	// "glusterfs" or "cephfs"); default [FilesystemOf] the plugin, or
 	// glusterfs.
 	Filesystem string `json:"filesystem,omitempty"`
@@ -97,7 +100,7 @@ type Settings struct {
 	// servers volumes may name: host names, addresses and CIDRs. Empty
 	// allows every server whose addresses are not loopback, unspecified,
 	// link-local, multicast or broadcast; those are allowed only when
-	// listed explicitly. See [ServerPolicy] for the whole rule. When the
+	// listed explicitly. See [fs.ServerPolicy] for the whole rule. When the
 	// driver has no settings file no administrator chose, and an empty
 	// list refuses every server (see [Settings.ServerPolicy]).
 	AllowedServers []string `json:"allowedServers,omitempty"`
@@ -115,7 +118,7 @@ type Settings struct {
 func (s Settings) Validate() error {
 	var errs []error
 	if s.Filesystem != "" {
-		if _, err := FilesystemNamed(s.Filesystem); err != nil {
+		if _, err := known.Named(s.Filesystem); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -190,30 +193,37 @@ func (s Settings) Mode() mcexec.ExecMode {
 	return m
 }
 
+// ParseAllowedServers parses the entries of AllowedServers (or of
+// [EnvAllowedServers], split at commas) into the policy they make: see
+// [fs.ParseAllowedServers].
+func ParseAllowedServers(entries []string) (fs.ServerPolicy, error) {
+	return fs.ParseAllowedServers(entries)
+}
+
 // ServerPolicy is the parsed AllowedServers. It refuses every server
 // when the list is bad ([Settings.Validate] reports that), and when it is
 // empty for want of a settings file: an empty list allows every server
 // that is not special only when an administrator wrote it.
-func (s Settings) ServerPolicy() ServerPolicy {
+func (s Settings) ServerPolicy() fs.ServerPolicy {
 	p, err := ParseAllowedServers(s.AllowedServers)
 	switch {
 	case err != nil:
-		return RefuseAllServers(fmt.Sprintf("the driver's allowed servers are invalid (%v)", err))
+		return fs.RefuseAllServers(fmt.Sprintf("the driver's allowed servers are invalid (%v)", err))
 	case p.Empty() && s.missing != "":
-		return RefuseAllServers(fmt.Sprintf("the driver has no settings file %s, so no administrator chose the servers volumes may name; "+
+		return fs.RefuseAllServers(fmt.Sprintf("the driver has no settings file %s, so no administrator chose the servers volumes may name; "+
 			"install the driver with its settings (the mount pod does) or set %s in the driver's environment", s.missing, EnvAllowedServers))
 	}
 	return p
 }
 
-// FS is the file system of Filesystem ([GlusterFS] when empty or bad:
+// FS is the file system of Filesystem ([glusterfs.FS] when empty or bad:
 // [Settings.Validate] reports that).
-func (s Settings) FS() Filesystem {
-	fs, err := FilesystemNamed(cmp.Or(s.Filesystem, DefaultFilesystem))
+func (s Settings) FS() fs.Filesystem {
+	f, err := known.Named(cmp.Or(s.Filesystem, DefaultFilesystem))
 	if err != nil {
-		return GlusterFS{}
+		return glusterfs.FS{}
 	}
-	return fs
+	return f
 }
 
 // TimeoutDuration is the parsed Timeout (DefaultTimeout when empty or bad).
@@ -244,7 +254,7 @@ func LoadSettings(exe string, getenv func(string) string) (Settings, error) {
 	path := exe + SettingsSuffix
 	data, err := readTrusted(path)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist):
 		s.missing = path
 	case err != nil:
 		return s, err

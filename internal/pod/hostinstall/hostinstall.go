@@ -57,7 +57,7 @@ type Config struct {
 	// FlexvolumeSource is the driver binary; default DefaultFlexvolumeSource.
 	FlexvolumeSource string
 	// FlexvolumeFilesystem is the file system the driver mounts
-	// (flexvolume.Filesystems); default flexvolume.FilesystemOf the plugin.
+	// (internal/shared/fs/known.Filesystems); default flexvolume.FilesystemOf the plugin.
 	FlexvolumeFilesystem string
 	// FlexvolumeSecretsDir is the node directory, on a tmpfs and mounted at
 	// the same path in the pod, where the driver writes the secrets mounts
@@ -75,7 +75,7 @@ type Config struct {
 	// FlexvolumeAllowedServers is the administrator's allow-list of the
 	// servers (GlusterFS servers, Ceph monitors) volumes may name (host names, addresses, CIDRs);
 	// empty allows any server whose addresses are not loopback,
-	// link-local or unspecified. See flexvolume.ServerPolicy.
+	// link-local or unspecified. See fs.ServerPolicy (internal/shared/fs).
 	FlexvolumeAllowedServers []string
 
 	// ShimDir receives kubelet-exec-shim and links named after the tools of

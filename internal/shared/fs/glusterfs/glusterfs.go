@@ -1,26 +1,29 @@
-package flexvolume
+// Package glusterfs is what the node knows of GlusterFS volumes, whatever
+// the front end that mounts them (the Flexvolume driver, a CSI driver):
+// the options a volume may give and their checks, the servers they name,
+// the mount(8) call they make (mount.glusterfs, in the mount pod), and the
+// servers a mount's record names, which the mount pod's recovery checks
+// before it makes a dead mount again. It runs in the node's volume hosts
+// and, for the record's check, in the mount pod.
+package glusterfs
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"maps"
-	"net/netip"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
-// Option keys of a volume's flexVolume.options that the driver reads.
+// Option keys of a GlusterFS volume's options.
 const (
 	// KeyServer is one GlusterFS server: a host name or an IPv4 address,
-	// allowed by the administrator's list ([ServerPolicy]).
+	// allowed by the administrator's list ([fs.ServerPolicy]).
 	KeyServer = "server"
 	// KeyServers is a comma-separated list of servers; the first one
 	// serves the volume file, the others are its backups.
@@ -29,19 +32,11 @@ const (
 	KeyVolume = "volume"
 	// KeyMountOptions is a comma-separated list of mount options, each
 	// from an allow list (see [ParseOptions]).
-	KeyMountOptions = "mountOptions"
+	KeyMountOptions = fs.KeyMountOptions
 )
 
-// Keys the kubelet adds to the options.
-const (
-	KeyFSType    = "kubernetes.io/fsType"
-	KeyReadWrite = "kubernetes.io/readwrite"
-	// kubeletPrefix starts every key the kubelet adds (pod name,
-	// namespace and UID, service account, secrets, fsGroup, ...).
-	kubeletPrefix = "kubernetes.io/"
-)
-
-// FSType is the file system type the driver mounts.
+// FSType is the file system type of GlusterFS volumes, as
+// kubernetes.io/fsType and mount(8) name it.
 const FSType = "glusterfs"
 
 // Options are a volume's validated mount parameters.
@@ -65,27 +60,9 @@ type Options struct {
 // servers, colon-separated.
 const backupServersOption = "backup-volfile-servers"
 
-// OptionError is a bad option: Field names it, as the user wrote it.
-type OptionError struct {
-	Field  string
-	Reason string
-}
-
-// Error says which field is bad and why.
-func (e *OptionError) Error() string {
-	return fmt.Sprintf("invalid option %q: %s", e.Field, e.Reason)
-}
-
-func badOption(field, format string, args ...any) error {
-	return &OptionError{Field: field, Reason: fmt.Sprintf(format, args...)}
-}
-
 var (
 	volumeRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-	labelRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 	uintRE   = regexp.MustCompile(`^[0-9]{1,10}$`)
-	// numericLabelRE matches what inet_aton(3) may take as a number.
-	numericLabelRE = regexp.MustCompile(`^([0-9]+|0[xX][0-9a-fA-F]*)$`)
 )
 
 // valueKind checks the value of a mount option.
@@ -156,9 +133,9 @@ var boolWords = []string{"yes", "no", "true", "false", "on", "off", "enable", "d
 //   - any other key is an error, so that a misspelt option is not silently
 //     dropped.
 //
-// Errors are *[OptionError] values naming the field.
+// Errors are *[fs.OptionError] values naming the field.
 func ParseOptions(raw []byte) (Options, error) {
-	vals, err := decodeOptions(raw)
+	vals, err := fs.DecodeOptions(raw)
 	if err != nil {
 		return Options{}, err
 	}
@@ -181,75 +158,36 @@ func parseGlusterfs(vals map[string]string) (Options, error) {
 	if o.MountOptions, err = parseMountOptions(vals[KeyMountOptions], len(o.Servers) > 1); err != nil {
 		return Options{}, err
 	}
-	o.Pod = podOf(vals)
+	o.Pod = fs.PodOf(vals)
 	return o, nil
 }
 
-// GlusterFS is the [Filesystem] of GlusterFS volumes, mounted with
+// FS is the [fs.Filesystem] of GlusterFS volumes, mounted with
 // mount.glusterfs: see [ParseOptions] for the options.
-type GlusterFS struct{}
+type FS struct{}
 
 // Name is "glusterfs".
-func (GlusterFS) Name() string { return FSType }
+func (FS) Name() string { return FSType }
 
 // Mount parses vals as [ParseOptions] does and checks the servers with
 // [Options.CheckServers].
-func (GlusterFS) Mount(ctx context.Context, vals map[string]string, env Env) (Mount, error) {
+func (FS) Mount(ctx context.Context, vals map[string]string, env fs.Env) (fs.Mount, error) {
 	o, err := parseGlusterfs(vals)
 	if err != nil {
-		return Mount{}, err
+		return fs.Mount{}, err
 	}
 	if o, err = o.CheckServers(ctx, env.Servers, env.Resolver); err != nil {
-		return Mount{}, err
+		return fs.Mount{}, err
 	}
-	return Mount{FSType: FSType, Source: o.Source(), Options: o.RecordedOptions(), Pod: o.Pod}, nil
-}
-
-// Keys the kubelet adds that name the pod a volume is mounted for.
-const (
-	KeyPodNamespace = "kubernetes.io/pod.namespace"
-	KeyPodName      = "kubernetes.io/pod.name"
-	KeyPodUID       = "kubernetes.io/pod.uid"
-)
-
-// podOf returns the pod the kubelet names in vals, or nil when it names
-// none, or one that is not valid (it is only reported on, never trusted
-// for anything else).
-func podOf(vals map[string]string) *mountrecord.Pod {
-	p := mountrecord.Pod{Namespace: vals[KeyPodNamespace], Name: vals[KeyPodName], UID: vals[KeyPodUID]}
-	if p.Validate() != nil {
-		return nil
-	}
-	return &p
-}
-
-// decodeOptions decodes one JSON object whose values are all strings.
-func decodeOptions(raw []byte) (map[string]string, error) {
-	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&fields); err != nil {
-		return nil, fmt.Errorf("options are not a JSON object: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("options: trailing data after the JSON object")
-	}
-	vals := make(map[string]string, len(fields))
-	for _, k := range sortedKeys(fields) {
-		var s string
-		if err := json.Unmarshal(fields[k], &s); err != nil {
-			return nil, badOption(k, "must be a string")
-		}
-		vals[k] = s
-	}
-	return vals, nil
+	return fs.Mount{FSType: FSType, Source: o.Source(), Options: o.RecordedOptions(), Pod: o.Pod}, nil
 }
 
 // checkKeys refuses unknown keys and checks the kubelet's fsType and
 // readwrite; it returns whether the kubelet asks for a read-only mount.
 // Keys are checked in order, so that the error is always the same.
 func checkKeys(vals map[string]string) (readOnly bool, err error) {
-	for _, k := range sortedKeys(vals) {
-		if handled, err := checkCommonKeys(FSType, k, vals[k], &readOnly); err != nil {
+	for _, k := range fs.SortedKeys(vals) {
+		if handled, err := fs.CheckCommonKeys(FSType, k, vals[k], &readOnly); err != nil {
 			return false, err
 		} else if handled {
 			continue
@@ -257,37 +195,37 @@ func checkKeys(vals map[string]string) (readOnly bool, err error) {
 		switch k {
 		case KeyServer, KeyServers, KeyVolume, KeyMountOptions:
 		default:
-			return false, badOption(k, "unknown option (known: %s, %s, %s, %s)", KeyServer, KeyServers, KeyVolume, KeyMountOptions)
+			return false, fs.BadOption(k, "unknown option (known: %s, %s, %s, %s)", KeyServer, KeyServers, KeyVolume, KeyMountOptions)
 		}
 	}
 	return readOnly, nil
 }
 
 // parseServers returns the servers of server or servers (exactly one of
-// them must be set), each checked with checkHost.
+// them must be set), each checked with [fs.CheckHost].
 func parseServers(vals map[string]string) ([]string, error) {
 	server, hasServer := vals[KeyServer]
 	servers, hasServers := vals[KeyServers]
 	switch {
 	case hasServer && hasServers:
-		return nil, badOption(KeyServers, "give either %q or %q, not both", KeyServer, KeyServers)
+		return nil, fs.BadOption(KeyServers, "give either %q or %q, not both", KeyServer, KeyServers)
 	case hasServer:
-		if err := checkHost(server); err != nil {
-			return nil, badOption(KeyServer, "%v", err)
+		if err := fs.CheckHost(server); err != nil {
+			return nil, fs.BadOption(KeyServer, "%v", err)
 		}
 		return []string{server}, nil
 	case hasServers:
 		var out []string
 		for _, s := range strings.Split(servers, ",") {
 			s = strings.TrimSpace(s)
-			if err := checkHost(s); err != nil {
-				return nil, badOption(KeyServers, "%v", err)
+			if err := fs.CheckHost(s); err != nil {
+				return nil, fs.BadOption(KeyServers, "%v", err)
 			}
 			out = append(out, s)
 		}
 		return out, nil
 	}
-	return nil, badOption(KeyServer, "missing: the GlusterFS server's host name or IPv4 address")
+	return nil, fs.BadOption(KeyServer, "missing: the GlusterFS server's host name or IPv4 address")
 }
 
 // parseVolume returns the checked volume name.
@@ -295,9 +233,9 @@ func parseVolume(vals map[string]string) (string, error) {
 	vol, ok := vals[KeyVolume]
 	switch {
 	case !ok:
-		return "", badOption(KeyVolume, "missing: the GlusterFS volume name")
+		return "", fs.BadOption(KeyVolume, "missing: the GlusterFS volume name")
 	case !volumeRE.MatchString(vol):
-		return "", badOption(KeyVolume, "%q: a volume name has 1 to 128 letters, digits, '-' or '_'", vol)
+		return "", fs.BadOption(KeyVolume, "%q: a volume name has 1 to 128 letters, digits, '-' or '_'", vol)
 	}
 	return vol, nil
 }
@@ -313,61 +251,14 @@ func parseMountOptions(mo string, hasBackups bool) ([]string, error) {
 			continue
 		}
 		if err := checkMountOption(opt); err != nil {
-			return nil, badOption(KeyMountOptions, "%v", err)
+			return nil, fs.BadOption(KeyMountOptions, "%v", err)
 		}
 		if strings.HasPrefix(opt, "backup-volfile-servers=") && hasBackups {
-			return nil, badOption(KeyMountOptions, "backup-volfile-servers conflicts with the backup servers in %q", KeyServers)
+			return nil, fs.BadOption(KeyMountOptions, "backup-volfile-servers conflicts with the backup servers in %q", KeyServers)
 		}
 		out = append(out, opt)
 	}
 	return out, nil
-}
-
-// sortedKeys returns the keys of m in order.
-func sortedKeys[V any](m map[string]V) []string {
-	return slices.Sorted(maps.Keys(m))
-}
-
-// checkHost accepts a host name (see [checkHostName]) or an IPv4 address
-// in dotted-quad form. Anything with a ':' is refused: the glusterfs mount
-// source is "host:/volume" and backup servers are ':'-separated, so a ':'
-// would change what the client parses, and an IPv4-mapped IPv6 address
-// (::ffff:127.0.0.1) would slip past checks made on IPv4 addresses.
-func checkHost(h string) error {
-	if h == "" {
-		return fmt.Errorf("empty server name")
-	}
-	if strings.ContainsAny(h, ":[]") {
-		if a, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil && a.Is4In6() {
-			return fmt.Errorf("%q: IPv4-mapped IPv6 addresses are not supported; write the IPv4 address", h)
-		} else if err == nil {
-			return fmt.Errorf("%q: IPv6 addresses are not supported; use a host name or an IPv4 address", h)
-		}
-		return fmt.Errorf("%q: ':' is not allowed in a server name (no port, no IPv6 literal)", h)
-	}
-	if a, err := netip.ParseAddr(h); err == nil && a.Is4() {
-		return nil
-	}
-	return checkHostName(h)
-}
-
-// checkHostName accepts a host name of RFC 1123 labels whose last label is
-// not numeric: "127.1", "2130706433" and "0x7f.1" are not dotted-quad
-// addresses, but the C library's resolver reads them as 127.0.0.1.
-func checkHostName(h string) error {
-	if len(h) > 253 {
-		return fmt.Errorf("%q: host name longer than 253 characters", h)
-	}
-	labels := strings.Split(strings.TrimSuffix(h, "."), ".")
-	for _, l := range labels {
-		if !labelRE.MatchString(l) {
-			return fmt.Errorf("%q is not a host name or IPv4 address", h)
-		}
-	}
-	if last := labels[len(labels)-1]; numericLabelRE.MatchString(last) {
-		return fmt.Errorf("%q: a host name's last label cannot be numeric (an IPv4 address is written as four decimal numbers)", h)
-	}
-	return nil
 }
 
 func checkMountOption(opt string) error {
@@ -401,7 +292,7 @@ func checkMountOption(opt string) error {
 		}
 	case hostList:
 		for _, h := range strings.Split(value, ":") {
-			if err := checkHost(h); err != nil {
+			if err := fs.CheckHost(h); err != nil {
 				return fmt.Errorf("mount option %s: %v", name, err)
 			}
 		}
@@ -437,15 +328,90 @@ func (o Options) Source() string { return o.Servers[0] + ":/" + o.Volume }
 // MountArgs are the arguments of mount(8) that mount the volume at dir.
 // Every value was checked by [ParseOptions]; none goes through a shell.
 func (o Options) MountArgs(dir string) []string {
-	return Mount{FSType: FSType, Source: o.Source(), Options: o.RecordedOptions()}.Args(dir)
+	return fs.Mount{FSType: FSType, Source: o.Source(), Options: o.RecordedOptions()}.Args(dir)
 }
 
 // RecordedOptions returns the mount options of [Options.MountArgs], one
 // per element, as the mount record keeps them.
 func (o Options) RecordedOptions() []string {
-	opts := readOnlyOptions(o.MountOptions, o.ReadOnly)
+	opts := fs.ReadOnlyOptions(o.MountOptions, o.ReadOnly)
 	if len(o.Servers) > 1 {
 		opts = append(opts, "backup-volfile-servers="+strings.Join(o.Servers[1:], ":"))
 	}
 	return opts
+}
+
+// CheckServers applies p to every server o names: the volume file server,
+// its backups from "servers" and those of the mount option
+// backup-volfile-servers. It returns o with each server that was allowed
+// by its addresses replaced by the address checked, or an *[fs.OptionError]
+// naming the option that holds the refused server.
+func (o Options) CheckServers(ctx context.Context, p fs.ServerPolicy, r fs.Resolver) (Options, error) {
+	out := o
+	out.Servers = slices.Clone(o.Servers)
+	for i, s := range o.Servers {
+		conn, err := p.Check(ctx, r, s)
+		if err != nil {
+			return Options{}, fs.BadOption(o.serversKey(), "%v", err)
+		}
+		out.Servers[i] = conn
+	}
+	out.MountOptions = slices.Clone(o.MountOptions)
+	for i, opt := range o.MountOptions {
+		v, ok := strings.CutPrefix(opt, backupServersOption+"=")
+		if !ok {
+			continue
+		}
+		hosts := strings.Split(v, ":")
+		for j, h := range hosts {
+			conn, err := p.Check(ctx, r, h)
+			if err != nil {
+				return Options{}, fs.BadOption(KeyMountOptions, "%s: %v", backupServersOption, err)
+			}
+			hosts[j] = conn
+		}
+		out.MountOptions[i] = backupServersOption + "=" + strings.Join(hosts, ":")
+	}
+	return out, nil
+}
+
+// serversKey is the option the servers came from.
+func (o Options) serversKey() string {
+	if o.fromServers {
+		return KeyServers
+	}
+	return KeyServer
+}
+
+// backupServerOption is mount.glusterfs's older single backup server, which
+// a record may name besides backup-volfile-servers.
+const backupServerOption = "backupvolfile-server"
+
+// CheckRecorded reports why p does not allow a server that rec, the record
+// of a GlusterFS mount made through the mount pod, connects to (nil when
+// it allows them all): the hosts of the source (host:/volume, or
+// host1,host2:/volume) and of backup-volfile-servers and
+// backupvolfile-server, each checked by [fs.ServerPolicy.CheckRecordedServer].
+func CheckRecorded(ctx context.Context, p fs.ServerPolicy, rec mountrecord.Record) error {
+	hosts, _, ok := strings.Cut(rec.Source, ":")
+	if !ok {
+		return fmt.Errorf("source %q: want server:/volume", rec.Source)
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		if err := p.CheckRecordedServer(ctx, h); err != nil {
+			return fmt.Errorf("server %s of the source %s: %w", h, rec.Source, err)
+		}
+	}
+	for _, o := range rec.Options {
+		name, v, _ := strings.Cut(o, "=")
+		if name != backupServersOption && name != backupServerOption {
+			continue
+		}
+		for _, h := range strings.Split(v, ":") {
+			if err := p.CheckRecordedServer(ctx, h); err != nil {
+				return fmt.Errorf("server %s of %s: %w", h, name, err)
+			}
+		}
+	}
+	return nil
 }

@@ -1,11 +1,17 @@
-package flexvolume_test
+package known_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/fstest"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/known"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
@@ -54,14 +60,14 @@ func TestCheckRecordedMount(t *testing.T) {
 		{"other file system", []string{"10.0.0.1"}, mountrecord.Record{FSType: "fuse.sshfs", Source: "user@10.9.9.9:/data"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := flexvolume.ParseAllowedServers(tc.allowed)
+			p, err := fs.ParseAllowedServers(tc.allowed)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.name == "refuse all" {
-				p = flexvolume.RefuseAllServers("no settings")
+				p = fs.RefuseAllServers("no settings")
 			}
-			err = p.CheckRecordedMount(context.Background(), tc.rec)
+			err = known.CheckRecordedMount(context.Background(), p, tc.rec)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -79,36 +85,59 @@ func TestRecordedMountsPass(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name    string
-		fs      flexvolume.Filesystem
+		fs      fs.Filesystem
 		opts    string
 		allowed []string
 		later   []string // the list after the administrator's change
 	}{
-		{"glusterfs, address", flexvolume.GlusterFS{}, `{"servers":"192.0.2.20,192.0.2.21","volume":"v"}`, []string{"192.0.2.0/24"}, []string{"192.0.2.20"}},
-		{"glusterfs, looked-up name", flexvolume.GlusterFS{}, `{"server":"public.example","volume":"v","mountOptions":"backup-volfile-servers=192.0.2.21"}`, nil, []string{"192.0.2.21"}},
-		{"glusterfs, listed name", flexvolume.GlusterFS{}, `{"server":"node-1","volume":"v"}`, []string{"node-1"}, []string{"127.0.1.1"}},
-		{"cephfs", flexvolume.CephFS{}, cephOpts(""), []string{"mon-b.example", "10.0.0.0/8"}, []string{"10.0.0.0/8"}},
+		{"glusterfs, address", glusterfs.FS{}, `{"servers":"192.0.2.20,192.0.2.21","volume":"v"}`, []string{"192.0.2.0/24"}, []string{"192.0.2.20"}},
+		{"glusterfs, looked-up name", glusterfs.FS{}, `{"server":"public.example","volume":"v","mountOptions":"backup-volfile-servers=192.0.2.21"}`, nil, []string{"192.0.2.21"}},
+		{"glusterfs, listed name", glusterfs.FS{}, `{"server":"node-1","volume":"v"}`, []string{"node-1"}, []string{"127.0.1.1"}},
+		{"cephfs", cephfs.FS{}, cephVolume, []string{"mon-b.example", "10.0.0.0/8"}, []string{"10.0.0.0/8"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := flexvolume.ParseAllowedServers(tc.allowed)
+			p, err := fs.ParseAllowedServers(tc.allowed)
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := tc.fs.Mount(ctx, decode(t, tc.opts), flexvolume.Env{Servers: p, Resolver: names})
+			m, err := tc.fs.Mount(ctx, decode(t, tc.opts), fs.Env{Servers: p, Resolver: names})
 			if err != nil {
 				t.Fatal(err)
 			}
 			rec := mountrecord.Record{Plugin: "kubernetes.io/x", Source: m.Source, Target: "/t", FSType: m.FSType, Options: m.Options}
-			if err := p.CheckRecordedMount(ctx, rec); err != nil {
+			if err := known.CheckRecordedMount(ctx, p, rec); err != nil {
 				t.Fatalf("the record of a mount the same list allowed (%s %q) is refused: %v", rec.Source, rec.Options, err)
 			}
-			later, err := flexvolume.ParseAllowedServers(tc.later)
+			later, err := fs.ParseAllowedServers(tc.later)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := later.CheckRecordedMount(ctx, rec); err == nil {
+			if err := known.CheckRecordedMount(ctx, later, rec); err == nil {
 				t.Fatalf("%s %q passes the list %q, which no longer allows one of its servers", rec.Source, rec.Options, tc.later)
 			}
 		})
 	}
+}
+
+// names answers the lookups of the volumes above; a missing name is an
+// error.
+var names = fstest.MapResolver{
+	"public.example": {"192.0.2.10", "192.0.2.11"},
+	"node-1":         {"127.0.1.1"},
+}
+
+const cephKey = "AQBh9xlmAAAAABAAx8Yd1u8TZ6lIbI6bQ1lCmA=="
+
+// cephVolume are a CephFS volume's options, as the kubelet passes them.
+var cephVolume = `{"monitors":"10.0.0.7:6789,mon-b.example","user":"web","fs":"cephfs","path":"/volumes/web",` +
+	`"kubernetes.io/secret/key":"` + base64.StdEncoding.EncodeToString([]byte(cephKey+"\n")) +
+	`","kubernetes.io/pod.namespace":"default","kubernetes.io/pod.name":"web","kubernetes.io/pod.uid":"0f1e"}`
+
+func decode(t *testing.T, opts string) map[string]string {
+	t.Helper()
+	var vals map[string]string
+	if err := json.Unmarshal([]byte(opts), &vals); err != nil {
+		t.Fatal(err)
+	}
+	return vals
 }

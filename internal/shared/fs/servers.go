@@ -1,4 +1,4 @@
-package flexvolume
+package fs
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -21,11 +22,12 @@ type Resolver interface {
 
 var _ Resolver = (*net.Resolver)(nil)
 
-// specialRanges are the addresses a GlusterFS client on the node must not
-// be sent to unless an administrator lists them explicitly: the node
-// itself (loopback, unspecified, "this network"), link-local addresses
-// (among them the cloud metadata service 169.254.169.254) and multicast
-// and broadcast addresses, which are nobody's server.
+// specialRanges are the addresses a client on the node (GlusterFS,
+// ceph-fuse) must not be sent to unless an administrator lists them
+// explicitly: the node itself (loopback, unspecified, "this network"),
+// link-local addresses (among them the cloud metadata service
+// 169.254.169.254) and multicast and broadcast addresses, which are
+// nobody's server.
 var specialRanges = []struct {
 	prefix netip.Prefix
 	what   string
@@ -51,13 +53,13 @@ func special(a netip.Addr) (netip.Prefix, string, bool) {
 	return netip.Prefix{}, "", false
 }
 
-// ServerPolicy is the administrator's allow-list of GlusterFS servers
-// ([Settings].AllowedServers) as the driver applies it to the servers a
-// volume names. Its zero value is the policy of an unset list. Build one
-// with [ParseAllowedServers].
+// ServerPolicy is the administrator's allow-list of servers (GlusterFS
+// servers, Ceph monitors; the Flexvolume driver's settings give it) as a
+// driver applies it to the servers a volume names. Its zero value is the
+// policy of an unset list. Build one with [ParseAllowedServers].
 //
-// The rule, for each server a volume names (server, servers and
-// backup-volfile-servers):
+// The rule, for each server a volume names (GlusterFS's server, servers
+// and backup-volfile-servers; Ceph's monitors):
 //
 //   - A host name listed in the allow-list is allowed as it is, whatever it
 //     resolves to: the administrator vouches for the name.
@@ -132,7 +134,7 @@ func (p *ServerPolicy) add(e string) error {
 	if strings.Contains(e, ":") {
 		return errors.New("not a host name, address or CIDR")
 	}
-	if err := checkHostName(e); err != nil {
+	if err := CheckHostName(e); err != nil {
 		return err
 	}
 	p.names = append(p.names, canonicalName(e))
@@ -196,7 +198,7 @@ func (p ServerPolicy) CheckAddr(a netip.Addr) error {
 }
 
 // Check returns the address to connect to for the server host (a host name
-// or an IPv4 address, as [ParseOptions] accepts them), or why the policy
+// or an IPv4 address, as [CheckHost] accepts them), or why the policy
 // does not allow it. A listed name is returned as it is; another name is
 // resolved with r and replaced by its first address.
 func (p ServerPolicy) Check(ctx context.Context, r Resolver, host string) (string, error) {
@@ -237,44 +239,77 @@ func (p ServerPolicy) Check(ctx context.Context, r Resolver, host string) (strin
 	return first.String(), nil
 }
 
-// CheckServers applies p to every server o names: the volume file server,
-// its backups from "servers" and those of the mount option
-// backup-volfile-servers. It returns o with each server that was allowed
-// by its addresses replaced by the address checked, or an *[OptionError]
-// naming the option that holds the refused server.
-func (o Options) CheckServers(ctx context.Context, p ServerPolicy, r Resolver) (Options, error) {
-	out := o
-	out.Servers = slices.Clone(o.Servers)
-	for i, s := range o.Servers {
-		conn, err := p.Check(ctx, r, s)
-		if err != nil {
-			return Options{}, badOption(o.serversKey(), "%v", err)
-		}
-		out.Servers[i] = conn
+var (
+	labelRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	// numericLabelRE matches what inet_aton(3) may take as a number.
+	numericLabelRE = regexp.MustCompile(`^([0-9]+|0[xX][0-9a-fA-F]*)$`)
+)
+
+// CheckHost accepts a host name (see [CheckHostName]) or an IPv4 address
+// in dotted-quad form, as a volume names its servers. Anything with a
+// ':' is refused: the glusterfs mount source is "host:/volume", backup
+// servers are ':'-separated and a Ceph monitor's port follows a ':', so a
+// ':' would change what the client parses, and an IPv4-mapped IPv6
+// address (::ffff:127.0.0.1) would slip past checks made on IPv4
+// addresses.
+func CheckHost(h string) error {
+	if h == "" {
+		return fmt.Errorf("empty server name")
 	}
-	out.MountOptions = slices.Clone(o.MountOptions)
-	for i, opt := range o.MountOptions {
-		v, ok := strings.CutPrefix(opt, backupServersOption+"=")
-		if !ok {
-			continue
+	if strings.ContainsAny(h, ":[]") {
+		if a, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil && a.Is4In6() {
+			return fmt.Errorf("%q: IPv4-mapped IPv6 addresses are not supported; write the IPv4 address", h)
+		} else if err == nil {
+			return fmt.Errorf("%q: IPv6 addresses are not supported; use a host name or an IPv4 address", h)
 		}
-		hosts := strings.Split(v, ":")
-		for j, h := range hosts {
-			conn, err := p.Check(ctx, r, h)
-			if err != nil {
-				return Options{}, badOption(KeyMountOptions, "%s: %v", backupServersOption, err)
-			}
-			hosts[j] = conn
-		}
-		out.MountOptions[i] = backupServersOption + "=" + strings.Join(hosts, ":")
+		return fmt.Errorf("%q: ':' is not allowed in a server name (no port, no IPv6 literal)", h)
 	}
-	return out, nil
+	if a, err := netip.ParseAddr(h); err == nil && a.Is4() {
+		return nil
+	}
+	return CheckHostName(h)
 }
 
-// serversKey is the option the servers came from.
-func (o Options) serversKey() string {
-	if o.fromServers {
-		return KeyServers
+// CheckHostName accepts a host name of RFC 1123 labels whose last label is
+// not numeric: "127.1", "2130706433" and "0x7f.1" are not dotted-quad
+// addresses, but the C library's resolver reads them as 127.0.0.1.
+func CheckHostName(h string) error {
+	if len(h) > 253 {
+		return fmt.Errorf("%q: host name longer than 253 characters", h)
 	}
-	return KeyServer
+	labels := strings.Split(strings.TrimSuffix(h, "."), ".")
+	for _, l := range labels {
+		if !labelRE.MatchString(l) {
+			return fmt.Errorf("%q is not a host name or IPv4 address", h)
+		}
+	}
+	if last := labels[len(labels)-1]; numericLabelRE.MatchString(last) {
+		return fmt.Errorf("%q: a host name's last label cannot be numeric (an IPv4 address is written as four decimal numbers)", h)
+	}
+	return nil
+}
+
+// CheckRecordedServer checks host, a server a mount record names, as a
+// volume's server is checked ([CheckHost], then [ServerPolicy.Check]),
+// with one difference: the mount is made again with the name the record
+// holds, so a host name must be one the allow-list names. A driver
+// records a name only then (it replaces any other by the address it
+// checked); an unlisted name would be looked up anew by the client, not
+// by a check. So nothing is looked up. The mount pod's recovery asks
+// before it makes a dead mount again (package known's
+// CheckRecordedMount).
+func (p ServerPolicy) CheckRecordedServer(ctx context.Context, host string) error {
+	if err := CheckHost(host); err != nil {
+		return err
+	}
+	if _, err := netip.ParseAddr(host); err != nil && p.refusal == "" && !p.listsName(host) {
+		listed := ""
+		if !p.Empty() {
+			listed = " (" + p.String() + ")"
+		}
+		return fmt.Errorf("%s is a host name the driver's allowed servers do not list%s: it would be mounted again by that name, which the driver keeps only for a listed name", host, listed)
+	}
+	// An address, or a listed name: Check looks nothing up.
+	_, err := p.Check(ctx, nil, host)
+	return err
 }

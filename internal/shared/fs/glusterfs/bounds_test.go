@@ -1,4 +1,4 @@
-package flexvolume
+package glusterfs
 
 import (
 	"fmt"

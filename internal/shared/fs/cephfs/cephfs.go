@@ -1,23 +1,38 @@
-package flexvolume
+// Package cephfs is what the node knows of CephFS volumes, mounted with
+// ceph-fuse, whatever the front end that mounts them (the Flexvolume
+// driver, a CSI driver): the options a volume may give and their checks,
+// the monitors they name, the mount(8) call they make, the user's key (a
+// secret the driver hands to ceph-fuse through a file), and the monitors a
+// mount's record names, which the mount pod's recovery checks before it
+// makes a dead mount again. It runs in the node's volume hosts and, for
+// the record's check, in the mount pod. The mount pod's mount.fuse.ceph,
+// which turns the options this package makes into ceph-fuse's arguments,
+// is package fuseargs, kept apart so that the scope helper links little.
+package cephfs
 
 import (
 	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"path"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
-// Option keys of a CephFS volume's flexVolume.options.
+// Option keys of a CephFS volume's options.
 const (
 	// KeyMonitors is a comma-separated list of Ceph monitors, each a host
 	// name or an IPv4 address with an optional port (default 6789, the
 	// monitors' v1 port, which ceph-fuse speaks), allowed by the
-	// administrator's list ([ServerPolicy]).
+	// administrator's list ([fs.ServerPolicy]).
 	KeyMonitors = "monitors"
 	// KeyUser is the cephx user without "client." (default "admin").
 	KeyUser = "user"
@@ -31,16 +46,21 @@ const (
 	// kubelet reads only a Secret whose type is the driver's name, such as
 	// mountcontainers.io/cephfs.)
 	KeySecretKey = "kubernetes.io/secret/key"
+	// KeyMountOptions is a comma-separated list of mount options, from
+	// [FS]'s list.
+	KeyMountOptions = fs.KeyMountOptions
 )
 
-// CephFSType is the file system type name of CephFS volumes.
-const CephFSType = "cephfs"
+// FSType is the file system type name of CephFS volumes.
+const FSType = "cephfs"
 
 // The mount(8) type and source of a ceph-fuse mount: mount.fuse.ceph (in
-// the mount pod, a safe translation to ceph-fuse's arguments: see package
-// scope) turns each ceph.NAME=VALUE option into --NAME=VALUE.
+// the mount pod, a safe translation to ceph-fuse's arguments: package
+// fuseargs) turns each ceph.NAME=VALUE option into --NAME=VALUE.
 const (
-	cephFuseType   = "fuse.ceph"
+	// FuseType is the mount(8) type of a ceph-fuse mount, as its record
+	// holds it.
+	FuseType       = "fuse.ceph"
 	cephFuseSource = "none"
 	cephKeyOption  = "ceph.keyfile"
 	cephMonPort    = 6789
@@ -58,11 +78,11 @@ var (
 // files (ceph.keyring, ceph.log_file, ceph.admin_socket) in the mount pod.
 var cephMountOptions = []string{"ro", "rw", "nosuid", "nodev", "noexec", "noatime", "_netdev", "defaults"}
 
-// CephFS is the [Filesystem] of CephFS volumes, mounted with ceph-fuse.
+// FS is the [fs.Filesystem] of CephFS volumes, mounted with ceph-fuse.
 // A volume's options:
 //
 //   - monitors: the Ceph monitors, comma-separated, each a host name or an
-//     IPv4 address (as GlusterFS servers are written, see [ParseOptions])
+//     IPv4 address (as GlusterFS servers are written, see [fs.CheckHost])
 //     with an optional ":PORT" (default 6789); each is checked against
 //     the allowed servers and a name is replaced by its address as for
 //     GlusterFS;
@@ -73,40 +93,40 @@ var cephMountOptions = []string{"ro", "rw", "nosuid", "nodev", "noexec", "noatim
 //     noexec, noatime, _netdev, defaults;
 //   - the user's key from the volume's secretRef: the kubelet passes the
 //     Secret's entry "key" as kubernetes.io/secret/key, base64-encoded. It
-//     reaches ceph-fuse through a file ([Mount].Secret), never argv;
+//     reaches ceph-fuse through a file ([fs.Mount].Secret), never argv;
 //   - kubernetes.io/fsType: empty or "cephfs"; kubernetes.io/readwrite as
 //     for GlusterFS; other kubernetes.io/* keys are the kubelet's.
-type CephFS struct{}
+type FS struct{}
 
 // Name is "cephfs".
-func (CephFS) Name() string { return CephFSType }
+func (FS) Name() string { return FSType }
 
 // Mount checks vals and returns the ceph-fuse mount they ask for.
-func (CephFS) Mount(ctx context.Context, vals map[string]string, env Env) (Mount, error) {
+func (FS) Mount(ctx context.Context, vals map[string]string, env fs.Env) (fs.Mount, error) {
 	var readOnly bool
-	for _, k := range sortedKeys(vals) {
+	for _, k := range fs.SortedKeys(vals) {
 		if k == KeySecretKey {
 			continue
 		}
-		if handled, err := checkCommonKeys(CephFSType, k, vals[k], &readOnly); err != nil {
-			return Mount{}, err
+		if handled, err := fs.CheckCommonKeys(FSType, k, vals[k], &readOnly); err != nil {
+			return fs.Mount{}, err
 		} else if handled {
 			continue
 		}
 		switch k {
 		case KeyMonitors, KeyUser, KeyFS, KeyPath, KeyMountOptions:
 		default:
-			return Mount{}, badOption(k, "unknown option (known: %s, %s, %s, %s, %s)", KeyMonitors, KeyUser, KeyFS, KeyPath, KeyMountOptions)
+			return fs.Mount{}, fs.BadOption(k, "unknown option (known: %s, %s, %s, %s, %s)", KeyMonitors, KeyUser, KeyFS, KeyPath, KeyMountOptions)
 		}
 	}
 	mons, err := parseMonitors(ctx, vals, env)
 	if err != nil {
-		return Mount{}, err
+		return fs.Mount{}, err
 	}
 	user := "admin"
 	if v, ok := vals[KeyUser]; ok {
 		if v = strings.TrimPrefix(v, "client."); !cephNameRE.MatchString(v) {
-			return Mount{}, badOption(KeyUser, "%q: a cephx user has 1 to 64 letters, digits, '.', '-' or '_'", vals[KeyUser])
+			return fs.Mount{}, fs.BadOption(KeyUser, "%q: a cephx user has 1 to 64 letters, digits, '.', '-' or '_'", vals[KeyUser])
 		}
 		user = v
 	}
@@ -115,41 +135,41 @@ func (CephFS) Mount(ctx context.Context, vals map[string]string, env Env) (Mount
 	opts := []string{"ceph.conf=/dev/null", "ceph.id=" + user, "ceph.mon_host=" + strings.Join(mons, ";")}
 	if v, ok := vals[KeyFS]; ok {
 		if !cephNameRE.MatchString(v) {
-			return Mount{}, badOption(KeyFS, "%q: a file system name has 1 to 64 letters, digits, '.', '-' or '_'", v)
+			return fs.Mount{}, fs.BadOption(KeyFS, "%q: a file system name has 1 to 64 letters, digits, '.', '-' or '_'", v)
 		}
 		opts = append(opts, "ceph.client_fs="+v)
 	}
 	if v, ok := vals[KeyPath]; ok && v != "/" {
 		if len(v) > 1024 || !cephPathRE.MatchString(v) || path.Clean(v) != v || slices.Contains(strings.Split(v, "/"), "..") {
-			return Mount{}, badOption(KeyPath, "%q: want a clean absolute path of letters, digits, '.', '-', '_' and '/'", v)
+			return fs.Mount{}, fs.BadOption(KeyPath, "%q: want a clean absolute path of letters, digits, '.', '-', '_' and '/'", v)
 		}
 		opts = append(opts, "ceph.client_mountpoint="+v)
 	}
 	mo, err := parseCephMountOptions(vals[KeyMountOptions])
 	if err != nil {
-		return Mount{}, err
+		return fs.Mount{}, err
 	}
 	key, err := cephKey(vals)
 	if err != nil {
-		return Mount{}, err
+		return fs.Mount{}, err
 	}
 	what := "CephFS " + cmp.Or(vals[KeyFS], "(default)") + ":" + cmp.Or(vals[KeyPath], "/") + " as client." + user
-	return Mount{
-		FSType:  cephFuseType,
+	return fs.Mount{
+		FSType:  FuseType,
 		Source:  cephFuseSource,
 		What:    what,
-		Options: append(opts, readOnlyOptions(mo, readOnly)...),
-		Pod:     podOf(vals),
-		Secret:  &Secret{Option: cephKeyOption, Data: key},
+		Options: append(opts, fs.ReadOnlyOptions(mo, readOnly)...),
+		Pod:     fs.PodOf(vals),
+		Secret:  &fs.Secret{Option: cephKeyOption, Data: key},
 	}, nil
 }
 
 // parseMonitors returns the monitors of vals as ceph-fuse connects to them,
 // "ADDRESS:PORT", each host checked by env.Servers.
-func parseMonitors(ctx context.Context, vals map[string]string, env Env) ([]string, error) {
+func parseMonitors(ctx context.Context, vals map[string]string, env fs.Env) ([]string, error) {
 	v, ok := vals[KeyMonitors]
 	if !ok || strings.TrimSpace(v) == "" {
-		return nil, badOption(KeyMonitors, "missing: the Ceph monitors, such as 10.0.0.1:6789,10.0.0.2")
+		return nil, fs.BadOption(KeyMonitors, "missing: the Ceph monitors, such as 10.0.0.1:6789,10.0.0.2")
 	}
 	var out []string
 	for _, m := range strings.Split(v, ",") {
@@ -158,16 +178,16 @@ func parseMonitors(ctx context.Context, vals map[string]string, env Env) ([]stri
 		if h, p, ok := strings.Cut(m, ":"); ok {
 			n, err := strconv.Atoi(p)
 			if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != p {
-				return nil, badOption(KeyMonitors, "%q: the port must be a number from 1 to 65535 (IPv6 monitors are not supported)", m)
+				return nil, fs.BadOption(KeyMonitors, "%q: the port must be a number from 1 to 65535 (IPv6 monitors are not supported)", m)
 			}
 			host, port = h, n
 		}
-		if err := checkHost(host); err != nil {
-			return nil, badOption(KeyMonitors, "%v", err)
+		if err := fs.CheckHost(host); err != nil {
+			return nil, fs.BadOption(KeyMonitors, "%v", err)
 		}
 		conn, err := env.Servers.Check(ctx, env.Resolver, host)
 		if err != nil {
-			return nil, badOption(KeyMonitors, "%v", err)
+			return nil, fs.BadOption(KeyMonitors, "%v", err)
 		}
 		out = append(out, conn+":"+strconv.Itoa(port))
 	}
@@ -184,7 +204,7 @@ func parseCephMountOptions(mo string) ([]string, error) {
 			out = append(out, opt)
 		default:
 			name, _, _ := strings.Cut(opt, "=")
-			return nil, badOption(KeyMountOptions, "mount option %q is not allowed (allowed: %s)", name, strings.Join(cephMountOptions, ", "))
+			return nil, fs.BadOption(KeyMountOptions, "mount option %q is not allowed (allowed: %s)", name, strings.Join(cephMountOptions, ", "))
 		}
 	}
 	return out, nil
@@ -195,15 +215,47 @@ func parseCephMountOptions(mo string) ([]string, error) {
 func cephKey(vals map[string]string) ([]byte, error) {
 	enc, ok := vals[KeySecretKey]
 	if !ok {
-		return nil, badOption(KeySecretKey, "missing: give the volume a secretRef to a Secret (of the driver's name as its type) whose entry \"key\" is the user's cephx key")
+		return nil, fs.BadOption(KeySecretKey, "missing: give the volume a secretRef to a Secret (of the driver's name as its type) whose entry \"key\" is the user's cephx key")
 	}
 	key, err := base64.StdEncoding.DecodeString(enc)
 	if err != nil {
-		return nil, badOption(KeySecretKey, "not base64 as the kubelet writes it")
+		return nil, fs.BadOption(KeySecretKey, "not base64 as the kubelet writes it")
 	}
 	key = bytes.TrimSpace(key)
 	if !cephKeyRE.Match(key) {
-		return nil, badOption(KeySecretKey, "the Secret's entry \"key\" is not a cephx key (the base64 text `ceph auth get-key` prints)")
+		return nil, fs.BadOption(KeySecretKey, "the Secret's entry \"key\" is not a cephx key (the base64 text `ceph auth get-key` prints)")
 	}
 	return key, nil
+}
+
+// monHostOption is the option of a ceph-fuse mount that names its
+// monitors.
+const monHostOption = "ceph.mon_host"
+
+// CheckRecorded reports why p does not allow a monitor that rec, the
+// record of a ceph-fuse mount made through the mount pod (type
+// [FuseType]), connects to (nil when it allows them all): those of
+// ceph.mon_host, which such a record must have, each checked by
+// [fs.ServerPolicy.CheckRecordedServer].
+func CheckRecorded(ctx context.Context, p fs.ServerPolicy, rec mountrecord.Record) error {
+	monitors := 0
+	for _, o := range rec.Options {
+		v, ok := strings.CutPrefix(o, monHostOption+"=")
+		if !ok {
+			continue
+		}
+		// The driver writes ADDRESS:PORT;...; Ceph also splits on
+		// commas and spaces.
+		for _, m := range strings.FieldsFunc(v, func(r rune) bool { return r == ';' || r == ',' || unicode.IsSpace(r) }) {
+			h, _, _ := strings.Cut(m, ":")
+			if err := p.CheckRecordedServer(ctx, h); err != nil {
+				return fmt.Errorf("monitor %s of %s: %w", h, monHostOption, err)
+			}
+			monitors++
+		}
+	}
+	if monitors == 0 {
+		return fmt.Errorf("no monitors in %s: they cannot be checked", monHostOption)
+	}
+	return nil
 }
