@@ -174,29 +174,7 @@ spec:
 	// The daemon dies and the server goes down while the mount pod is
 	// held still, so that the recovery's first attempt finds the server
 	// down: it detaches the node's dead mount and keeps trying.
-	mp := g.mountPod(t)
-	serve := podProcess(t, mp.UID, "mountpod", "serve")
-	if err := syscall.Kill(serve, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stopped := true
-	resume := func() {
-		if stopped {
-			stopped = false
-			if err := syscall.Kill(serve, syscall.SIGCONT); err != nil {
-				t.Errorf("resume the mount pod's mountpod %d: %v", serve, err)
-			}
-		}
-	}
-	t.Cleanup(resume)
-	pids := fuseProcesses(t, dir)
-	if len(pids) != 1 {
-		t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
-	}
-	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitNotConnected(t, dir)
+	resume := g.killDaemonHeld(t, dir)
 	g.glusterVolumeCmd(t, "stop")
 	t.Cleanup(func() { g.glusterVolumeCmd(t, "start", "force") })
 	resume()

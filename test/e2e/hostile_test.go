@@ -110,29 +110,7 @@ spec:
 	// the tenant's move comes before the recovery, as a tenant who waits
 	// for the death would have it. The dead client cannot see the move:
 	// the victim's bind still names the directory it was made of.
-	mp := g.mountPod(t)
-	serve := podProcess(t, mp.UID, "mountpod", "serve")
-	if err := syscall.Kill(serve, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stopped := true
-	resume := func() {
-		if stopped {
-			stopped = false
-			if err := syscall.Kill(serve, syscall.SIGCONT); err != nil {
-				t.Errorf("resume the mount pod's mountpod %d: %v", serve, err)
-			}
-		}
-	}
-	t.Cleanup(resume)
-	pids := fuseProcesses(t, dir)
-	if len(pids) != 1 {
-		t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
-	}
-	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitNotConnected(t, dir)
+	resume := g.killDaemonHeld(t, dir)
 	// The tenant's move, through their client: the subPath becomes a link
 	// to the node directory.
 	bed.MustExec(t, g.ns, tenant.Name, "main", "sh", "-c",
@@ -308,6 +286,38 @@ func (g *glusterEnv) testDaemonOOM(t *testing.T, mode mcexec.ExecMode) {
 	n, _ := w.verify(t)
 	w.repeatsWereRetries(t)
 	t.Logf("brick stream: %d lines verified", n)
+}
+
+// killDaemonHeld kills the FUSE daemon of the mount at dir while the mount
+// pod's mountpod is held still (SIGSTOP), and waits until the mount answers
+// "not connected": what a test does next comes before the recovery. It
+// returns the resume (SIGCONT), which the test's end calls too.
+func (g *glusterEnv) killDaemonHeld(t *testing.T, dir string) (resume func()) {
+	t.Helper()
+	mp := g.mountPod(t)
+	serve := podProcess(t, mp.UID, "mountpod", "serve")
+	if err := syscall.Kill(serve, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	resume = func() {
+		if stopped {
+			stopped = false
+			if err := syscall.Kill(serve, syscall.SIGCONT); err != nil {
+				t.Errorf("resume the mount pod's mountpod %d: %v", serve, err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	pids := fuseProcesses(t, dir)
+	if len(pids) != 1 {
+		t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitNotConnected(t, dir)
+	return resume
 }
 
 // memoryCgroup returns the directory of pid's cgroup in the memory

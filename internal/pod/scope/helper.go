@@ -148,19 +148,9 @@ func IsMountHelperName(name string) bool {
 	return strings.HasPrefix(b, "mount.") && len(b) > len("mount.")
 }
 
-// HelperTarget returns the mount target of a mount helper's arguments, as
-// mount(8) calls helpers: `mount.TYPE SOURCE TARGET [-sfnv] [-o OPTIONS]
-// ...`; ok is false when argv is not a mount (such as `mount.glusterfs -V`).
-func HelperTarget(argv []string) (target string, ok bool) {
-	if len(argv) < 3 || strings.HasPrefix(argv[1], "-") || strings.HasPrefix(argv[2], "-") {
-		return "", false
-	}
-	t, err := filepath.Abs(argv[2])
-	if err != nil {
-		return "", false
-	}
-	return t, true
-}
+// HelperTarget returns the mount target of a mount helper's arguments
+// ([boundary.MountHelperTarget]).
+func HelperTarget(argv []string) (target string, ok bool) { return boundary.MountHelperTarget(argv) }
 
 // RealHelper returns the path of the diverted helper behind the helper run
 // as argv0: argv0 (found on PATH when it has no slash) plus

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 )
 
 // Helper is the mount helper whose arguments [Args] translates, by the
@@ -61,7 +63,7 @@ func Args(argv []string) (args []string, target string, mount bool, err error) {
 	if len(argv) == 2 && (argv[1] == "-V" || argv[1] == "--version") {
 		return []string{Program, "--version"}, "", false, nil
 	}
-	target, ok := helperTarget(argv)
+	target, ok := boundary.MountHelperTarget(argv)
 	if !ok {
 		return nil, "", false, fmt.Errorf("usage: %s SOURCE TARGET [-sfnv] [-o OPTIONS] (or -V), got %q", filepath.Base(argv[0]), argv[1:])
 	}
@@ -126,19 +128,4 @@ func Args(argv []string) (args []string, target string, mount bool, err error) {
 		args = append(args, "-o", strings.Join(fuse, ","))
 	}
 	return args, target, true, nil
-}
-
-// helperTarget returns the mount target of a mount helper's arguments, as
-// mount(8) calls helpers: `mount.TYPE SOURCE TARGET [-sfnv] [-o OPTIONS]
-// ...`; ok is false when argv is not a mount. It reads argv as
-// scope.HelperTarget does for every other helper.
-func helperTarget(argv []string) (target string, ok bool) {
-	if len(argv) < 3 || strings.HasPrefix(argv[1], "-") || strings.HasPrefix(argv[2], "-") {
-		return "", false
-	}
-	t, err := filepath.Abs(argv[2])
-	if err != nil {
-		return "", false
-	}
-	return t, true
 }

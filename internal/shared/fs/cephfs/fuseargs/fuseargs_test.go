@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mountcontainers/mountcontainers/internal/boundary"
 )
 
 func TestArgs(t *testing.T) {
@@ -83,7 +85,7 @@ func TestArgs(t *testing.T) {
 			if err != nil || !slices.Equal(args, tc.want) {
 				t.Fatalf("Args(%q) = %q, %v; want %q", tc.argv, args, err, tc.want)
 			}
-			wantTarget, wantMount := helperTarget(tc.argv)
+			wantTarget, wantMount := boundary.MountHelperTarget(tc.argv)
 			if target != wantTarget || mount != wantMount {
 				t.Errorf("target, mount = %q, %v; want %q, %v", target, mount, wantTarget, wantMount)
 			}

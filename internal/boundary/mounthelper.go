@@ -1,0 +1,22 @@
+package boundary
+
+import (
+	"path/filepath"
+	"strings"
+)
+
+// MountHelperTarget returns the mount target of a mount helper's
+// arguments, as mount(8) calls helpers: `mount.TYPE SOURCE TARGET [-sfnv]
+// [-o OPTIONS] ...`; ok is false when argv is not a mount (such as
+// `mount.glusterfs -V`). The scope helper (cmd/mount-scope) reads every
+// helper's arguments so, and the translation of mount.fuse.ceph's too.
+func MountHelperTarget(argv []string) (target string, ok bool) {
+	if len(argv) < 3 || strings.HasPrefix(argv[1], "-") || strings.HasPrefix(argv[2], "-") {
+		return "", false
+	}
+	t, err := filepath.Abs(argv[2])
+	if err != nil {
+		return "", false
+	}
+	return t, true
+}
