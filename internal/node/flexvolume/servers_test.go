@@ -13,15 +13,7 @@ import (
 )
 
 // names resolves the servers of the tests' volumes.
-var names = fstest.MapResolver{
-	"public.example":   {"192.0.2.10", "192.0.2.11"},
-	"local.example":    {"127.0.1.1"},
-	"metadata.example": {"169.254.169.254"},
-	"mapped.example":   {"::ffff:127.0.0.1"},
-	"mixed.example":    {"192.0.2.10", "127.0.0.1"},
-	"v6only.example":   {"2001:db8::1"},
-	"node-1":           {"127.0.1.1"},
-}
+var names = fstest.Names
 
 // TestMountRefusesServers: the driver applies the settings' allow-list
 // before anything runs, and mounts the checked address.

@@ -9,26 +9,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/fstest"
+
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
 )
 
-const cephKey = "AQBh9xlmAAAAABAAx8Yd1u8TZ6lIbI6bQ1lCmA=="
+const cephKey = fstest.CephKey
 
-var cephKeyOpt = base64.StdEncoding.EncodeToString([]byte(cephKey + "\n"))
+var cephKeyOpt = fstest.CephKeyOption
 
-func cephOpts(extra string) string {
-	o := `{"monitors":"10.0.0.7:6789,mon-b.example","user":"web","fs":"cephfs","path":"/volumes/web",` +
-		`"kubernetes.io/secret/key":"` + cephKeyOpt + `","kubernetes.io/pod.namespace":"default","kubernetes.io/pod.name":"web","kubernetes.io/pod.uid":"0f1e"`
-	if extra != "" {
-		o += "," + extra
-	}
-	return o + "}"
-}
+func cephOpts(extra string) string { return fstest.CephOptions(extra) }
 
 func cephServers(t *testing.T) fs.ServerPolicy {
 	t.Helper()
-	p, err := fs.ParseAllowedServers([]string{"mon-b.example", "10.0.0.0/8"})
+	p, err := fs.ParseAllowedServers(fstest.CephAllowed)
 	if err != nil {
 		t.Fatal(err)
 	}

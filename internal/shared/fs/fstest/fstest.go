@@ -14,6 +14,41 @@ import (
 	"strings"
 )
 
+// Names resolves the servers the tests' volumes name: public ones, and
+// ones that are loopback, link-local, mapped or mixed.
+var Names = MapResolver{
+	"public.example":   {"192.0.2.10", "192.0.2.11"},
+	"local.example":    {"127.0.1.1"},
+	"metadata.example": {"169.254.169.254"},
+	"mapped.example":   {"::ffff:127.0.0.1"},
+	"mixed.example":    {"192.0.2.10", "127.0.0.1"},
+	"v6only.example":   {"2001:db8::1"},
+	"node-1":           {"127.0.1.1"},
+}
+
+// CephKey is the tests' cephx key, and CephKeyOption the same as the
+// kubelet hands it to a driver (kubernetes.io/secret/key: base64 of the
+// Secret's value, which ends in a newline).
+const (
+	CephKey       = "AQBh9xlmAAAAABAAx8Yd1u8TZ6lIbI6bQ1lCmA=="
+	CephKeyOption = "QVFCaDl4bG1BQUFBQUJBQXg4WWQxdThUWjZsSWJJNmJRMWxDbUE9PQo="
+)
+
+// CephAllowed is the allow-list that admits the monitors of CephOptions.
+var CephAllowed = []string{"mon-b.example", "10.0.0.0/8"}
+
+// CephOptions returns a CephFS volume's options as the kubelet hands them
+// to a driver (two monitors, a user, a file system and path, the key, the
+// pod), with the JSON members extra added.
+func CephOptions(extra string) string {
+	o := `{"monitors":"10.0.0.7:6789,mon-b.example","user":"web","fs":"cephfs","path":"/volumes/web",` +
+		`"kubernetes.io/secret/key":"` + CephKeyOption + `","kubernetes.io/pod.namespace":"default","kubernetes.io/pod.name":"web","kubernetes.io/pod.uid":"0f1e"`
+	if extra != "" {
+		o += "," + extra
+	}
+	return o + "}"
+}
+
 // HashResolver resolves every name, to addresses picked by its hash among
 // ordinary and special ones (mapped and IPv6 forms too); one name in 17
 // does not resolve. The same name always gets the same answer.
