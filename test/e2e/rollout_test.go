@@ -100,7 +100,11 @@ func setUpRollout(t *testing.T, bed *framework.Bed) *rolloutEnv {
 	if bed.Env.MountpodImage == "" || bed.Env.KubeletRoot == "" || bed.Env.BaseImage == "" {
 		t.Fatal("the bed's env has no MOUNTPOD_IMAGE, KUBELET_ROOT or BASE_IMAGE")
 	}
-	r := &rolloutEnv{bed: bed, ns: bed.CreateNamespace(t, "rollout"), dataDir: t.TempDir()}
+	// The writer's hostPath directory outlives the namespace: its removal,
+	// a cleanup registered first, runs last, once the writer is gone (see
+	// below); removed while the writer appends, it was found not empty.
+	dataDir := t.TempDir()
+	r := &rolloutEnv{bed: bed, ns: bed.CreateNamespace(t, "rollout"), dataDir: dataDir}
 	r.plugin = "e2e.mountcontainers.io/" + r.ns
 	r.binary = buildRollout(t)
 	r.sa = rolloutServiceAccount(t, bed, r.ns, "-"+r.ns)
@@ -128,6 +132,7 @@ func setUpRollout(t *testing.T, bed *framework.Bed) *rolloutEnv {
 	bed.Apply(t, r.daemonSet(bed.Env.MountpodImage))
 	bed.WaitPodsBySelector(t, r.ns, rolloutSelector, 1, true, 2*time.Minute)
 	bed.Apply(t, r.writer())
+	t.Cleanup(func() { r.deleteWriter(t) })
 	w := bed.WaitPodsBySelector(t, r.ns, writerSelector, 1, true, 2*time.Minute)[0]
 	r.waitLines(t, 10, time.Minute)
 
@@ -165,6 +170,32 @@ func (r *rolloutEnv) daemonSet(image string) string {
 // writer appends "<n> <ns time> <pod> <sha256 of the first three, 16 hex>"
 // lines to /data/stream (a hostPath), continuing the count of an existing
 // stream, and keeps a memory emptyDir busy.
+// deleteWriter deletes the writer's Deployment and waits until none of its
+// pods is left (2 min guard), so that nothing writes to its hostPath
+// directory any more.
+func (r *rolloutEnv) deleteWriter(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Deleted gracefully (a second), never forced: a forced deletion
+	// removes the pod from the API while its container may still write.
+	fg := metav1.DeletePropagationForeground
+	grace := int64(1)
+	_ = r.bed.Client.AppsV1().Deployments(r.ns).Delete(ctx, "writer", metav1.DeleteOptions{PropagationPolicy: &fg})
+	_ = r.bed.Client.CoreV1().Pods(r.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{LabelSelector: writerSelector})
+	err := framework.Poll(ctx, "the writer's pods gone", 250*time.Millisecond, 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := r.bed.Client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: writerSelector})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return len(pods.Items) == 0, fmt.Sprintf("%d left", len(pods.Items)), nil
+		})
+	if err != nil {
+		t.Errorf("delete the writer: %v", err)
+	}
+}
+
 func (r *rolloutEnv) writer() string {
 	return writerDeployment(r.ns, r.bed.Env.BaseImage, fmt.Sprintf(`      - name: data
         hostPath: {path: %q, type: Directory}
