@@ -4,29 +4,26 @@
 // `systemd-run --scope` (k8s.io/mount-utils) for mounts made through a mount
 // pod.
 //
-// A mount through a mount pod runs as
-//
-//	mountpod scope --plugin kubernetes.io/glusterfs --target /var/lib/kubelet/pods/.../mnt -- mount -t glusterfs ...
-//
-// ([Wrap] builds that line, [Exec] is what it does): the process places
-// itself in the scope of the target and execs the command, so that
-// mount.glusterfs and the FUSE daemon it forks live in the scope. A process
-// that starts commands itself, such as the mount pod's exec service, uses
-// [Start] instead, which saves starting a second Go program. With the mount
-// pod in the host's PID namespace (hostPID) and tini as subreaper, the
-// daemon then survives its container.
+// It runs in the mount pod. A mount made there through one of the image's
+// mount helpers (mount.glusterfs, mount.fuse.ceph) runs the helper stand-in
+// first (cmd/mount-scope, [RunHelper]): it places its own process in the
+// scope of the mount target and then executes the real helper, so that the
+// helper and the FUSE daemon it forks live in the scope; the recovery's
+// remounts go through the same helpers. With the mount pod in the host's PID namespace (hostPID) and tini as
+// subreaper, the daemon then survives its container.
 //
 // # Names
 //
 // Each plugin has a parent cgroup, Config.Parent/<plugin with "/" as "~">
 // ("mountcontainers/kubernetes.io~glusterfs"), in which each mount target
-// has a scope named by [Name]: "mount-" and 16 hexadecimal digits of the
-// SHA-256 of the cleaned target. The same target always maps to the same
-// scope, so a later mount pod finds the scopes of live mounts with
-// [Manager.List]. Plugin names are validated as registration file names
-// ([ValidatePluginName], the same rule as registration.ValidatePluginName) and Parent as plain relative cgroup
-// names, so nothing can reach outside the parent; [Manager.Remove] takes
-// only names [ValidName] accepts.
+// has a scope named by [Name], the target's mount key
+// ([boundary.MountKey]): "mount-" and 16 hexadecimal digits of the SHA-256
+// of the cleaned target. The same target always maps to the same scope, so
+// a later mount pod finds the scopes of live mounts with [Manager.List].
+// Plugin names are checked by [boundary.ValidatePluginName], the rule of the
+// registration file names, and Parent as plain relative cgroup names, so
+// nothing can reach outside the parent; [Manager.Remove] takes only names
+// [boundary.ValidMountKey] accepts.
 //
 // # Backends
 //

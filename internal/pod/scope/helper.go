@@ -79,7 +79,7 @@ func PluginsFromEnv(getenv func(string) string) []string {
 
 // ConfigFromEnv reads the mount pod's scope settings with getenv:
 // MOUNTPOD_SCOPES (enabled unless "false") and the MOUNTPOD_SCOPE_*
-// settings of `mountpod scope`. The configuration is checked.
+// settings (docs/scopes.md). The configuration is checked.
 func ConfigFromEnv(getenv func(string) string) (enabled bool, cfg Config, err error) {
 	switch v := strings.TrimSpace(getenv(EnvScopes)); v {
 	case "", "true", "1", "on":
