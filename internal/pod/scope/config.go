@@ -73,8 +73,8 @@ type Config struct {
 	// plugin's parent may hold: pids.max (v1 and v2) or TasksMax= of the
 	// plugin's slice (systemd).
 	PidsLimit int64
-	// OOMScoreAdj is the least oom_score_adj a process placed by [Exec],
-	// [Start] or [RunHelper] runs with: a lower one (such as the -997 a
+	// OOMScoreAdj is the least oom_score_adj a process placed by
+	// [RunHelper] runs with: a lower one (such as the -997 a
 	// system-node-critical mount pod gives its processes) is raised to it
 	// before the command runs, a higher one is kept, since lowering needs
 	// CAP_SYS_RESOURCE. From -1000 to 1000; default 0, the score of an
