@@ -1,6 +1,12 @@
 package boundary
 
-import "fmt"
+import (
+	"context"
+	"errors"
+	"fmt"
+	osexec "os/exec"
+	"slices"
+)
 
 // The names of where a volume plugin's utility runs and how it gets there.
 // Package exec (the resolver) and kubelet-exec-shim (which places a command
@@ -94,3 +100,35 @@ const (
 	// socket failed, ...).
 	ResultError Result = "error"
 )
+
+// exitError is what k8s.io/utils/exec's ExitError is: a command that ran
+// and exited non-zero.
+type exitError interface {
+	error
+	Exited() bool
+	ExitStatus() int
+}
+
+// ResultOf classifies a command's error err: nil is [ResultOK]; the
+// executable not found ([os/exec.ErrNotFound], which k8s.io/utils/exec's
+// ErrExecutableNotFound is) [ResultNotFound]; a deadline, or any of
+// timeouts (the caller's own timeout errors), [ResultTimeout]; a
+// cancellation [ResultCanceled]; an exit status [ResultExitError];
+// anything else [ResultError]. Package exec and kubelet-exec-shim report
+// their commands' results with it.
+func ResultOf(err error, timeouts ...error) Result {
+	var exit exitError
+	switch {
+	case err == nil:
+		return ResultOK
+	case errors.Is(err, osexec.ErrNotFound):
+		return ResultNotFound
+	case errors.Is(err, context.DeadlineExceeded) || slices.ContainsFunc(timeouts, func(t error) bool { return errors.Is(err, t) }):
+		return ResultTimeout
+	case errors.Is(err, context.Canceled):
+		return ResultCanceled
+	case errors.As(err, &exit):
+		return ResultExitError
+	}
+	return ResultError
+}

@@ -169,21 +169,8 @@ func (c *socketCmd) observe(start time.Time, res execclient.Result, err error) {
 	if c.log == nil {
 		return
 	}
-	level, result := slog.LevelDebug, boundary.ResultOK
+	level, result := slog.LevelDebug, boundary.ResultOf(err)
 	var exit utilexec.ExitError
-	switch {
-	case err == nil:
-	case errors.Is(err, utilexec.ErrExecutableNotFound):
-		result = boundary.ResultNotFound
-	case errors.Is(err, context.DeadlineExceeded):
-		result = boundary.ResultTimeout
-	case errors.Is(err, context.Canceled):
-		result = boundary.ResultCanceled
-	case errors.As(err, &exit):
-		result = boundary.ResultExitError
-	default:
-		result = boundary.ResultError
-	}
 	attrs := []any{"plugin", c.l.plugin, "tool", filepath.Base(c.argv[0]), "via", string(boundary.PathSocket), "result", string(result),
 		"took", time.Since(start).Round(time.Microsecond)}
 	if err == nil || errors.As(err, &exit) {

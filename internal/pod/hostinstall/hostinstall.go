@@ -15,6 +15,9 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/rbd"
+
 	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
 	"github.com/mountcontainers/mountcontainers/internal/node/shim"
@@ -27,10 +30,11 @@ const (
 )
 
 // ShimTools are the utilities, per plugin, under whose names the shim is
-// installed with [Config].ShimDir. Plugins not listed get no links.
+// installed with [Config].ShimDir, as each file system's package names
+// them. Plugins not listed get no links.
 var ShimTools = map[string][]string{
-	"kubernetes.io/glusterfs": {"mount.glusterfs"},
-	"kubernetes.io/rbd":       {"rbd"},
+	glusterfs.Plugin: glusterfs.Tools,
+	rbd.Plugin:       rbd.Tools,
 }
 
 // The environment variables of `mountpod serve` that choose the Flexvolume

@@ -39,6 +39,13 @@ const (
 // kubernetes.io/fsType and mount(8) name it.
 const FSType = "glusterfs"
 
+// Plugin is the kubelet's in-tree GlusterFS volume plugin, and Tools the
+// utilities it runs, under whose names the shim is installed.
+const Plugin = "kubernetes.io/glusterfs"
+
+// Tools: see [Plugin].
+var Tools = []string{"mount.glusterfs"}
+
 // Options are a volume's validated mount parameters.
 type Options struct {
 	// Servers are host names or IPv4 addresses; Servers[0] is the source.
