@@ -81,23 +81,8 @@ type ExecEvent struct {
 	Err error
 }
 
-// Result classifies e.Err.
-func (e ExecEvent) Result() Result {
-	var exit utilexec.ExitError
-	switch {
-	case e.Err == nil:
-		return ResultOK
-	case errors.Is(e.Err, utilexec.ErrExecutableNotFound):
-		return ResultNotFound
-	case errors.Is(e.Err, ErrTimeout), errors.Is(e.Err, context.DeadlineExceeded):
-		return ResultTimeout
-	case errors.Is(e.Err, context.Canceled):
-		return ResultCanceled
-	case errors.As(e.Err, &exit):
-		return ResultExitError
-	}
-	return ResultError
-}
+// Result classifies e.Err ([boundary.ResultOf], [ErrTimeout] a timeout).
+func (e ExecEvent) Result() Result { return boundary.ResultOf(e.Err, ErrTimeout) }
 
 // LogValue groups the event's fields in structured logs.
 func (e ExecEvent) LogValue() slog.Value {
