@@ -99,12 +99,12 @@
 //
 // # Exec fast path
 //
-// A registration may advertise the mount pod's exec service (package
-// execserver) in its execSocket field. With [ModeAuto] (the default) a
+// A registration may advertise the mount pod's exec service (its client is
+// package execclient) in its execSocket field. With [ModeAuto] (the default) a
 // command goes through that socket when the socket itself proves the
 // registered container live (step 1 above), or when the registration is live
 // by the runtime's answer (step 2) AND the socket passes
-// [execserver.CheckSocket] (root-owned, not group- or world-writable on the
+// [execclient.CheckSocket] (root-owned, not group- or world-writable on the
 // way, a socket) AND the service's Identity answer names the registered pod
 // UID, container, name and namespace AND the process serving the socket
 // is in the registered container (below); otherwise through ExecSync, and

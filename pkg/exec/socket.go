@@ -43,7 +43,7 @@ type Via = boundary.Via
 
 // The ways to a container.
 const (
-	// ViaSocket: the mount pod's exec service (package execserver).
+	// ViaSocket: the mount pod's exec service (package execclient).
 	ViaSocket = boundary.ViaSocket
 	// ViaExecSync: CRI ExecSync.
 	ViaExecSync = boundary.ViaExecSync

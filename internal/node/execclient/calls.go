@@ -114,12 +114,12 @@ type Result struct {
 	// Message is the service's explanation of NotFound or CannotRun.
 	Message string
 	// OutputAbandoned, StdoutTruncated, StderrTruncated: as in
-	// execserver.Result.
+	// pkg/execclient's Result.
 	OutputAbandoned, StdoutTruncated, StderrTruncated bool
 }
 
 // ChunkSize is the largest standard-input chunk sent in one message, as
-// execserver.ChunkSize.
+// pkg/execclient's ChunkSize.
 const ChunkSize = 32 << 10
 
 // stdinGrace is how long Run lets the standard-input copy notice that the

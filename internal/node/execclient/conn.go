@@ -1,9 +1,9 @@
-// Package execclient is a small client of the mount pod's exec service (see
-// package execserver) that does not link gRPC or the protobuf runtime: it
+// Package execclient is a small client of the mount pod's exec service
+// (internal/pod/execserver) that does not link gRPC or the protobuf runtime: it
 // speaks the service's gRPC protocol over HTTP/2 itself (frames by hand,
 // headers with hpack, messages with protowire). kubelet-exec-shim uses it
 // so that the whole shim process stays as small as its host fallback on
-// the live path; everything else uses execserver.Client.
+// the live path; everything else uses pkg/execclient's Client.
 //
 // It is deliberately narrow: one connection per process, calls one after
 // the other (Identity, then Exec), prior-knowledge HTTP/2 on a unix socket,
