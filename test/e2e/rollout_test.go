@@ -397,17 +397,37 @@ func checkRolloutAdmission(t *testing.T, bed *framework.Bed, sa *framework.Servi
 	refused := func(err error) bool {
 		return err != nil && slices.ContainsFunc(sa.Policies, func(p string) bool { return strings.Contains(err.Error(), "'"+p+"'") })
 	}
-	label := func(n *corev1.Node) { metav1.SetMetaDataLabel(&n.ObjectMeta, "e2e.mountcontainers.io/probe", sa.Name) }
-	// The API server loads new policies asynchronously.
-	var last error
-	if err := framework.Poll(ctx, "deploy/rbac's node policy applies to "+sa.User, 200*time.Millisecond, time.Minute,
-		func(ctx context.Context) (bool, string, error) {
-			last = update(ctx, label)
-			return refused(last), fmt.Sprint(last), nil
-		}); err != nil {
-		t.Fatal(err)
+	// The API server loads each new policy on its own, asynchronously:
+	// wait until each of the three refuses one change before the table
+	// below holds any of them to a verdict.
+	waitRefused := func(what string, try func(context.Context) error) {
+		t.Helper()
+		var last error
+		if err := framework.Poll(ctx, "deploy/rbac's policies refuse "+what+" as "+sa.User, 200*time.Millisecond, time.Minute,
+			func(ctx context.Context) (bool, string, error) {
+				last = try(ctx)
+				return refused(last), fmt.Sprint(last), nil
+			}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s refused: %v", what, last)
 	}
-	t.Logf("a label change refused: %v", last)
+	waitRefused("a node's label change", func(ctx context.Context) error {
+		return update(ctx, func(n *corev1.Node) { metav1.SetMetaDataLabel(&n.ObjectMeta, "e2e.mountcontainers.io/probe", sa.Name) })
+	})
+	_, dsErr := bed.Client.AppsV1().DaemonSets(namespace).Get(ctx, rolloutDS, metav1.GetOptions{})
+	dss := sa.Client.AppsV1().DaemonSets(namespace)
+	if dsErr == nil {
+		waitRefused("a DaemonSet's label change", func(ctx context.Context) error {
+			_, err := dss.Patch(ctx, rolloutDS, types.MergePatchType, []byte(`{"metadata":{"labels":{"e2e.mountcontainers.io/probe":"x"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		})
+	}
+	leases := sa.Client.CoordinationV1().Leases(namespace)
+	waitRefused("a Lease of another name", func(ctx context.Context) error {
+		_, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "e2e-probe"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	})
 	taint := func(effect corev1.TaintEffect) func(*corev1.Node) {
 		return func(n *corev1.Node) {
 			// Unique by key and effect: in place of any left over.
@@ -437,8 +457,7 @@ func checkRolloutAdmission(t *testing.T, bed *framework.Bed, sa *framework.Servi
 	}
 	// The DaemonSet, where it exists already: only the rollout's record
 	// may change (the account may get and patch it, not update it).
-	if _, err := bed.Client.AppsV1().DaemonSets(namespace).Get(ctx, rolloutDS, metav1.GetOptions{}); err == nil {
-		dss := sa.Client.AppsV1().DaemonSets(namespace)
+	if dsErr == nil {
 		for _, tc := range []struct {
 			what  string
 			typ   types.PatchType
@@ -455,7 +474,6 @@ func checkRolloutAdmission(t *testing.T, bed *framework.Bed, sa *framework.Servi
 			}
 		}
 	}
-	leases := sa.Client.CoordinationV1().Leases(namespace)
 	for name, admit := range map[string]bool{rolloutDS: true, "kube-controller-manager": false} {
 		_, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		// Admission comes first: a Lease that exists was admitted.
