@@ -48,14 +48,13 @@ func benchTarget(b *testing.B, opts Options) (*Exec, func() error) {
 	if err := x.Command("true").Run(); err != nil { // dial and warm up
 		b.Fatal(err)
 	}
-	conn, err := r.connection()
-	if err != nil {
+	if _, err := r.connection(); err != nil {
 		b.Fatal(err)
 	}
 	raw := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout+5*time.Second)
 		defer cancel()
-		_, err := conn.Runtime().ExecSync(ctx, &runtimeapi.ExecSyncRequest{
+		_, err := r.own.Runtime().ExecSync(ctx, &runtimeapi.ExecSyncRequest{
 			ContainerId: id, Cmd: []string{"true"}, Timeout: cri.TimeoutSeconds(DefaultTimeout),
 		})
 		return err

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/mountcontainers/mountcontainers/internal/boundary"
@@ -58,10 +59,11 @@ type Options struct {
 	// Endpoint is the CRI runtime endpoint; see [cri.ResolveEndpoint] for
 	// what an empty one means. Ignored when Conn is set.
 	Endpoint string
-	// Conn is an existing runtime connection to share. The resolver does
-	// not close it. When nil, the resolver dials Endpoint on first need and
+	// Conn is an existing runtime connection to share (a [*cri.Conn], or
+	// a volume host's own [Runtime] in its tests). The resolver does not
+	// close it. When nil, the resolver dials Endpoint on first need and
 	// closes that connection in [Resolver.Close].
-	Conn *cri.Conn
+	Conn Runtime
 	// Host runs commands on the host; default utilexec.New(). Use
 	// [NewNsenter] when the caller itself runs in a container.
 	Host utilexec.Interface
@@ -112,8 +114,8 @@ type Resolver struct {
 	log            *slog.Logger
 
 	mu      sync.Mutex
-	conn    *cri.Conn
-	ownConn bool
+	conn    Runtime
+	own     *cri.Conn // the connection the resolver dialled, closed by Close
 	closed  bool
 	noCache bool
 	cache   map[string]cached // plugin -> container found for a registration
@@ -205,11 +207,26 @@ func (r *Resolver) Close() error {
 		e.c.Close()
 		delete(r.sockets, path)
 	}
-	if r.conn != nil && r.ownConn {
-		return r.conn.Close()
+	if r.own != nil {
+		return r.own.Close()
 	}
 	return nil
 }
+
+// Runtime is what the resolver asks of a CRI runtime: [*cri.Conn] is the
+// real one. A volume host that must test a fault a real runtime cannot
+// produce on demand can pass its own, or serve package critest's FakeRuntime and
+// set [Options.Endpoint].
+type Runtime interface {
+	// Endpoint names the runtime in errors and decisions.
+	Endpoint() string
+	// FindRunning lists the running containers of a pod by name.
+	FindRunning(ctx context.Context, podUID, containerName string) ([]*runtimeapi.Container, error)
+	// ExecSync runs cmd in a container, bounded by timeout.
+	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (*runtimeapi.ExecSyncResponse, error)
+}
+
+var _ Runtime = (*cri.Conn)(nil)
 
 // Reason says why a [Decision] was taken.
 type Reason = boundary.Reason
@@ -440,7 +457,7 @@ func (r *Resolver) runtimeFailed(d Decision, err error) (Decision, error) {
 // connection returns the shared runtime connection, dialling it on first
 // need. A failed dial (no endpoint found) is not remembered: the runtime may
 // appear later.
-func (r *Resolver) connection() (*cri.Conn, error) {
+func (r *Resolver) connection() (Runtime, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -451,7 +468,7 @@ func (r *Resolver) connection() (*cri.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.conn, r.ownConn = c, true
+		r.conn, r.own = c, c
 	}
 	return r.conn, nil
 }

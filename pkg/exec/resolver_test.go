@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -432,4 +434,58 @@ func TestContainerCache(t *testing.T) {
 			t.Error("ran with the runtime down")
 		}
 	})
+}
+
+// ownRuntime is a volume host's own Runtime, in process: it lists one
+// running container for testReg and answers every exec with its argv.
+type ownRuntime struct {
+	mu    sync.Mutex
+	execs [][]string
+}
+
+func (o *ownRuntime) Endpoint() string { return "own://runtime" }
+
+func (o *ownRuntime) FindRunning(_ context.Context, podUID, name string) ([]*runtimeapi.Container, error) {
+	if podUID != testReg.PodUID || name != testReg.ContainerName {
+		return nil, nil
+	}
+	return []*runtimeapi.Container{crifake.Container("own-1", testReg.PodNamespace, testReg.PodName, podUID, name, runtimeapi.ContainerState_CONTAINER_RUNNING)}, nil
+}
+
+func (o *ownRuntime) ExecSync(_ context.Context, id string, cmd []string, _ time.Duration) (*runtimeapi.ExecSyncResponse, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.execs = append(o.execs, cmd)
+	return &runtimeapi.ExecSyncResponse{Stdout: []byte(id + ": " + strings.Join(cmd, " "))}, nil
+}
+
+// TestOptionsConnTakesAnyRuntime: a volume host can hand the resolver a
+// runtime of its own (Options.Conn is an interface); the resolver decides
+// and runs through it (the CRI path) and does not close it.
+func TestOptionsConnTakesAnyRuntime(t *testing.T) {
+	e := newEnv(t)
+	e.register(t, testReg)
+	own := &ownRuntime{}
+	r := NewResolver(Options{Dir: e.dir, Conn: own, ExecMode: ModeCRI})
+	x, err := r.For(testPlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := x.Command("echo", "hi").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(out), "own-1: echo hi"; got != want {
+		t.Errorf("output through the host's own runtime = %q, want %q", got, want)
+	}
+	d, err := r.Resolve(context.Background(), testPlugin)
+	if err != nil || d.ContainerID != "own-1" || d.Endpoint != "own://runtime" || d.Via != ViaExecSync {
+		t.Errorf("Resolve = %+v, %v; want container own-1 through own://runtime, via ExecSync", d, err)
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("Close with a runtime the resolver did not dial: %v", err)
+	}
+	if len(own.execs) != 1 {
+		t.Errorf("the host's runtime ran %d commands, want 1: %q", len(own.execs), own.execs)
+	}
 }

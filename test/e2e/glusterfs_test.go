@@ -215,6 +215,47 @@ spec:
 	return g.bed.WaitPod(t, g.ns, name, false, 2*time.Minute)
 }
 
+// sleeper is a container of a [glusterEnv.startPod] pod: it sleeps, with
+// the volume "data" at mountPath (subPath of it when set), or without it
+// when mountPath is "".
+type sleeper struct{ name, sleep, mountPath, subPath string }
+
+// startPod starts a pod of sleepers with the GlusterFS flexVolume "data" of
+// this node's server (restartPolicy Never when once), waits until it runs,
+// and deletes it, waiting until it is gone, when the test ends.
+func (g *glusterEnv) startPod(t *testing.T, name string, once bool, containers ...sleeper) *corev1.Pod {
+	t.Helper()
+	grace := int64(1)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.ns},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{FlexVolume: &corev1.FlexVolumeSource{
+				Driver: glusterDriver, Options: map[string]string{"server": g.bed.Env.NodeName, "volume": glusterVolume},
+			}}}},
+		},
+	}
+	if once {
+		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	}
+	for _, c := range containers {
+		ctr := corev1.Container{Name: c.name, Image: g.bed.Env.BaseImage, ImagePullPolicy: corev1.PullNever, Command: []string{"sleep", c.sleep}}
+		if c.mountPath != "" {
+			ctr.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: c.mountPath, SubPath: c.subPath}}
+		}
+		pod.Spec.Containers = append(pod.Spec.Containers, ctr)
+	}
+	if _, err := g.bed.Client.CoreV1().Pods(g.ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod %s/%s: %v", g.ns, name, err)
+	}
+	p := g.bed.WaitPod(t, g.ns, name, true, 2*time.Minute)
+	t.Cleanup(func() {
+		_ = g.bed.Client.CoreV1().Pods(g.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+		g.bed.WaitPodGone(t, g.ns, name, p.UID, 2*time.Minute)
+	})
+	return p
+}
+
 // volumeDir is where the kubelet mounts a pod's flexVolume "data".
 func (g *glusterEnv) volumeDir(p *corev1.Pod) string {
 	return filepath.Join(g.bed.Env.KubeletRoot, "pods", string(p.UID), "volumes", "mountcontainers.io~glusterfs", "data")

@@ -40,31 +40,7 @@ func (g *glusterEnv) testAttachPathSwapped(t *testing.T, mode mcexec.ExecMode) {
 	bed := g.bed
 	log := g.setDriverMode(t, mode)
 	name := "swap-" + string(mode)
-	bed.Apply(t, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %[1]s
-  namespace: %[2]s
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: main
-      image: %[3]s
-      imagePullPolicy: Never
-      command: ["sleep", "infinity"]
-      volumeMounts:
-        - {name: data, mountPath: /w/sys}
-  volumes:
-    - name: data
-      flexVolume:
-        driver: %[4]s
-        options: {server: %[5]q, volume: %[6]s}
-`, name, g.ns, bed.Env.BaseImage, glusterDriver, bed.Env.NodeName, glusterVolume))
-	p := bed.WaitPod(t, g.ns, name, true, 2*time.Minute)
-	t.Cleanup(func() {
-		_ = bed.Client.CoreV1().Pods(g.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
-		bed.WaitPodGone(t, g.ns, name, p.UID, 2*time.Minute)
-	})
+	p := g.startPod(t, name, false, sleeper{name: "main", sleep: "infinity", mountPath: "/w/sys"})
 	dir := g.volumeDir(p)
 	waitMountedVia(t, log, dir, viaOf(t, mode))
 	procSys := containerMount(t, bed, g.ns, name, "main", "/proc/sys")
@@ -153,36 +129,9 @@ func (g *glusterEnv) testDeadNumberReused(t *testing.T, mode mcexec.ExecMode) {
 	bed := g.bed
 	log := g.setDriverMode(t, mode)
 	name := "reused-" + string(mode)
-	bed.Apply(t, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %[1]s
-  namespace: %[2]s
-spec:
-  terminationGracePeriodSeconds: 1
-  restartPolicy: Never
-  containers:
-    - name: holder
-      image: %[3]s
-      imagePullPolicy: Never
-      command: ["sleep", "1001d"]
-      volumeMounts:
-        - {name: data, mountPath: /data}
-    - name: keeper
-      image: %[3]s
-      imagePullPolicy: Never
-      command: ["sleep", "infinity"]
-  volumes:
-    - name: data
-      flexVolume:
-        driver: %[4]s
-        options: {server: %[5]q, volume: %[6]s}
-`, name, g.ns, bed.Env.BaseImage, glusterDriver, bed.Env.NodeName, glusterVolume))
-	p := bed.WaitPod(t, g.ns, name, true, 2*time.Minute)
-	t.Cleanup(func() {
-		_ = bed.Client.CoreV1().Pods(g.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
-		bed.WaitPodGone(t, g.ns, name, p.UID, 2*time.Minute)
-	})
+	p := g.startPod(t, name, true,
+		sleeper{name: "holder", sleep: "1001d", mountPath: "/data"},
+		sleeper{name: "keeper", sleep: "infinity"})
 	dir := g.volumeDir(p)
 	waitMountedVia(t, log, dir, viaOf(t, mode))
 	dead := hostMountDev(t, dir)

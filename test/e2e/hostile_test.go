@@ -62,37 +62,9 @@ func (g *glusterEnv) testSubPathSymlink(t *testing.T, mode mcexec.ExecMode) {
 	}
 	sub := "hostile-" + string(mode)
 	name := "hostile-" + string(mode)
-	bed.Apply(t, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %[1]s
-  namespace: %[2]s
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: main
-      image: %[3]s
-      imagePullPolicy: Never
-      command: ["sleep", "infinity"]
-      volumeMounts:
-        - {name: data, mountPath: /data}
-    - name: victim
-      image: %[3]s
-      imagePullPolicy: Never
-      command: ["sleep", "infinity"]
-      volumeMounts:
-        - {name: data, mountPath: /sub, subPath: %[7]s}
-  volumes:
-    - name: data
-      flexVolume:
-        driver: %[4]s
-        options: {server: %[5]q, volume: %[6]s}
-`, name, g.ns, bed.Env.BaseImage, glusterDriver, bed.Env.NodeName, glusterVolume, sub))
-	p := bed.WaitPod(t, g.ns, name, true, 2*time.Minute)
-	t.Cleanup(func() {
-		_ = bed.Client.CoreV1().Pods(g.ns).Delete(context.Background(), name, metav1.DeleteOptions{})
-		bed.WaitPodGone(t, g.ns, name, p.UID, 2*time.Minute)
-	})
+	p := g.startPod(t, name, false,
+		sleeper{name: "main", sleep: "infinity", mountPath: "/data"},
+		sleeper{name: "victim", sleep: "infinity", mountPath: "/sub", subPath: sub})
 	dir := g.volumeDir(p)
 	waitMountedVia(t, log, dir, viaOf(t, mode))
 	bed.MustExec(t, g.ns, name, "victim", "sh", "-c", "echo mine > /sub/own")

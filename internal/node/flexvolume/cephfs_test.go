@@ -36,13 +36,8 @@ var cephKeyOpt = fstest.CephKeyOption
 
 func cephOpts(extra string) string { return fstest.CephOptions(extra) }
 
-func cephServers(t *testing.T) fs.ServerPolicy {
-	t.Helper()
-	p, err := fs.ParseAllowedServers(fstest.CephAllowed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+func cephServers(*testing.T) fs.ServerPolicy {
+	return fstest.Must(fs.ParseAllowedServers(fstest.CephAllowed))
 }
 
 func decode(t *testing.T, opts string) map[string]string {

@@ -49,6 +49,15 @@ func CephOptions(extra string) string {
 	return o + "}"
 }
 
+// Must returns v, and panics with err when there is one: for the tests'
+// fixed data, as regexp.MustCompile.
+func Must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
 // HashResolver resolves every name, to addresses picked by its hash among
 // ordinary and special ones (mapped and IPv6 forms too); one name in 17
 // does not resolve. The same name always gets the same answer.
