@@ -4,6 +4,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/node/volume"
 	"github.com/mountcontainers/mountcontainers/internal/pod/hostinstall"
 )
 
@@ -15,7 +16,7 @@ func installFlags() []cli.Flag {
 		&cli.StringFlag{Name: "flexvolume-driver", EnvVars: []string{hostinstall.EnvFlexvolumeDriver}, Value: flexvolume.DefaultDriver, Usage: "Directory name of the Flexvolume driver, <vendor>~<driver>; volumes name it <vendor>/<driver>."},
 		&cli.StringFlag{Name: "flexvolume-plugin", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_PLUGIN"}, Usage: "Registered plugin whose mount pod the driver uses (default kubernetes.io/glusterfs when registered, else the only plugin)."},
 		&cli.StringFlag{Name: "flexvolume-filesystem", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_FILESYSTEM"}, Usage: "File system the driver mounts: glusterfs or cephfs (default cephfs for the plugin kubernetes.io/cephfs, else glusterfs)."},
-		&cli.StringFlag{Name: "flexvolume-secrets-dir", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_SECRETS_DIR"}, Usage: "Node directory on a tmpfs, mounted at the same path in this pod, where the driver writes the secrets mounts need (a CephFS user's key from the volume's secretRef), one root-only file per mount, removed at unmount (default " + flexvolume.DefaultSecretsDir + ")."},
+		&cli.StringFlag{Name: "flexvolume-secrets-dir", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_SECRETS_DIR"}, Usage: "Node directory on a tmpfs, mounted at the same path in this pod, where the driver writes the secrets mounts need (a CephFS user's key from the volume's secretRef), one root-only file per mount, removed at unmount (default " + volume.DefaultSecretsDir + ")."},
 		&cli.StringFlag{Name: "flexvolume-source", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_SOURCE"}, Value: hostinstall.DefaultFlexvolumeSource, Usage: "The driver binary to install."},
 		&cli.StringFlag{Name: "flexvolume-timeout", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_TIMEOUT"}, Usage: "Longest a mount or unmount of the driver may take, such as 1m (default 1m)."},
 		&cli.StringFlag{Name: "flexvolume-exec-mode", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_EXEC_MODE"}, Usage: "How the driver's mount and umount reach this pod: auto (its exec socket when that answers, else CRI ExecSync), cri or socket (default auto)."},

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/node/volume"
 	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
 	"github.com/mountcontainers/mountcontainers/internal/pod/recovery"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
@@ -384,7 +385,7 @@ func (c *cephfsEnv) testWorkload(t *testing.T, mode mcexec.ExecMode) {
 	if cg := procCgroups(t, pids[0]); strings.Contains(cg["memory"], mountCtr) || !strings.Contains(cg["memory"], "/kubernetes.io~cephfs/mount-") {
 		t.Fatalf("ceph-fuse (pid %d) is not in its scope outside the mount pod's container %s: %v", pids[0], mountCtr, cg)
 	}
-	keyFile := flexvolume.SecretFile(c.secrets, dir)
+	keyFile := volume.SecretFile(c.secrets, dir)
 	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the key file %s: %v, %v; want mode 0600", keyFile, fi, err)
 	}
@@ -461,7 +462,7 @@ func (c *cephfsEnv) testWrongKey(t *testing.T) {
 	// A retry of the kubelet's may be under way: it fails too, and cleans up.
 	if err := framework.Poll(context.Background(), "nothing left of the wrong key's mounts", 250*time.Millisecond, 90*time.Second,
 		func(context.Context) (bool, string, error) {
-			_, kerr := os.Lstat(flexvolume.SecretFile(c.secrets, dir))
+			_, kerr := os.Lstat(volume.SecretFile(c.secrets, dir))
 			mnt, procs, keyGone := hostMount(t, dir), cephFuseProcesses(t, dir), errors.Is(kerr, fs.ErrNotExist)
 			return mnt == "" && len(procs) == 0 && keyGone, fmt.Sprintf("mount %q, ceph-fuse %v, key file gone %t (%v)", mnt, procs, keyGone, kerr), nil
 		}); err != nil {

@@ -19,6 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/node/volume"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
@@ -71,7 +72,6 @@ func newCephDriver(t *testing.T) *cephDriver {
 	if err := os.Mkdir(c.secrets, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(flexvolume.SetInMemory(func(string) error { return nil }))
 	endpoint := c.rt.Serve(t)
 	reg := registration.Registration{PodNamespace: "kube-system", PodName: "cephfs-mountpod-x", PodUID: "6f1c1d2e-0000-4000-8000-000000000002", ContainerName: "mount"}
 	if err := registration.Write(c.regDir, cephPlugin, reg); err != nil {
@@ -107,7 +107,9 @@ func newCephDriver(t *testing.T) *cephDriver {
 	r := mcexec.NewResolver(mcexec.Options{Dir: c.regDir, Endpoint: endpoint, ExecMode: mcexec.ModeCRI})
 	t.Cleanup(func() { r.Close() })
 	e, _ := r.For(cephPlugin)
-	c.Driver = &flexvolume.Driver{FS: cephfs.FS{}, Plugin: cephPlugin, Exec: e, Mounts: markerChecker{}, Timeout: 10 * time.Second, Servers: cephServers(t), SecretsDir: c.secrets}
+	c.Driver = &flexvolume.Driver{FS: cephfs.FS{}, Plugin: cephPlugin, Exec: e, Mounts: markerChecker{}, Timeout: 10 * time.Second, Servers: cephServers(t), SecretsDir: c.secrets,
+		// t.TempDir is on a disk here; TestCephFSSecretsDirRefused runs the real check.
+		SecretsInMemory: func(string) error { return nil }}
 	return c
 }
 
@@ -117,7 +119,7 @@ func newCephDriver(t *testing.T) *cephDriver {
 func TestCephFSSecretFile(t *testing.T) {
 	c := newCephDriver(t)
 	dir := filepath.Join(t.TempDir(), "pods", "0f1e", "volumes", "kubernetes.io~cephfs", "v") // the kubelet's layout
-	keyFile := flexvolume.SecretFile(c.secrets, dir)
+	keyFile := volume.SecretFile(c.secrets, dir)
 
 	s, _, _ := call(t, c.Driver, "mount", dir, cephOpts(""))
 	if s.Status != flexvolume.StatusSuccess || !strings.Contains(s.Message, "CephFS cephfs:/volumes/web as client.web") || !strings.Contains(s.Message, "cephfs-mountpod-x") {
@@ -194,11 +196,10 @@ func TestCephFSSecretsDirRefused(t *testing.T) {
 		}
 	}
 	// Not on a tmpfs: the real check.
-	restore := flexvolume.SetInMemory(flexvolume.InMemory)
-	defer restore()
+	c.SecretsInMemory = nil
 	c.SecretsDir = c.secrets
 	s, _, _ := call(t, c.Driver, "mount", dir, cephOpts(""))
-	if flexvolume.InMemory(c.secrets) == nil {
+	if volume.InMemory(c.secrets) == nil {
 		t.Logf("%s is on a tmpfs here: the mount may go ahead", c.secrets)
 		if s.Status != flexvolume.StatusSuccess {
 			t.Fatalf("mount with the secrets on a tmpfs: %+v", s)
@@ -206,7 +207,7 @@ func TestCephFSSecretsDirRefused(t *testing.T) {
 	} else if s.Status != flexvolume.StatusFailure || !strings.Contains(s.Message, "not on a tmpfs") {
 		t.Fatalf("secrets dir on a disk: %+v, want a failure saying not on a tmpfs", s)
 	}
-	if got := len(c.rt.ExecRequests()); got > 0 && flexvolume.InMemory(c.secrets) != nil {
+	if got := len(c.rt.ExecRequests()); got > 0 && volume.InMemory(c.secrets) != nil {
 		t.Fatalf("%d commands ran for refused mounts", got)
 	}
 }

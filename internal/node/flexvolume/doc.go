@@ -10,9 +10,9 @@
 // A file system (an [fs.Filesystem] such as [glusterfs.FS] or [cephfs.FS],
 // each in a package of its own that a CSI driver can use as well) knows
 // only which options a volume may give and the mount(8) call they make;
-// the [Driver]
-// does the rest for all of them: the call convention, the checks of the
-// target, the bounds, where mount(8) runs, the check that the node sees the mount, the
+// the [Driver] keeps the call convention and hands the mount to package
+// volume, which the CSI node plugin shares: the checks of the target, the
+// bounds, where mount(8) runs, the check that the node sees the mount, the
 // mount record (so that the mount pod can make the mount again), the
 // secret file and the unmount. One binary serves every file system: the
 // settings the mount pod writes next to it say which ([Settings].Filesystem,
@@ -22,8 +22,9 @@
 //
 // A CephFS volume names the user's key with a secretRef; the kubelet passes
 // the Secret's entry "key" to the driver base64-encoded, as the option
-// kubernetes.io/secret/key. The driver writes it into a file readable by
-// root only, named after the mount's target, in [Settings].SecretsDir (by
+// kubernetes.io/secret/key. The driver writes it (package volume does)
+// into a file readable by root only, named after the mount's target, in
+// [Settings].SecretsDir (by
 // default /run/mountcontainers/secrets, which the cephfs mount pod mounts at
 // the same path), and gives ceph-fuse the file's path (ceph.keyfile). The
 // directory must be on a tmpfs: the driver refuses to write a key anywhere

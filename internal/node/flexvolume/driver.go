@@ -8,24 +8,21 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-	"k8s.io/mount-utils"
-	utilexec "k8s.io/utils/exec"
 
+	"github.com/mountcontainers/mountcontainers/internal/node/volume"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
-	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 )
 
 // DefaultTimeout bounds each mount or umount the driver runs. The kubelet
 // puts no bound on a Flexvolume call.
-const DefaultTimeout = time.Minute
+const DefaultTimeout = volume.DefaultTimeout
 
 // Replies of a call.
 const (
@@ -76,12 +73,6 @@ func (s Status) ExitCode() int {
 	return 0
 }
 
-// MountChecker answers whether a path is a mount point, on the node (a
-// mount.Interface satisfies it).
-type MountChecker interface {
-	IsLikelyNotMountPoint(file string) (bool, error)
-}
-
 // Driver serves the Flexvolume calls of one driver.
 type Driver struct {
 	// FS is the file system the driver mounts; default [glusterfs.FS].
@@ -92,7 +83,7 @@ type Driver struct {
 	// plugin's executor of a resolver.
 	Exec mcexec.Executor
 	// Mounts answers mount-point queries on the node; default mount.New("").
-	Mounts MountChecker
+	Mounts volume.MountChecker
 	// Timeout bounds each mount or umount; default [DefaultTimeout].
 	Timeout time.Duration
 	// Servers decides which servers a volume may name; the zero value is
@@ -102,8 +93,12 @@ type Driver struct {
 	// net.DefaultResolver.
 	Resolver fs.Resolver
 	// SecretsDir receives the secrets of mounts that need one
-	// ([fs.Mount].Secret); it must be on a tmpfs. Default [DefaultSecretsDir].
+	// ([fs.Mount].Secret); it must be on a tmpfs. Default
+	// [volume.DefaultSecretsDir].
 	SecretsDir string
+	// SecretsInMemory says why a directory is not on a file system in
+	// memory; default [volume.InMemory].
+	SecretsInMemory func(dir string) error
 	// Log receives one record per call (the call, its target directory and
 	// its reply); nil discards it. See [Settings].LogFile.
 	Log *slog.Logger
@@ -255,13 +250,6 @@ func failure(format string, args ...any) Status {
 	return Status{Status: StatusFailure, Message: fmt.Sprintf(format, args...)}
 }
 
-func (d *Driver) mounts() MountChecker {
-	if d.Mounts == nil {
-		return mount.New("")
-	}
-	return d.Mounts
-}
-
 func (d *Driver) filesystem() fs.Filesystem {
 	if d.FS == nil {
 		return glusterfs.FS{}
@@ -269,56 +257,16 @@ func (d *Driver) filesystem() fs.Filesystem {
 	return d.FS
 }
 
-func (d *Driver) secretsDir() string {
-	if d.SecretsDir == "" {
-		return DefaultSecretsDir
-	}
-	return d.SecretsDir
-}
-
-func (d *Driver) timeout() time.Duration {
-	if d.Timeout <= 0 {
-		return DefaultTimeout
-	}
-	return d.Timeout
-}
-
-// checkDir accepts a clean absolute path.
-func checkDir(dir string) error {
-	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || strings.ContainsRune(dir, 0) {
-		return fmt.Errorf("target directory %q is not a clean absolute path", dir)
-	}
-	return nil
-}
-
-// state is what the node sees at a target directory.
-type state int
-
-const (
-	notMounted state = iota
-	mounted
-	corrupted // a dead FUSE mount: "Transport endpoint is not connected"
-	missing
-)
-
-func (d *Driver) state(dir string) (state, error) {
-	notMnt, err := d.mounts().IsLikelyNotMountPoint(dir)
-	switch {
-	case err == nil && notMnt:
-		return notMounted, nil
-	case err == nil:
-		return mounted, nil
-	case mount.IsCorruptedMnt(err):
-		return corrupted, nil
-	case errors.Is(err, os.ErrNotExist):
-		return missing, nil
-	default:
-		return notMounted, fmt.Errorf("check %s: %w", dir, err)
+// volumes is the mounter of the driver's plugin.
+func (d *Driver) volumes() *volume.Mounter {
+	return &volume.Mounter{
+		Plugin: d.Plugin, Exec: d.Exec, Mounts: d.Mounts, Timeout: d.Timeout,
+		SecretsDir: d.SecretsDir, SecretsInMemory: d.SecretsInMemory, Log: d.Log,
 	}
 }
 
 func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
-	if err := checkDir(dir); err != nil {
+	if err := volume.CheckDir(dir); err != nil {
 		return failure("mount: %v", err)
 	}
 	vals, err := fs.DecodeOptions([]byte(rawOpts))
@@ -329,146 +277,17 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 	if err != nil {
 		return failure("mount: %v", err)
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return failure("mount: create target directory: %v", err)
-	}
-	switch st, err := d.state(dir); {
-	case err != nil:
-		return failure("mount: %v", err)
-	case st == mounted:
-		return Status{Status: StatusSuccess, Message: dir + " is already mounted"}
-	case st == corrupted:
-		return failure("mount: %s is a broken mount (transport endpoint is not connected): unmount it first", dir)
-	}
-	what := m.Describe()
-	if m.Secret != nil {
-		p, err := writeSecret(d.secretsDir(), dir, m.Secret.Data)
-		if err != nil {
-			return failure("mount %s at %s: %v", what, dir, err)
-		}
-		m = m.WithSecretFile(p)
-	}
-	where, cmd, err := d.run(ctx, "mount", m.Args(dir)...)
+	msg, err := d.volumes().Mount(ctx, m, dir)
 	if err != nil {
-		return failure("mount %s at %s: %v%s", what, dir, err, d.dropSecret(m, dir))
+		return failure("%v", err)
 	}
-	if st, err := d.state(dir); err != nil || st != mounted {
-		// The mount was made where the node cannot see it: typically a
-		// mount pod whose kubelet directory is not Bidirectional.
-		_, _, uerr := d.run(ctx, "umount", dir)
-		return failure("mount %s at %s: mount(8) succeeded %s but the node does not see a mount there (is the mount pod's kubelet directory mounted with mountPropagation: Bidirectional?)%s%s",
-			what, dir, where, suffix("; undoing it failed", uerr), d.dropSecret(m, dir))
-	}
-	msg := fmt.Sprintf("mounted %s at %s %s", what, dir, where) + d.record(ctx, cmd, m, dir)
 	return Status{Status: StatusSuccess, Message: msg}
 }
 
-// dropSecret removes the secret file of a mount that was not made, and
-// returns what to add to the reply when that fails.
-func (d *Driver) dropSecret(m fs.Mount, dir string) string {
-	if m.Secret == nil {
-		return ""
-	}
-	if err := removeSecret(d.secretsDir(), dir); err != nil {
-		return fmt.Sprintf(" (%v)", err)
-	}
-	return ""
-}
-
-// record records m, made at dir by cmd, when it was made through the mount
-// pod (see [mcexec.Exec.RecordMount]), so that the mount pod can make it
-// again if its FUSE daemon dies; it returns what to add to the reply when
-// that fails (the mount stays). The pod the options name is kept only when
-// it is the pod whose volume directory the target is: the options can
-// name any pod, the target is the kubelet's.
-func (d *Driver) record(ctx context.Context, cmd utilexec.Cmd, m fs.Mount, dir string) string {
-	podDropped, err := d.Exec.RecordMount(cmd, mcexec.MountRecord{Source: m.Source, Target: dir, FSType: m.FSType, Options: m.Options, Pod: m.Pod})
-	if podDropped != nil && d.Log != nil {
-		d.Log.WarnContext(ctx, "mount recorded without the pod its options name", "record", mountrecord.FileName(dir), "dir", dir, "err", podDropped)
-	}
-	if err != nil {
-		return fmt.Sprintf(" (it will not come back by itself if its daemon dies: %v)", err)
-	}
-	return ""
-}
-
-// forget removes dir's mount record and secret file, if any.
-func (d *Driver) forget(dir string) string {
-	if err := errors.Join(d.Exec.ForgetMount(dir), removeSecret(d.secretsDir(), dir)); err != nil {
-		return fmt.Sprintf(" (%v)", err)
-	}
-	return ""
-}
-
 func (d *Driver) unmount(ctx context.Context, dir string) Status {
-	if err := checkDir(dir); err != nil {
-		return failure("unmount: %v", err)
-	}
-	st, err := d.state(dir)
-	switch {
-	case err != nil:
-		return failure("unmount: %v", err)
-	case st == missing:
-		return Status{Status: StatusSuccess, Message: dir + " does not exist" + d.forget(dir)}
-	case st == notMounted:
-		return Status{Status: StatusSuccess, Message: dir + " is not mounted" + d.forget(dir)}
-	}
-	where, _, err := d.run(ctx, "umount", dir)
+	msg, err := d.volumes().Unmount(ctx, dir)
 	if err != nil {
-		if st2, _ := d.state(dir); st2 == mounted || st2 == corrupted {
-			// A dead FUSE mount may refuse a plain unmount; detach it.
-			var lerr error
-			where, _, lerr = d.run(ctx, "umount", "-l", dir)
-			if lerr != nil {
-				return failure("unmount %s: %v; lazy unmount: %v", dir, err, lerr)
-			}
-		}
+		return failure("%v", err)
 	}
-	if st, serr := d.state(dir); serr != nil || st == mounted || st == corrupted {
-		return failure("unmount %s: still mounted after umount %s%s", dir, where, suffix("", serr))
-	}
-	msg := "unmounted " + dir + " " + where
-	if st == corrupted {
-		msg += " (it was a dead mount: transport endpoint not connected)"
-	}
-	return Status{Status: StatusSuccess, Message: msg + d.forget(dir)}
-}
-
-// run runs a utility through the plugin's executor, bounded by the
-// driver's timeout, and returns where it ran ("in P's mount pod NS/NAME via
-// cri-exec-sync" or "on the node (P: not registered)") for messages, and
-// the command, which the executor places.
-func (d *Driver) run(ctx context.Context, name string, args ...string) (where string, cmd utilexec.Cmd, err error) {
-	ctx, cancel := context.WithTimeout(ctx, d.timeout())
-	defer cancel()
-	cmd = d.Exec.CommandContext(ctx, name, args...)
-	out, err := cmd.CombinedOutput()
-	where = "on the node"
-	if dec, ok := d.Exec.DecisionOf(cmd); ok {
-		if dec.OnHost() {
-			where = fmt.Sprintf("on the node (%s: %s)", d.Plugin, dec.Reason)
-		} else {
-			where = fmt.Sprintf("in %s's mount pod %s via %s", d.Plugin, dec.Registration, dec.Via)
-		}
-	}
-	if err == nil {
-		return where, cmd, nil
-	}
-	if ctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) {
-		return where, cmd, fmt.Errorf("%s timed out after %s %s", name, d.timeout(), where)
-	}
-	if errors.Is(err, utilexec.ErrExecutableNotFound) {
-		return where, cmd, fmt.Errorf("%s not found %s", name, where)
-	}
-	return where, cmd, fmt.Errorf("%s failed %s: %v: %s", name, where, err, strings.TrimSpace(string(out)))
-}
-
-func suffix(prefix string, err error) string {
-	if err == nil {
-		return ""
-	}
-	if prefix == "" {
-		prefix = ";"
-	}
-	return prefix + ": " + err.Error()
+	return Status{Status: StatusSuccess, Message: msg}
 }

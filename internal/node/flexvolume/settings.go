@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mountcontainers/mountcontainers/internal/node/volume"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
@@ -107,7 +108,7 @@ type Settings struct {
 	// SecretsDir is where the driver writes the secrets of mounts that
 	// need one (a CephFS user's key), one file per mount, readable by root
 	// only, removed at unmount; it must be on a tmpfs, and the mount pod
-	// must see it at the same path. Default [DefaultSecretsDir].
+	// must see it at the same path. Default [volume.DefaultSecretsDir].
 	SecretsDir string `json:"secretsDir,omitempty"`
 
 	// missing is the settings file [LoadSettings] did not find, if so.
@@ -173,7 +174,7 @@ func (s Settings) WithDefaults() Settings {
 		s.Plugin = PluginOf(s.Filesystem)
 	}
 	if s.SecretsDir == "" {
-		s.SecretsDir = DefaultSecretsDir
+		s.SecretsDir = volume.DefaultSecretsDir
 	}
 	if s.RegistrationDir == "" {
 		s.RegistrationDir = registration.DefaultDir

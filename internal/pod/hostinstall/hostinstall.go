@@ -65,7 +65,7 @@ type Config struct {
 	FlexvolumeFilesystem string
 	// FlexvolumeSecretsDir is the node directory, on a tmpfs and mounted at
 	// the same path in the pod, where the driver writes the secrets mounts
-	// need; default flexvolume.DefaultSecretsDir.
+	// need; default volume.DefaultSecretsDir.
 	FlexvolumeSecretsDir string
 	// FlexvolumeTimeout bounds each mount or umount of the driver, as a Go
 	// duration; empty means flexvolume.DefaultTimeout.

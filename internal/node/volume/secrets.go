@@ -1,4 +1,4 @@
-package flexvolume
+package volume
 
 import (
 	"bytes"
@@ -16,8 +16,9 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/shared/atomicfile"
 )
 
-// DefaultSecretsDir is where the driver writes the secrets mounts need
-// ([fs.Mount].Secret) unless its settings name another directory. /run is a
+// DefaultSecretsDir is where the node's volume hosts write the secrets
+// mounts need ([fs.Mount].Secret) unless their settings name another
+// directory. /run is a
 // tmpfs on systemd nodes; the mount pod mounts the directory at the same
 // path, so the client it starts finds the file.
 const DefaultSecretsDir = "/run/mountcontainers/secrets"
@@ -29,9 +30,9 @@ func SecretFile(secretsDir, target string) string {
 	return filepath.Join(secretsDir, boundary.MountKey(target)+".key")
 }
 
-// inMemory reports why dir is not on a file system in memory (nil when it
-// is: tmpfs or ramfs). A variable so that tests can run without a tmpfs.
-var inMemory = func(dir string) error {
+// InMemory reports why dir is not on a file system in memory (nil when it
+// is: tmpfs or ramfs): the default of [Mounter].SecretsInMemory.
+func InMemory(dir string) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil {
 		return fmt.Errorf("statfs %s: %w", dir, err)
@@ -40,17 +41,17 @@ var inMemory = func(dir string) error {
 	case unix.TMPFS_MAGIC, unix.RAMFS_MAGIC:
 		return nil
 	}
-	return fmt.Errorf("secrets directory %s is not on a tmpfs (file system type %#x): a secret must not reach a disk; mount a tmpfs there, or point the driver's secretsDir at one (/run is a tmpfs on most nodes)", dir, st.Type)
+	return fmt.Errorf("secrets directory %s is not on a tmpfs (file system type %#x): a secret must not reach a disk; mount a tmpfs there, or point the volume host's secrets directory at one (/run is a tmpfs on most nodes)", dir, st.Type)
 }
 
 // checkSecretsDir checks that dir can hold secrets: a directory (not a
-// symbolic link) owned by root or the driver's own user, not writable by
-// group or others, on a file system in memory.
-func checkSecretsDir(dir string) error {
+// symbolic link) owned by root or the process's own user, not writable by
+// group or others, on a file system in memory (inMemory says).
+func checkSecretsDir(dir string, inMemory func(string) error) error {
 	fi, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("secrets directory %s does not exist (the mount pod's DaemonSet mounts it; is this the right driver settings' secretsDir?)", dir)
+		return fmt.Errorf("secrets directory %s does not exist (the mount pod's DaemonSet mounts it; is this the right secrets directory?)", dir)
 	case err != nil:
 		return err
 	case !fi.IsDir():
@@ -66,8 +67,8 @@ func checkSecretsDir(dir string) error {
 
 // writeSecret writes data as the secret of the mount at target (mode
 // 0600, atomically) into secretsDir and returns its path.
-func writeSecret(secretsDir, target string, data []byte) (string, error) {
-	if err := checkSecretsDir(secretsDir); err != nil {
+func writeSecret(secretsDir, target string, data []byte, inMemory func(string) error) (string, error) {
+	if err := checkSecretsDir(secretsDir, inMemory); err != nil {
 		return "", err
 	}
 	p := SecretFile(secretsDir, target)
