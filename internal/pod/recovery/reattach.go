@@ -18,6 +18,7 @@ import (
 	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
 )
 
@@ -329,7 +330,7 @@ func readOnly(opts []string) bool {
 // in a's namespaces swap it in for the dead mount mountID (see the package
 // doc).
 func attach(ctx context.Context, self *os.File, h holder, a Attached, mountID int, newTarget string) error {
-	tree, err := cloneRoot(newTarget, a.Root)
+	tree, err := mountfd.CloneBeneath(newTarget, a.Root)
 	if err != nil {
 		return err
 	}
@@ -353,115 +354,6 @@ func attach(ctx context.Context, self *os.File, h holder, a Attached, mountID in
 		return fmt.Errorf("attach in the container: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
-}
-
-// errNotInVolume refuses to attach a bind whose root (a subPath) no longer
-// names, inside the new mount, a directory or file of the volume.
-var errNotInVolume = errors.New("refused: the bind's root is not a directory or file of the new mount (a symbolic link, another mount, or gone)")
-
-// cloneRoot returns a detached clone (open_tree) of the mount at newTarget,
-// showing root, the path from the top of its file system that a bind
-// shows (a subPath). Whoever writes the volume controls the names along
-// root, so they are resolved beneath the mount's root by openat2, which
-// follows no symbolic link and crosses no mount, and what they name must be
-// a directory or regular file on that same mount: anything else is
-// refused ([errNotInVolume]).
-func cloneRoot(newTarget, root string) (*os.File, error) {
-	top, err := openMountRoot(newTarget)
-	if err != nil {
-		return nil, err
-	}
-	defer top.Close()
-	sub, err := openInVolume(top, root)
-	if err != nil {
-		return nil, err
-	}
-	defer sub.Close()
-	fd, err := unix.OpenTree(int(sub.Fd()), "", unix.AT_EMPTY_PATH|unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("open_tree %s: %w", sub.Name(), err)
-	}
-	return os.NewFile(uintptr(fd), sub.Name()), nil
-}
-
-// openMountRoot opens (O_PATH) the root of the mount at target, and fails
-// when target is not the root of a mount.
-func openMountRoot(target string) (*os.File, error) {
-	fd, err := unix.Open(target, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open the new mount at %s: %w", target, err)
-	}
-	f := os.NewFile(uintptr(fd), target)
-	st, err := statMount(f)
-	if err == nil && !isMountRoot(st) {
-		err = fmt.Errorf("no mount at %s", target)
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
-}
-
-// openInVolume opens (O_PATH) root beneath top, following no symbolic
-// link and crossing no mount, and checks that it is a directory or regular
-// file on top's mount.
-func openInVolume(top *os.File, root string) (*os.File, error) {
-	rel := strings.TrimLeft(root, "/")
-	if rel == "" {
-		rel = "."
-	}
-	fd, err := unix.Openat2(int(top.Fd()), rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", errNotInVolume, root, err)
-	}
-	f := os.NewFile(uintptr(fd), filepath.Join(top.Name(), rel))
-	if err := sameMount(top, f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s: %w", errNotInVolume, root, err)
-	}
-	return f, nil
-}
-
-// sameMount checks that f, a directory or regular file, is on top's mount.
-func sameMount(top, f *os.File) error {
-	want, err := statMount(top)
-	if err != nil {
-		return err
-	}
-	st, err := statMount(f)
-	switch {
-	case err != nil:
-		return err
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR && st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return fmt.Errorf("file type %#o", st.Mode&unix.S_IFMT)
-	case st.Mnt_id != want.Mnt_id:
-		return fmt.Errorf("on mount %d, not %d", st.Mnt_id, want.Mnt_id)
-	}
-	return nil
-}
-
-// statMount returns f's type, mount ID and attributes as the kernel holds
-// them (AT_STATX_DONT_SYNC: a dead FUSE mount's root answers too).
-func statMount(f *os.File) (unix.Statx_t, error) {
-	var st unix.Statx_t
-	err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC,
-		unix.STATX_TYPE|unix.STATX_MNT_ID, &st)
-	switch {
-	case err != nil:
-		return st, fmt.Errorf("statx %s: %w", f.Name(), err)
-	case st.Mask&unix.STATX_MNT_ID == 0 || st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0:
-		return st, fmt.Errorf("statx %s: no mount ID or mount root attribute (Linux 5.8 or later is needed)", f.Name())
-	}
-	return st, nil
-}
-
-// isMountRoot tells whether st is of the root of a mount.
-func isMountRoot(st unix.Statx_t) bool {
-	return st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
 }
 
 // errMountChanged refuses an attach whose path no longer leads to the dead
@@ -563,12 +455,12 @@ func openMount(dir *os.File, name string, mountID uint64) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := statMount(f)
+	st, err := mountfd.Stat(f)
 	switch {
 	case err != nil:
 	case st.Mnt_id != mountID:
 		err = fmt.Errorf("%w: %s is on mount %d, not %d", errMountChanged, path, st.Mnt_id, mountID)
-	case !isMountRoot(st):
+	case !mountfd.IsRoot(st):
 		err = fmt.Errorf("%w: %s is not the root of mount %d", errMountChanged, path, mountID)
 	}
 	if err != nil {

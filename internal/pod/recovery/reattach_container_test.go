@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"k8s.io/mount-utils"
+
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd"
 )
 
 // TestReattachInAContainer runs [Reattach] end to end, nsenter and the
@@ -63,7 +65,7 @@ func TestReattachInAContainer(t *testing.T) {
 	}
 
 	done, err = Reattach(context.Background(), "/proc", DeadMount{Mounts: []Identity{tmpfsOf(volDev)}, Target: vol}, next)
-	if !errors.Is(err, errNotInVolume) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d: %s (root /sub)", pid, conf)) {
+	if !errors.Is(err, mountfd.ErrNotInVolume) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d: %s (root /sub)", pid, conf)) {
 		t.Errorf("reattach with a symbolic link for a subPath: %v; want conf refused, named", err)
 	}
 	t.Logf("error: %v", err)

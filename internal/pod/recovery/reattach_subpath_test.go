@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd"
 )
 
 // TestSubPathStaysInTheVolume: the names along a bind's root (a subPath)
@@ -48,7 +50,7 @@ func TestSubPathStaysInTheVolume(t *testing.T) {
 		{"/a/b", "ok"},
 		{"/file", ""},
 	} {
-		tree, err := cloneRoot(vol, tt.root)
+		tree, err := mountfd.CloneBeneath(vol, tt.root)
 		if err != nil {
 			t.Errorf("root %s: %v", tt.root, err)
 			continue
@@ -60,17 +62,17 @@ func TestSubPathStaysInTheVolume(t *testing.T) {
 		tree.Close()
 	}
 	for _, root := range []string{"/link", "/rel", "/link/x", "/a/link/x", "/a/link/../b", "/mnt", "/mnt/x", "/fifo", "/gone", "/../node"} {
-		tree, err := cloneRoot(vol, root)
+		tree, err := mountfd.CloneBeneath(vol, root)
 		if err == nil {
 			tree.Close()
 			t.Errorf("root %s: cloned (%s); want it refused", root, tree.Name())
 			continue
 		}
-		if !errors.Is(err, errNotInVolume) {
+		if !errors.Is(err, mountfd.ErrNotInVolume) {
 			t.Errorf("root %s: %v; want errNotInVolume", root, err)
 		}
 	}
-	if tree, err := cloneRoot(filepath.Join(base, "node"), "/"); err == nil {
+	if tree, err := mountfd.CloneBeneath(filepath.Join(base, "node"), "/"); err == nil {
 		tree.Close()
 		t.Errorf("a directory that is not a mount was cloned")
 	}
