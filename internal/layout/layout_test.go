@@ -118,6 +118,8 @@ var rules = []rule{
 		public, either(godbus, node, pod, offNode)},
 	{"the node's binaries, started by the kubelet for each call, link neither D-Bus nor the mount pod's or the rollout's packages",
 		under(module+"cmd/flexvolume-driver", module+"cmd/kubelet-exec-shim", module+"cmd/kubelet-exec-shim-cri"), either(godbus, pod, offNode)},
+	{"the CSI driver, a volume host on the node, links neither D-Bus nor the mount pod's or the rollout's packages",
+		under(module + "cmd/csi-driver"), either(godbus, pod, offNode)},
 	{"the node side does not link the mount pod's side or the rollout's",
 		node, either(pod, offNode)},
 	{"the shim speaks to the exec socket without gRPC",

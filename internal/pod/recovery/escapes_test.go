@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd/mountfdtest"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -81,13 +82,13 @@ func exists(path string) bool {
 // and in the container (mount(8) and umount(8) stand in as a tmpfs and a
 // lazy detach; the attach is the real one).
 func TestRecoverMountPointWithSpace(t *testing.T) {
-	if !inPrivateMountNS(t) {
+	if !mountfdtest.InPrivateMountNS(t) {
 		return
 	}
 	if _, err := exec.LookPath("nsenter"); err != nil {
 		t.Skip("no util-linux nsenter")
 	}
-	base := mountBase(t)
+	base := mountfdtest.Base(t)
 	tgt := filepath.Join(base, "pods", "a", "volumes", "kubernetes.io~glusterfs", "my data")
 	mkdir(t, tgt)
 	mountDeadFUSE(t, tgt)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd/mountfdtest"
 )
 
 // TestReattachInAContainer runs [Reattach] end to end, nsenter and the
@@ -25,16 +26,16 @@ import (
 // out of the volume: conf is refused, named in the error, and keeps what
 // it had; data is attached.
 func TestReattachInAContainer(t *testing.T) {
-	if !inPrivateMountNS(t) {
+	if !mountfdtest.InPrivateMountNS(t) {
 		return
 	}
 	if _, err := exec.LookPath("nsenter"); err != nil {
 		t.Skip("no util-linux nsenter")
 	}
-	base := mountBase(t)
+	base := mountfdtest.Base(t)
 	old, vol, next := filepath.Join(base, "old"), filepath.Join(base, "new"), filepath.Join(base, "next")
 	for _, dir := range []string{old, vol, next} {
-		mountTmpfs(t, dir)
+		mountfdtest.MountTmpfs(t, dir)
 	}
 	mkdir(t, filepath.Join(old, "sub"), filepath.Join(vol, "sub"), filepath.Join(base, "node"))
 	writeFile(t, filepath.Join(vol, "top"), "volume")

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd/mountfdtest"
 )
 
 // TestReattachMainFollowsNoSymlink: the container controls the names along
@@ -17,10 +19,10 @@ import (
 // be detached, nor anything be attached there: only the dead mount the
 // scan found (by its mount ID) is replaced.
 func TestReattachMainFollowsNoSymlink(t *testing.T) {
-	if !inPrivateMountNS(t) {
+	if !mountfdtest.InPrivateMountNS(t) {
 		return
 	}
-	base := mountBase(t)
+	base := mountfdtest.Base(t)
 	// The runtime's read-only bind over a file of /proc (sysrq-trigger).
 	proc := filepath.Join(base, "proc")
 	mkdir(t, filepath.Join(proc, "sys"))
@@ -39,7 +41,7 @@ func TestReattachMainFollowsNoSymlink(t *testing.T) {
 	deadID, _ := statPath(t, mountPoint)
 	// The new mount's clone.
 	vol := filepath.Join(base, "new")
-	mountTmpfs(t, vol)
+	mountfdtest.MountTmpfs(t, vol)
 	writeFile(t, filepath.Join(vol, "ok"), "volume")
 	tree := openTree(t, vol)
 
@@ -112,17 +114,17 @@ func readOnlyAt(t *testing.T, path string) bool {
 // its write would write into its own root file system, and the new mount
 // would then hide that write: a line lost.
 func TestReattachMainNeverBare(t *testing.T) {
-	if !inPrivateMountNS(t) {
+	if !mountfdtest.InPrivateMountNS(t) {
 		return
 	}
-	base := mountBase(t)
+	base := mountfdtest.Base(t)
 	mountPoint := filepath.Join(base, "data")
 	mkdir(t, mountPoint)
 	writeFile(t, filepath.Join(mountPoint, "underneath"), "the container's own directory")
 	mountDeadFUSE(t, mountPoint)
 	deadID, _ := statPath(t, mountPoint)
 	vol := filepath.Join(base, "new")
-	mountTmpfs(t, vol)
+	mountfdtest.MountTmpfs(t, vol)
 	writeFile(t, filepath.Join(vol, "ok"), "volume")
 	tree := openTree(t, vol)
 

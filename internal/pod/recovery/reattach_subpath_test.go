@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd/mountfdtest"
 )
 
 // TestSubPathStaysInTheVolume: the names along a bind's root (a subPath)
@@ -17,15 +18,15 @@ import (
 // volume, and at nothing else: not through a symbolic link (absolute or
 // relative, last or within the path), not on another mount, not a FIFO.
 func TestSubPathStaysInTheVolume(t *testing.T) {
-	if !inPrivateMountNS(t) {
+	if !mountfdtest.InPrivateMountNS(t) {
 		return
 	}
-	base := mountBase(t)
+	base := mountfdtest.Base(t)
 	node := filepath.Join(base, "node") // a node directory: /var/lib/kubelet
 	mkdir(t, filepath.Join(node, "x"))
 	writeFile(t, filepath.Join(node, "secret"), "node")
 	vol := filepath.Join(base, "new") // the new mount
-	mountTmpfs(t, vol)
+	mountfdtest.MountTmpfs(t, vol)
 	mkdir(t, filepath.Join(vol, "sub"), filepath.Join(vol, "a", "b"), filepath.Join(vol, "mnt"))
 	writeFile(t, filepath.Join(vol, "sub", "ok"), "volume")
 	writeFile(t, filepath.Join(vol, "a", "b", "ok"), "volume")

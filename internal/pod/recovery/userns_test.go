@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/mount-utils"
+
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd/mountfdtest"
 )
 
 // TestHoldersOnlyOfTheNodesUserNS: anybody may make a user namespace and a
@@ -18,11 +20,11 @@ import (
 // such a namespace must never be a holder. One made by root in the node's
 // user namespace (as a container runtime makes them) is.
 func TestHoldersOnlyOfTheNodesUserNS(t *testing.T) {
-	if !inPrivateMountNS(t) {
+	if !mountfdtest.InPrivateMountNS(t) {
 		return
 	}
-	vol := filepath.Join(mountBase(t), "vol")
-	mountTmpfs(t, vol)
+	vol := filepath.Join(mountfdtest.Base(t), "vol")
+	mountfdtest.MountTmpfs(t, vol)
 	var id Identity
 	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
 	if err != nil {

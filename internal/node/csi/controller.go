@@ -1,0 +1,270 @@
+package csi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
+)
+
+// The GlusterFS controller provisions a volume as a directory of an
+// administrator's GlusterFS volume, named in the StorageClass's
+// parameters (server or servers, volume, mountOptions): CreateVolume
+// mounts that volume through the mount pod below [Driver].WorkDir, makes
+// the directory and records the capacity asked for (GlusterFS has no
+// quota per directory: the capacity is a record, not a limit), and
+// unmounts it. The volume's ID names the servers, the volume and the
+// directory, so that DeleteVolume needs nothing else.
+//
+// The metadata directory holds one file per volume, its capacity: the
+// volume's directory is its users' to write, the metadata is not on any
+// path they see.
+const metadataDir = ".mountcontainers-csi"
+
+// dirNameRE is a directory name that is a volume's name as it is.
+var dirNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
+
+// dirName returns the directory of the volume the CO names name: the name
+// itself when it is short and plain, else "v-" and its hash.
+func dirName(name string) string {
+	if dirNameRE.MatchString(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "v-" + hex.EncodeToString(sum[:16])
+}
+
+// glusterVolumeID is what a dynamically provisioned GlusterFS volume's ID
+// names: SERVERS/VOLUME/DIR.
+type glusterVolumeID struct {
+	servers, volume, dir string
+}
+
+func (id glusterVolumeID) String() string { return id.servers + "/" + id.volume + "/" + id.dir }
+
+// params are the options that mount the administrator's volume.
+func (id glusterVolumeID) params() map[string]string {
+	if strings.Contains(id.servers, ",") {
+		return map[string]string{glusterfs.KeyServers: id.servers, glusterfs.KeyVolume: id.volume}
+	}
+	return map[string]string{glusterfs.KeyServer: id.servers, glusterfs.KeyVolume: id.volume}
+}
+
+// parseGlusterVolumeID parses an ID of [glusterVolumeID.String]; ok is
+// false for anything else.
+func parseGlusterVolumeID(s string) (glusterVolumeID, bool) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || !dirNameRE.MatchString(parts[2]) {
+		return glusterVolumeID{}, false
+	}
+	return glusterVolumeID{servers: parts[0], volume: parts[1], dir: parts[2]}, true
+}
+
+type controller struct {
+	csi.UnimplementedControllerServer
+	d *Driver
+}
+
+func (c controller) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
+	return &csi.ControllerGetCapabilitiesResponse{Capabilities: []*csi.ControllerServiceCapability{{
+		Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME}},
+	}}}, nil
+}
+
+func (c controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	d := c.d
+	if err := required("CreateVolume", "name", req.GetName()); err != nil {
+		return nil, err
+	}
+	if len(req.GetVolumeCapabilities()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "CreateVolume: volume capabilities missing")
+	}
+	for _, vc := range req.GetVolumeCapabilities() {
+		if err := d.checkCapability(vc); err != nil {
+			return nil, err
+		}
+	}
+	if req.GetVolumeContentSource() != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "CreateVolume: %s makes empty volumes only (no snapshots or clones)", d.Name)
+	}
+	capacity := req.GetCapacityRange().GetRequiredBytes()
+	if limit := req.GetCapacityRange().GetLimitBytes(); limit < 0 || capacity < 0 || (limit > 0 && limit < capacity) {
+		return nil, status.Errorf(codes.OutOfRange, "CreateVolume: capacity range %d to %d bytes", capacity, limit)
+	}
+	if d.FS.Name() != glusterfs.FSType {
+		return nil, status.Errorf(codes.Unimplemented, "CreateVolume: %s provisions no %s volumes", d.Name, d.FS.Name())
+	}
+	params := req.GetParameters()
+	id, err := glusterIDOf(params, dirName(req.GetName()))
+	if err != nil {
+		return nil, err
+	}
+	defer d.locks.lock("volume " + id.String())()
+	err = d.withVolume(ctx, params, func(root *os.Root) error {
+		return createDir(root, id.dir, capacity)
+	})
+	if err != nil {
+		return nil, err
+	}
+	volCtx := map[string]string{KeySubdir: id.dir}
+	for k, v := range params {
+		volCtx[k] = v
+	}
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id.String(), CapacityBytes: capacity, VolumeContext: volCtx}}, nil
+}
+
+// glusterIDOf returns the ID of the volume dir on the administrator's
+// volume that params name (checked again, with the allow-list, when it
+// is mounted).
+func glusterIDOf(params map[string]string, dir string) (glusterVolumeID, error) {
+	servers := params[glusterfs.KeyServer]
+	if s, ok := params[glusterfs.KeyServers]; ok {
+		servers = s
+	}
+	id := glusterVolumeID{servers: servers, volume: params[glusterfs.KeyVolume], dir: dir}
+	if id.servers == "" || id.volume == "" || strings.ContainsAny(id.servers+id.volume, "/ ") {
+		return id, status.Errorf(codes.InvalidArgument, "CreateVolume: parameters %q (or %q) and %q name the administrator's GlusterFS volume", glusterfs.KeyServer, glusterfs.KeyServers, glusterfs.KeyVolume)
+	}
+	return id, nil
+}
+
+// createDir makes the volume's directory and its capacity record; a
+// volume made before with the same capacity is made already, with another
+// one it is AlreadyExists.
+func createDir(root *os.Root, dir string, capacity int64) error {
+	if err := root.MkdirAll(metadataDir, 0o700); err != nil {
+		return status.Errorf(codes.Internal, "create %s: %v", metadataDir, err)
+	}
+	record := metadataDir + "/" + dir
+	data, err := root.ReadFile(record)
+	switch {
+	case err == nil:
+		if had, perr := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); perr != nil || had != capacity {
+			return status.Errorf(codes.AlreadyExists, "volume %s exists with a capacity of %s bytes, not %d", dir, strings.TrimSpace(string(data)), capacity)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		if err := root.WriteFile(record+".tmp", []byte(strconv.FormatInt(capacity, 10)+"\n"), 0o600); err != nil {
+			return status.Errorf(codes.Internal, "record volume %s: %v", dir, err)
+		}
+		if err := root.Rename(record+".tmp", record); err != nil {
+			return status.Errorf(codes.Internal, "record volume %s: %v", dir, err)
+		}
+	default:
+		return status.Errorf(codes.Internal, "read the record of volume %s: %v", dir, err)
+	}
+	// World-writable, as an emptyDir: the driver changes no ownership
+	// (no fsGroup), and the pods that use the volume run as any user.
+	if err := root.Mkdir(dir, 0o777); err != nil && !errors.Is(err, fs.ErrExist) {
+		return status.Errorf(codes.Internal, "create volume directory %s: %v", dir, err)
+	}
+	if err := root.Chmod(dir, 0o777); err != nil {
+		return status.Errorf(codes.Internal, "create volume directory %s: %v", dir, err)
+	}
+	return nil
+}
+
+func (c controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	d := c.d
+	if err := required("DeleteVolume", "volume ID", req.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	id, ok := parseGlusterVolumeID(req.GetVolumeId())
+	if !ok {
+		// Not one of ours, so gone already: the call succeeds.
+		return &csi.DeleteVolumeResponse{}, nil
+	}
+	defer d.locks.lock("volume " + id.String())()
+	err := d.withVolume(ctx, id.params(), func(root *os.Root) error {
+		if err := root.RemoveAll(id.dir); err != nil {
+			return status.Errorf(codes.Internal, "remove volume directory %s: %v", id.dir, err)
+		}
+		if err := root.Remove(metadataDir + "/" + id.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return status.Errorf(codes.Internal, "remove the record of volume %s: %v", id.dir, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &csi.DeleteVolumeResponse{}, nil
+}
+
+func (c controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	d := c.d
+	if err := required("ValidateVolumeCapabilities", "volume ID", req.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	if len(req.GetVolumeCapabilities()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "ValidateVolumeCapabilities: volume capabilities missing")
+	}
+	id, ok := parseGlusterVolumeID(req.GetVolumeId())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "no volume %s", req.GetVolumeId())
+	}
+	err := d.withVolume(ctx, id.params(), func(root *os.Root) error {
+		if _, err := root.Lstat(metadataDir + "/" + id.dir); err != nil {
+			return status.Errorf(codes.NotFound, "no volume %s", req.GetVolumeId())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, vc := range req.GetVolumeCapabilities() {
+		if err := d.checkCapability(vc); err != nil {
+			return &csi.ValidateVolumeCapabilitiesResponse{Message: status.Convert(err).Message()}, nil
+		}
+	}
+	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
+		VolumeContext: req.GetVolumeContext(), VolumeCapabilities: req.GetVolumeCapabilities(), Parameters: req.GetParameters(),
+	}}, nil
+}
+
+// withVolume mounts the administrator's volume that params name through
+// the mount pod, at a new directory below WorkDir, runs f on it (an
+// os.Root: no name f opens leaves it), and unmounts it.
+func (d *Driver) withVolume(ctx context.Context, params map[string]string, f func(*os.Root) error) (err error) {
+	m, err := d.mountOf(ctx, params, nil, nil)
+	if err != nil {
+		return err
+	}
+	if err := d.live(ctx); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(d.WorkDir, 0o700); err != nil {
+		return status.Errorf(codes.Internal, "create the controller's work directory: %v", err)
+	}
+	dir, err := os.MkdirTemp(d.WorkDir, "v-")
+	if err != nil {
+		return status.Errorf(codes.Internal, "create a mount point: %v", err)
+	}
+	defer func() {
+		if _, uerr := d.Volumes.Unmount(context.WithoutCancel(ctx), dir); uerr != nil {
+			err = errors.Join(err, status.Errorf(codes.Internal, "%v", uerr))
+			return // a mount point stays until it is unmounted
+		}
+		if rerr := os.Remove(dir); rerr != nil {
+			err = errors.Join(err, status.Errorf(codes.Internal, "remove mount point: %v", rerr))
+		}
+	}()
+	if _, err := d.Volumes.Mount(ctx, m, dir); err != nil {
+		return status.Errorf(codes.Internal, "mount %s: %v", m.Describe(), err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return status.Errorf(codes.Internal, "open %s: %v", dir, err)
+	}
+	defer root.Close()
+	return f(root)
+}

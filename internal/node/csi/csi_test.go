@@ -1,0 +1,295 @@
+package csi_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	csiapi "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/mountcontainers/mountcontainers/internal/node/csi"
+	"github.com/mountcontainers/mountcontainers/internal/node/csi/csitest"
+	"github.com/mountcontainers/mountcontainers/internal/node/volume"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/fstest"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd/mountfdtest"
+	"github.com/mountcontainers/mountcontainers/pkg/cri/critest"
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+const (
+	plugin = "kubernetes.io/glusterfs"
+	server = "public.example"
+)
+
+var reg = registration.Registration{PodNamespace: "kube-system", PodName: "glusterfs-mountpod-x", PodUID: "6f1c1d2e-0000-4000-8000-000000000003", ContainerName: "mount"}
+
+// env is a GlusterFS driver whose mount pod is a fake runtime that makes
+// real mounts in the test's private mount namespace: "mount -t glusterfs
+// SERVER:/VOLUME DIR" binds VOLUME's own tmpfs (made on first use) at DIR,
+// umount unmounts. Everything else is the driver's, the resolver's and the
+// kernel's.
+type env struct {
+	base   string
+	regDir string
+	rt     *critest.FakeRuntime
+	d      *csi.Driver
+	sock   string
+
+	mu    sync.Mutex
+	execs []string // argv[0] of each command run in the "mount pod"
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	base := mountfdtest.Base(t)
+	e := &env{base: base, regDir: filepath.Join(base, "plugin-containers"), rt: critest.NewFakeRuntime()}
+	e.rt.SetExec(e.exec)
+	endpoint := e.rt.Serve(t)
+	e.register(t)
+	r := mcexec.NewResolver(mcexec.Options{Dir: e.regDir, Endpoint: endpoint, ExecMode: mcexec.ModeCRI})
+	t.Cleanup(func() { r.Close() })
+	x, err := r.For(plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers, err := fs.ParseAllowedServers([]string{server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.d = &csi.Driver{
+		Name: "glusterfs.mountcontainers.io", Version: "test", FS: glusterfs.FS{}, Exec: x, NodeID: "node-1",
+		Servers: servers, Resolver: fstest.Names, Controller: true, WorkDir: filepath.Join(base, "work"),
+		Volumes: &volume.Mounter{Plugin: plugin, Exec: x, Timeout: 10 * time.Second, SecretsDir: filepath.Join(base, "secrets")},
+	}
+	e.sock = filepath.Join(base, "csi.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.d.Serve(ctx, e.sock) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return e
+}
+
+func (e *env) register(t *testing.T) {
+	t.Helper()
+	if err := registration.Write(e.regDir, plugin, reg); err != nil {
+		t.Fatal(err)
+	}
+	e.rt.SetContainers(critest.Container("ctr1", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
+}
+
+func (e *env) exec(_ context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	argv := req.Cmd
+	e.execs = append(e.execs, argv[0])
+	fail := func(err error) (*runtimeapi.ExecSyncResponse, error) {
+		return &runtimeapi.ExecSyncResponse{ExitCode: 32, Stderr: []byte(err.Error())}, nil
+	}
+	dir := argv[len(argv)-1]
+	switch argv[0] {
+	case "mount":
+		_, vol, ok := strings.Cut(argv[len(argv)-2], ":/")
+		if !ok {
+			return fail(os.ErrInvalid)
+		}
+		backing := filepath.Join(e.base, "servers", vol)
+		if _, err := os.Stat(backing); os.IsNotExist(err) {
+			if err := os.MkdirAll(backing, 0o755); err != nil {
+				return fail(err)
+			}
+			if err := unix.Mount("tmpfs", backing, "tmpfs", 0, "size=4m"); err != nil {
+				return fail(err)
+			}
+		}
+		if err := unix.Mount(backing, dir, "", unix.MS_BIND, ""); err != nil {
+			return fail(err)
+		}
+	case "umount":
+		flags := 0
+		if argv[1] == "-l" {
+			flags = unix.MNT_DETACH
+		}
+		if err := unix.Unmount(dir, flags); err != nil {
+			return fail(err)
+		}
+	}
+	return &runtimeapi.ExecSyncResponse{}, nil
+}
+
+func (e *env) conn(t *testing.T) *grpc.ClientConn {
+	t.Helper()
+	c, err := grpc.NewClient("unix://"+e.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestSanity runs csi-sanity (kubernetes-csi/csi-test) against the driver,
+// every test it has for the driver's capabilities: the Identity, Node and
+// Controller services with real mounts, made through the exec resolver's
+// CRI path.
+func TestSanity(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	e := newEnv(t)
+	cfg := sanity.NewTestConfig()
+	cfg.Address = e.sock
+	cfg.TargetPath = filepath.Join(e.base, "target")
+	cfg.StagingPath = filepath.Join(e.base, "staging")
+	cfg.TestVolumeParameters = map[string]string{"server": server, "volume": "sanity"}
+	cfg.IdempotentCount = 2
+	res := csitest.Sanity(t, cfg)
+	if res.Passed == 0 || res.NodeLifecycle == 0 {
+		t.Errorf("csi-sanity passed %d specs, %d of them the node's lifecycle; want both above 0", res.Passed, res.NodeLifecycle)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.execs) == 0 {
+		t.Fatal("no command ran in the mount pod: the sanity run mounted nothing through it")
+	}
+}
+
+// TestPublishRefusesSymlinkSubdir: a volume's directory that its users (or
+// anyone who writes the administrator's volume) replaced with a symbolic
+// link is not followed: NodePublish fails and mounts nothing.
+func TestPublishRefusesSymlinkSubdir(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	e := newEnv(t)
+	c := e.conn(t)
+	ctl, nodes := csiapi.NewControllerClient(c), csiapi.NewNodeClient(c)
+	ctx := context.Background()
+	vc := &csiapi.VolumeCapability{
+		AccessType: &csiapi.VolumeCapability_Mount{Mount: &csiapi.VolumeCapability_MountVolume{}},
+		AccessMode: &csiapi.VolumeCapability_AccessMode{Mode: csiapi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	}
+	vol, err := ctl.CreateVolume(ctx, &csiapi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csiapi.VolumeCapability{vc},
+		Parameters: map[string]string{"server": server, "volume": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, volCtx := vol.GetVolume().GetVolumeId(), vol.GetVolume().GetVolumeContext()
+	staging := filepath.Join(e.base, "staging")
+	if _, err := nodes.NodeStageVolume(ctx, &csiapi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: vc, VolumeContext: volCtx}); err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(e.base, "node")
+	if err := os.MkdirAll(node, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The volume's directory, as its users see it, becomes a link to a
+	// node directory.
+	sub := filepath.Join(staging, volCtx[csi.KeySubdir])
+	if err := os.Rename(sub, sub+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(node, sub); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(e.base, "target")
+	_, err = nodes.NodePublishVolume(ctx, &csiapi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: vc, VolumeContext: volCtx})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("NodePublish through a symbolic link: %v; want FailedPrecondition, refused", err)
+	}
+	var tst, pst unix.Stat_t
+	if err := unix.Stat(target, &tst); err == nil {
+		if err := unix.Stat(e.base, &pst); err != nil || tst.Dev != pst.Dev {
+			t.Fatalf("something is mounted at the target after the refusal (device %d, base %d)", tst.Dev, pst.Dev)
+		}
+	}
+	// With the directory back, the same call publishes it.
+	if err := os.Remove(sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(sub+".moved", sub); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes.NodePublishVolume(ctx, &csiapi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: vc, VolumeContext: volCtx, Readonly: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Access(target, unix.W_OK); err != unix.EROFS {
+		t.Errorf("the read-only publish is writable: access(W_OK) = %v, want EROFS", err)
+	}
+	for _, call := range []func() error{
+		func() error {
+			_, err := nodes.NodeUnpublishVolume(ctx, &csiapi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
+			return err
+		},
+		func() error {
+			_, err := nodes.NodeUnstageVolume(ctx, &csiapi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
+			return err
+		},
+		func() error {
+			_, err := ctl.DeleteVolume(ctx, &csiapi.DeleteVolumeRequest{VolumeId: id})
+			return err
+		},
+	} {
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Errorf("the target is left after NodeUnpublish: %v", err)
+	}
+}
+
+// TestNoMountPodNoMount: without a registered mount pod, Probe says not
+// ready and NodeStage fails with Unavailable (the kubelet retries), and
+// nothing runs on the node.
+func TestNoMountPodNoMount(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	e := newEnv(t)
+	if _, err := registration.RemoveIfOwned(e.regDir, plugin, reg.PodUID); err != nil {
+		t.Fatal(err)
+	}
+	c := e.conn(t)
+	ctx := context.Background()
+	p, err := csiapi.NewIdentityClient(c).Probe(ctx, &csiapi.ProbeRequest{})
+	if err != nil || p.GetReady().GetValue() {
+		t.Fatalf("Probe without a mount pod = %v, %v; want not ready", p, err)
+	}
+	vc := &csiapi.VolumeCapability{
+		AccessType: &csiapi.VolumeCapability_Mount{Mount: &csiapi.VolumeCapability_MountVolume{}},
+		AccessMode: &csiapi.VolumeCapability_AccessMode{Mode: csiapi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	_, err = csiapi.NewNodeClient(c).NodeStageVolume(ctx, &csiapi.NodeStageVolumeRequest{VolumeId: "x", StagingTargetPath: filepath.Join(e.base, "staging"),
+		VolumeCapability: vc, VolumeContext: map[string]string{"server": server, "volume": "v"}})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), plugin) {
+		t.Fatalf("NodeStage without a mount pod: %v; want Unavailable naming %s", err, plugin)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.execs) != 0 {
+		t.Fatalf("commands ran: %v", e.execs)
+	}
+	// Registered again: ready.
+	e.register(t)
+	if p, err := csiapi.NewIdentityClient(c).Probe(ctx, &csiapi.ProbeRequest{}); err != nil || !p.GetReady().GetValue() {
+		t.Fatalf("Probe with the mount pod = %v, %v; want ready", p, err)
+	}
+}

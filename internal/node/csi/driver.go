@@ -1,0 +1,188 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mountcontainers/mountcontainers/internal/node/volume"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+)
+
+// Driver serves the CSI Identity, Node and (when Controller is set)
+// Controller services of one file system.
+type Driver struct {
+	// Name is the driver's name, DNS style, such as
+	// glusterfs.mountcontainers.io.
+	Name string
+	// Version is the driver's version as GetPluginInfo reports it.
+	Version string
+	// FS is the file system the driver mounts.
+	FS fs.Filesystem
+	// Exec is the executor of the mount pod's plugin (such as
+	// kubernetes.io/glusterfs): every mount(8) and umount runs through it.
+	Exec *mcexec.Exec
+	// Volumes makes and removes the staging mounts through Exec.
+	Volumes *volume.Mounter
+	// NodeID is the node's name, as NodeGetInfo reports it.
+	NodeID string
+	// Servers decides which servers a volume may name.
+	Servers fs.ServerPolicy
+	// Resolver looks up server names on the node; default
+	// net.DefaultResolver.
+	Resolver fs.Resolver
+	// Controller, when set, serves the Controller service: CreateVolume
+	// and DeleteVolume mount the administrator's volume named by the
+	// StorageClass below WorkDir, through the same mount pod.
+	Controller bool
+	// WorkDir holds the controller's short-lived mounts; it must be a
+	// directory the mount pod sees at the same path (under the kubelet's
+	// directory, mounted Bidirectional in the mount pod).
+	WorkDir string
+	// Log receives one record per call; nil discards them.
+	Log *slog.Logger
+
+	locks keyedMutex
+}
+
+// Serve serves the driver's services on the unix socket at path until ctx
+// ends; a socket left by an earlier run is replaced.
+func (d *Driver) Serve(ctx context.Context, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return fmt.Errorf("create the directory of %s: %w", path, err)
+	}
+	if err := removeSocket(path); err != nil {
+		return err
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", path, err)
+	}
+	srv := d.NewServer()
+	go func() {
+		<-ctx.Done()
+		srv.GracefulStop()
+	}()
+	err = srv.Serve(l)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return err
+}
+
+// NewServer returns a gRPC server with the driver's services registered.
+func (d *Driver) NewServer() *grpc.Server {
+	srv := grpc.NewServer(grpc.UnaryInterceptor(d.logCall))
+	csi.RegisterIdentityServer(srv, identity{d: d})
+	csi.RegisterNodeServer(srv, node{d: d})
+	if d.Controller {
+		csi.RegisterControllerServer(srv, controller{d: d})
+	}
+	return srv
+}
+
+// removeSocket removes a socket left at path; anything else there is an
+// error, never removed.
+func removeSocket(path string) error {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case fi.Mode().Type() != os.ModeSocket:
+		return fmt.Errorf("%s exists and is not a socket (%v): not removed", path, fi.Mode().Type())
+	}
+	return os.Remove(path)
+}
+
+// logCall logs each call: its method, code and time, never its request
+// (secrets travel in requests).
+func (d *Driver) logCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := d.safe(ctx, req, handler)
+	if d.Log != nil {
+		attrs := []any{"method", info.FullMethod, "code", status.Code(err).String(), "tookMs", float64(time.Since(start).Microseconds()) / 1000}
+		if v, ok := req.(interface{ GetVolumeId() string }); ok && v.GetVolumeId() != "" {
+			attrs = append(attrs, "volume", v.GetVolumeId())
+		}
+		if err != nil {
+			attrs = append(attrs, "err", status.Convert(err).Message())
+		}
+		d.Log.InfoContext(ctx, "csi call", attrs...)
+	}
+	return resp, err
+}
+
+// safe turns a panic of a handler into an Internal error.
+func (d *Driver) safe(ctx context.Context, req any, handler grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			resp, err = nil, status.Errorf(codes.Internal, "internal error: %v", r)
+		}
+	}()
+	return handler(ctx, req)
+}
+
+// live fails with Unavailable unless the plugin's mount pod is registered
+// and live: a CSI volume is mounted only through it, never on the node.
+func (d *Driver) live(ctx context.Context) error {
+	dec, err := d.Exec.Resolve(ctx)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "the mount pod of %s cannot be reached: %v", d.Exec.Plugin(), err)
+	}
+	if dec.OnHost() {
+		return status.Errorf(codes.Unavailable, "no mount pod of %s on node %s (%s): %s mounts only through it",
+			d.Exec.Plugin(), d.NodeID, dec.Reason, d.Name)
+	}
+	return nil
+}
+
+func (d *Driver) env() fs.Env { return fs.Env{Servers: d.Servers, Resolver: d.Resolver} }
+
+// keyedMutex serialises the calls on one volume or path.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock locks key and returns its unlock.
+func (k *keyedMutex) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyedLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.locks[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}

@@ -1,0 +1,183 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/mountcontainers/mountcontainers/internal/node/volume"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd"
+)
+
+type node struct {
+	csi.UnimplementedNodeServer
+	d *Driver
+}
+
+// NodeStageVolume mounts the volume once per node at the staging path,
+// through the plugin's mount pod (so that its FUSE daemon runs in a scope
+// of its own and the mount is recorded for the recovery).
+func (n node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	d := n.d
+	staging := req.GetStagingTargetPath()
+	if err := required("NodeStageVolume", "volume ID", req.GetVolumeId(), "staging target path", staging); err != nil {
+		return nil, err
+	}
+	if err := d.checkCapability(req.GetVolumeCapability()); err != nil {
+		return nil, err
+	}
+	if _, err := subdirOf(req.GetVolumeContext()); err != nil {
+		return nil, err
+	}
+	m, err := d.mountOf(ctx, req.GetVolumeContext(), req.GetSecrets(), req.GetVolumeCapability())
+	if err != nil {
+		return nil, err
+	}
+	defer d.locks.lock(staging)()
+	if err := d.live(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := d.Volumes.Mount(ctx, m, staging); err != nil {
+		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
+	}
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// NodeUnstageVolume unmounts the staging path (a dead mount too) and
+// removes its record and secret file.
+func (n node) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+	staging := req.GetStagingTargetPath()
+	if err := required("NodeUnstageVolume", "volume ID", req.GetVolumeId(), "staging target path", staging); err != nil {
+		return nil, err
+	}
+	defer n.d.locks.lock(staging)()
+	if _, err := n.d.Volumes.Unmount(ctx, staging); err != nil {
+		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
+	}
+	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+// NodePublishVolume binds the staged volume (its KeySubdir, resolved
+// beneath the staging mount by descriptors, following no symbolic link)
+// at the target path, read-only when asked.
+func (n node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	d := n.d
+	target, staging := req.GetTargetPath(), req.GetStagingTargetPath()
+	if err := required("NodePublishVolume", "volume ID", req.GetVolumeId(), "target path", target, "staging target path", staging); err != nil {
+		return nil, err
+	}
+	if err := d.checkCapability(req.GetVolumeCapability()); err != nil {
+		return nil, err
+	}
+	sub, err := subdirOf(req.GetVolumeContext())
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range []string{target, staging} {
+		if err := volume.CheckDir(p); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "NodePublishVolume: %v", err)
+		}
+	}
+	defer d.locks.lock(target)()
+	switch st, err := d.Volumes.State(staging); {
+	case err != nil:
+		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
+	case st != volume.Mounted:
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s", req.GetVolumeId(), staging)
+	}
+	if err := os.MkdirAll(target, 0o750); err != nil {
+		return nil, status.Errorf(codes.Internal, "volume %s: create target %s: %v", req.GetVolumeId(), target, err)
+	}
+	switch st, err := d.Volumes.State(target); {
+	case err != nil:
+		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
+	case st == volume.Mounted:
+		return &csi.NodePublishVolumeResponse{}, nil
+	case st == volume.Corrupted:
+		return nil, status.Errorf(codes.Internal, "volume %s: %s is a dead mount (transport endpoint is not connected): unpublish it first", req.GetVolumeId(), target)
+	}
+	ro := req.GetReadonly() || readOnly(req.GetVolumeCapability())
+	if err := bind(staging, sub, target, ro); err != nil {
+		code := codes.Internal
+		if errors.Is(err, mountfd.ErrNotInVolume) {
+			code = codes.FailedPrecondition
+		}
+		return nil, status.Errorf(code, "volume %s: publish %s of %s at %s: %v", req.GetVolumeId(), sub, staging, target, err)
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// NodeUnpublishVolume unmounts the target (a dead bind too) and removes
+// it.
+func (n node) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	target := req.GetTargetPath()
+	if err := required("NodeUnpublishVolume", "volume ID", req.GetVolumeId(), "target path", target); err != nil {
+		return nil, err
+	}
+	if err := volume.CheckDir(target); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "NodeUnpublishVolume: %v", err)
+	}
+	defer n.d.locks.lock(target)()
+	if err := unbind(n.d.Volumes, target); err != nil {
+		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
+	}
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// NodeGetVolumeStats reports the file system's usage at the path. While
+// the FUSE daemon is dead (the mount pod's recovery brings it back) it
+// fails with Unavailable and says so: the Go bindings of CSI 1.13 carry no
+// VolumeCondition (an alpha field) to report it with.
+func (n node) NodeGetVolumeStats(_ context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	p := req.GetVolumePath()
+	if err := required("NodeGetVolumeStats", "volume ID", req.GetVolumeId(), "volume path", p); err != nil {
+		return nil, err
+	}
+	var st unix.Statfs_t
+	err := unix.Statfs(p, &st)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil, status.Errorf(codes.NotFound, "volume %s: no %s", req.GetVolumeId(), p)
+	case errors.Is(err, unix.ENOTCONN):
+		return nil, status.Errorf(codes.Unavailable, "volume %s at %s: the file system's daemon is dead (transport endpoint is not connected); the mount pod of %s makes the mount again",
+			req.GetVolumeId(), p, n.d.Exec.Plugin())
+	case err != nil:
+		return nil, status.Errorf(codes.Internal, "volume %s: statfs %s: %v", req.GetVolumeId(), p, err)
+	}
+	bs := int64(st.Bsize)
+	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
+		{Unit: csi.VolumeUsage_BYTES, Total: int64(st.Blocks) * bs, Available: int64(st.Bavail) * bs, Used: int64(st.Blocks-st.Bfree) * bs},
+		{Unit: csi.VolumeUsage_INODES, Total: int64(st.Files), Available: int64(st.Ffree), Used: int64(st.Files - st.Ffree)},
+	}}, nil
+}
+
+func (n node) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	var caps []*csi.NodeServiceCapability
+	for _, t := range []csi.NodeServiceCapability_RPC_Type{
+		csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+		csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+	} {
+		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{Type: t}}})
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+func (n node) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	return &csi.NodeGetInfoResponse{NodeId: n.d.NodeID}, nil
+}
+
+// required fails with InvalidArgument naming the first of the (name,
+// value) pairs whose value is empty.
+func required(call string, pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "" {
+			return status.Errorf(codes.InvalidArgument, "%s: %s missing", call, pairs[i])
+		}
+	}
+	return nil
+}
