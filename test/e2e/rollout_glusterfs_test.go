@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -137,17 +136,7 @@ func TestRolloutGlusterfs(t *testing.T) {
 // buildRollout builds mountpod-rollout for the test.
 func buildRollout(t *testing.T) string {
 	t.Helper()
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "mountpod-rollout")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/mountpod-rollout")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/mountpod-rollout: %v\n%s", err, out)
-	}
-	return bin
+	return buildCmd(t, "mountpod-rollout")
 }
 
 // tagMountpodImage gives the mount-pod image a new tag in the containerd of

@@ -42,8 +42,12 @@ func (n node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeReque
 	if err := d.live(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := d.Volumes.Mount(ctx, m, staging); err != nil {
+	msg, err := d.Volumes.Mount(ctx, m, staging)
+	if err != nil {
 		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
+	}
+	if d.Log != nil {
+		d.Log.InfoContext(ctx, "staged", "volume", req.GetVolumeId(), "dir", staging, "message", msg)
 	}
 	return &csi.NodeStageVolumeResponse{}, nil
 }
