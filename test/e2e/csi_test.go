@@ -10,14 +10,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/csi/csitest"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
@@ -115,15 +120,23 @@ func sanityLines(out []byte) string {
 func startCSIDriver(t *testing.T, bin, logPath, dir string, mode mcexec.ExecMode, bed *framework.Bed) string {
 	t.Helper()
 	sock := filepath.Join(dir, "csi.sock")
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--filesystem", "glusterfs", "--node-id", bed.Env.NodeName,
+	startDriverProcess(t, bin, logPath, sock, "--filesystem", "glusterfs", "--node-id", bed.Env.NodeName,
 		"--kubelet-dir", bed.Env.KubeletRoot, "--endpoint", sock, "--register=false", "--controller",
 		"--work-dir", filepath.Join(dir, "controller"), "--allowed-servers", bed.Env.HostName,
 		"--registration-dir", bed.Env.RegistrationDir, "--runtime-endpoint", bed.Env.CRIEndpoint,
 		"--exec-mode", string(mode), "--log-format", "json", "--log-level", "debug")
+	return sock
+}
+
+// startDriverProcess starts bin with args, logging to logPath, waits until
+// its socket sock is there, and stops it (SIGTERM) when the test ends.
+func startDriverProcess(t *testing.T, bin, logPath, sock string, args ...string) {
+	t.Helper()
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -148,9 +161,8 @@ func startCSIDriver(t *testing.T, bin, logPath, dir string, mode mcexec.ExecMode
 			_, err := os.Stat(sock)
 			return err == nil, fmt.Sprint(err), nil
 		}); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v (log %s)", err, logPath)
 	}
-	return sock
 }
 
 // stagedVia returns how many staging mounts the driver's log records, and
@@ -195,4 +207,238 @@ func buildCmd(t *testing.T, name string) string {
 		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
 	}
 	return bin
+}
+
+// csiGlusterDriver is the GlusterFS CSI driver's name
+// (deploy/csi/glusterfs/csidriver.yaml).
+const csiGlusterDriver = "glusterfs.mountcontainers.io"
+
+// TestCSIVolumes runs the GlusterFS CSI driver on the bed's node,
+// registered with the real kubelet through its plugins_registry, and a
+// workload on a PersistentVolume of it, through each exec path: the kubelet
+// stages and publishes the volume (a read-write mount and a read-only
+// subPath), the staging mount is made in the mount pod (asserted from the
+// driver's log), a killed FUSE daemon's mount comes back inside the running
+// containers, and after the pod and its claim are deleted nothing of the
+// volume is left on the node.
+func TestCSIVolumes(t *testing.T) {
+	bed := framework.Current(t)
+	g := setupGlusterfs(t, bed)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csiDriver := filepath.Join(root, "deploy/csi/glusterfs/csidriver.yaml")
+	bed.ApplyFile(t, csiDriver)
+	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
+	bin := buildCmd(t, "csi-driver")
+	for _, mode := range execModes {
+		t.Run(string(mode), func(t *testing.T) { g.testCSIVolume(t, bin, mode) })
+	}
+}
+
+func (g *glusterEnv) testCSIVolume(t *testing.T, bin string, mode mcexec.ExecMode) {
+	bed := g.bed
+	ctx := context.Background()
+	logPath := filepath.Join(bed.Env.LogDir, "csi-driver-"+string(mode)+".log")
+	pluginDir := filepath.Join(bed.Env.KubeletRoot, "plugins", csiGlusterDriver)
+	startRegisteredCSIDriver(t, bin, logPath, pluginDir, mode)
+	if err := framework.Poll(ctx, "the kubelet lists "+csiGlusterDriver+" in CSINode "+bed.Env.NodeName, 250*time.Millisecond, 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			n, err := bed.Client.StorageV1().CSINodes().Get(ctx, bed.Env.NodeName, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return slices.ContainsFunc(n.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == csiGlusterDriver }), fmt.Sprint(n.Spec.Drivers), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+
+	name := "csi-" + string(mode)
+	sub := "sub-" + string(mode)
+	bed.Apply(t, fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: %[1]s-%[2]s
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteMany]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  claimRef: {namespace: %[2]s, name: %[1]s}
+  csi:
+    driver: %[3]s
+    volumeHandle: %[2]s-%[1]s
+    volumeAttributes: {server: %[4]q, volume: %[5]s}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: ""
+  volumeName: %[1]s-%[2]s
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  terminationGracePeriodSeconds: 1
+  initContainers:
+    - name: prepare
+      image: %[6]s
+      imagePullPolicy: Never
+      command: ["sh", "-c", "mkdir -p /data/%[7]s && echo marker > /data/%[7]s/marker"]
+      volumeMounts:
+        - {name: data, mountPath: /data}
+  containers:
+    - name: main
+      image: %[6]s
+      imagePullPolicy: Never
+      command: ["sleep", "infinity"]
+      volumeMounts:
+        - {name: data, mountPath: /data}
+    - name: reader
+      image: %[6]s
+      imagePullPolicy: Never
+      command: ["sleep", "infinity"]
+      volumeMounts:
+        - {name: data, mountPath: /sub, subPath: %[7]s, readOnly: true}
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: %[1]s}
+`, name, g.ns, csiGlusterDriver, bed.Env.NodeName, glusterVolume, bed.Env.BaseImage, sub))
+	start := time.Now()
+	p := bed.WaitPod(t, g.ns, name, true, 3*time.Minute)
+	t.Logf("pod %s running %s after apply", name, time.Since(start).Round(time.Millisecond))
+	staging := csiStagingMount(t, bed.Env.KubeletRoot)
+	if n := stagedVia(t, logPath, viaOf(t, mode)); n != 1 {
+		t.Fatalf("the driver's log %s shows %d staging mounts; want 1, via %s", logPath, n, viaOf(t, mode))
+	}
+	data := containerMount(t, bed, g.ns, name, "main", "/data")
+	if node := hostMountDev(t, staging); data.dev != node || data.fstype != "fuse.glusterfs" || data.ro {
+		t.Fatalf("the workload's /data is %+v; want the staging mount %s (device %s), read-write", data, staging, node)
+	}
+	if ro := containerMount(t, bed, g.ns, name, "reader", "/sub"); ro.dev != data.dev || ro.root != "/"+sub || !ro.ro {
+		t.Fatalf("the reader's /sub is %+v; want device %s, root /%s, read-only", ro, data.dev, sub)
+	}
+
+	// The FUSE daemon dies: the mount pod makes the staging mount again
+	// and puts it back inside the running containers.
+	pids := fuseProcesses(t, staging)
+	if len(pids) != 1 {
+		t.Fatalf("glusterfs processes serving %s: %v; want one", staging, pids)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.Poll(ctx, "the workload writes its volume again", 200*time.Millisecond, 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			_, se, err := bed.Exec(ctx, 20*time.Second, g.ns, name, "main", "sh", "-c", "echo after > /data/after-"+string(mode))
+			return err == nil, se, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("daemon %d killed: the workload wrote its volume again %s later", pids[0], time.Since(killed).Round(time.Millisecond))
+	if now := fuseProcesses(t, staging); len(now) != 1 || now[0] == pids[0] {
+		t.Errorf("glusterfs processes serving %s after the kill of %d: %v; want one new", staging, pids[0], now)
+	}
+	data = containerMount(t, bed, g.ns, name, "main", "/data")
+	if node := hostMountDev(t, staging); data.dev != node {
+		t.Errorf("the workload's /data after the recovery is %+v; want the new staging mount (device %s)", data, node)
+	}
+	if got := strings.TrimSpace(bed.MustExec(t, g.ns, name, "reader", "cat", "/sub/marker")); got != "marker" {
+		t.Errorf("the reader's subPath shows %q after the recovery", got)
+	}
+	if ro := containerMount(t, bed, g.ns, name, "reader", "/sub"); ro.dev != data.dev || !ro.ro {
+		t.Errorf("the reader's /sub after the recovery is %+v; want device %s, read-only", ro, data.dev)
+	}
+	if restarts := podRestarts(t, bed, g.ns, name); restarts != 0 {
+		t.Errorf("the workload's containers restarted %d times", restarts)
+	}
+
+	// Deleted: nothing of the volume is left on the node.
+	if err := bed.Client.CoreV1().Pods(g.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bed.WaitPodGone(t, g.ns, name, p.UID, 2*time.Minute)
+	bed.Kubectl(t, "-n", g.ns, "delete", "pvc", name, "--wait")
+	bed.Kubectl(t, "delete", "pv", name+"-"+g.ns, "--wait")
+	if err := framework.Poll(ctx, "no mount of "+csiGlusterDriver+" left on the node", 250*time.Millisecond, 2*time.Minute,
+		func(context.Context) (bool, string, error) {
+			left := csiMounts(t, bed.Env.KubeletRoot)
+			return len(left) == 0, fmt.Sprint(left), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := mountrecord.List(filepath.Join(bed.Env.RegistrationDir, mountrecord.Dir)); err != nil || hasRecord(es, staging) {
+		t.Errorf("the mount record of %s is left: %+v, %v", staging, es, err)
+	}
+}
+
+// csiMounts returns the mount points of the GlusterFS CSI driver's volumes
+// on the node: its staging mounts and its published targets.
+func csiMounts(t *testing.T, kubeletRoot string) []string {
+	t.Helper()
+	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, mi := range infos {
+		staged := strings.HasPrefix(mi.MountPoint, filepath.Join(kubeletRoot, "plugins/kubernetes.io/csi", csiGlusterDriver)+"/")
+		published := strings.HasPrefix(mi.MountPoint, filepath.Join(kubeletRoot, "pods")+"/") && strings.Contains(mi.MountPoint, "/volumes/kubernetes.io~csi/")
+		if staged || published {
+			found = append(found, mi.MountPoint)
+		}
+	}
+	return found
+}
+
+// csiStagingMount returns the one staging mount of the GlusterFS CSI
+// driver on the node.
+func csiStagingMount(t *testing.T, kubeletRoot string) string {
+	t.Helper()
+	var staged []string
+	for _, m := range csiMounts(t, kubeletRoot) {
+		if strings.HasSuffix(m, "/globalmount") {
+			staged = append(staged, m)
+		}
+	}
+	if len(staged) != 1 {
+		t.Fatalf("staging mounts of %s: %v; want one", csiGlusterDriver, staged)
+	}
+	return staged[0]
+}
+
+// podRestarts sums the restarts of a pod's containers.
+func podRestarts(t *testing.T, bed *framework.Bed, ns, name string) int32 {
+	t.Helper()
+	p, err := bed.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int32
+	for _, s := range p.Status.ContainerStatuses {
+		n += s.RestartCount
+	}
+	return n
+}
+
+// startRegisteredCSIDriver starts the GlusterFS CSI driver on the node,
+// registered with the kubelet, its commands placed in mode; it stops it
+// when the test ends (which unregisters it).
+func startRegisteredCSIDriver(t *testing.T, bin, logPath, pluginDir string, mode mcexec.ExecMode) {
+	t.Helper()
+	bed := framework.Current(t)
+	startDriverProcess(t, bin, logPath, filepath.Join(pluginDir, "csi.sock"),
+		"--filesystem", "glusterfs", "--node-id", bed.Env.NodeName, "--kubelet-dir", bed.Env.KubeletRoot,
+		"--allowed-servers", bed.Env.HostName, "--registration-dir", bed.Env.RegistrationDir,
+		"--runtime-endpoint", bed.Env.CRIEndpoint, "--exec-mode", string(mode), "--log-format", "json", "--log-level", "debug")
 }
