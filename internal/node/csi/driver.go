@@ -60,6 +60,13 @@ type Driver struct {
 // Serve serves the driver's services on the unix socket at path until ctx
 // ends; a socket left by an earlier run is replaced.
 func (d *Driver) Serve(ctx context.Context, path string) error {
+	return serveUnix(ctx, path, d.NewServer())
+}
+
+// serveUnix serves srv on a new unix socket at path until ctx ends (a
+// socket left there by an earlier run is replaced, anything else refused),
+// and removes the socket then.
+func serveUnix(ctx context.Context, path string, srv *grpc.Server) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return fmt.Errorf("create the directory of %s: %w", path, err)
 	}
@@ -70,16 +77,15 @@ func (d *Driver) Serve(ctx context.Context, path string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", path, err)
 	}
-	srv := d.NewServer()
+	defer os.Remove(path)
 	go func() {
 		<-ctx.Done()
 		srv.GracefulStop()
 	}()
-	err = srv.Serve(l)
-	if errors.Is(err, grpc.ErrServerStopped) {
-		err = nil
+	if err := srv.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
 	}
-	return err
+	return nil
 }
 
 // NewServer returns a gRPC server with the driver's services registered.

@@ -2,12 +2,7 @@ package csi
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"os"
-	"path/filepath"
 
 	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -49,25 +44,7 @@ func (r *Registrar) NotifyRegistrationStatus(ctx context.Context, s *registerapi
 // plugins_registry directory) until ctx ends, and removes the socket then,
 // which unregisters the driver.
 func (r *Registrar) Serve(ctx context.Context, path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return fmt.Errorf("create the directory of %s: %w", path, err)
-	}
-	if err := removeSocket(path); err != nil {
-		return err
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", path, err)
-	}
-	defer os.Remove(path)
 	srv := grpc.NewServer()
 	registerapi.RegisterRegistrationServer(srv, r)
-	go func() {
-		<-ctx.Done()
-		srv.GracefulStop()
-	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return err
-	}
-	return nil
+	return serveUnix(ctx, path, srv)
 }
