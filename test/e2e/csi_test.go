@@ -193,6 +193,27 @@ func stagedVia(t *testing.T, logPath string, via mcexec.Via) int {
 	return n
 }
 
+// callTimes returns how long (ms) each successful call of a CSI method
+// took, from the driver's log.
+func callTimes(t *testing.T, logPath, method string) []float64 {
+	t.Helper()
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var took []float64
+	for _, line := range strings.Split(string(data), "\n") {
+		var r struct {
+			Msg, Method, Code string
+			TookMs            float64
+		}
+		if json.Unmarshal([]byte(line), &r) == nil && r.Msg == "csi call" && strings.HasSuffix(r.Method, "/"+method) && r.Code == "OK" {
+			took = append(took, r.TookMs)
+		}
+	}
+	return took
+}
+
 // buildCmd builds ./cmd/NAME and returns the binary.
 func buildCmd(t *testing.T, name string) string {
 	t.Helper()
@@ -317,6 +338,9 @@ spec:
 	p := bed.WaitPod(t, g.ns, name, true, 3*time.Minute)
 	t.Logf("pod %s running %s after apply", name, time.Since(start).Round(time.Millisecond))
 	staging := csiStagingMount(t, bed.Env.KubeletRoot)
+	// Figures (BENCHMARKS.md), not verdicts.
+	t.Logf("through %s: NodeStageVolume took %v ms, NodePublishVolume %v ms (the driver's log)", mode,
+		callTimes(t, logPath, "NodeStageVolume"), callTimes(t, logPath, "NodePublishVolume"))
 	if n := stagedVia(t, logPath, viaOf(t, mode)); n != 1 {
 		t.Fatalf("the driver's log %s shows %d staging mounts; want 1, via %s", logPath, n, viaOf(t, mode))
 	}
