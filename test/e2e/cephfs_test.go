@@ -75,6 +75,19 @@ func TestCephFS(t *testing.T) {
 	t.Run("WrongKeyFails", c.testWrongKey)
 	t.Run("ScopedDaemonOutlivesMountPod", c.testOutlivesMountPod)
 	t.Run("KilledDaemonComesBack", c.testRecovery)
+	t.Run("CSIStaticVolume", func(t *testing.T) {
+		root, err := framework.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		csiDriver := filepath.Join(root, "deploy/csi/cephfs/csidriver.yaml")
+		bed.ApplyFile(t, csiDriver)
+		t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
+		bin := buildCmd(t, "csi-driver")
+		for _, mode := range execModes {
+			t.Run(string(mode), func(t *testing.T) { c.testCSIVolume(t, bin, mode) })
+		}
+	})
 }
 
 func setupCephFS(t *testing.T, bed *framework.Bed) *cephfsEnv {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/csi/csitest"
+	"github.com/mountcontainers/mountcontainers/internal/node/volume"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/test/framework"
@@ -264,16 +265,7 @@ func (g *glusterEnv) testCSIVolume(t *testing.T, bin string, mode mcexec.ExecMod
 	logPath := filepath.Join(bed.Env.LogDir, "csi-driver-"+string(mode)+".log")
 	pluginDir := filepath.Join(bed.Env.KubeletRoot, "plugins", csiGlusterDriver)
 	startRegisteredCSIDriver(t, bin, logPath, pluginDir, mode)
-	if err := framework.Poll(ctx, "the kubelet lists "+csiGlusterDriver+" in CSINode "+bed.Env.NodeName, 250*time.Millisecond, 2*time.Minute,
-		func(ctx context.Context) (bool, string, error) {
-			n, err := bed.Client.StorageV1().CSINodes().Get(ctx, bed.Env.NodeName, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			return slices.ContainsFunc(n.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == csiGlusterDriver }), fmt.Sprint(n.Spec.Drivers), nil
-		}); err != nil {
-		t.Fatal(err)
-	}
+	waitCSINode(t, bed, csiGlusterDriver)
 
 	name := "csi-" + string(mode)
 	sub := "sub-" + string(mode)
@@ -337,7 +329,7 @@ spec:
 	start := time.Now()
 	p := bed.WaitPod(t, g.ns, name, true, 3*time.Minute)
 	t.Logf("pod %s running %s after apply", name, time.Since(start).Round(time.Millisecond))
-	staging := csiStagingMount(t, bed.Env.KubeletRoot)
+	staging := csiStagingMount(t, bed.Env.KubeletRoot, csiGlusterDriver)
 	// Figures (BENCHMARKS.md), not verdicts.
 	t.Logf("through %s: NodeStageVolume took %v ms, NodePublishVolume %v ms (the driver's log)", mode,
 		callTimes(t, logPath, "NodeStageVolume"), callTimes(t, logPath, "NodePublishVolume"))
@@ -396,7 +388,7 @@ spec:
 	bed.Kubectl(t, "delete", "pv", name+"-"+g.ns, "--wait")
 	if err := framework.Poll(ctx, "no mount of "+csiGlusterDriver+" left on the node", 250*time.Millisecond, 2*time.Minute,
 		func(context.Context) (bool, string, error) {
-			left := csiMounts(t, bed.Env.KubeletRoot)
+			left := csiMounts(t, bed.Env.KubeletRoot, csiGlusterDriver)
 			return len(left) == 0, fmt.Sprint(left), nil
 		}); err != nil {
 		t.Fatal(err)
@@ -406,9 +398,25 @@ spec:
 	}
 }
 
-// csiMounts returns the mount points of the GlusterFS CSI driver's volumes
-// on the node: its staging mounts and its published targets.
-func csiMounts(t *testing.T, kubeletRoot string) []string {
+// waitCSINode waits until the kubelet lists driver in the node's CSINode:
+// it took the driver's registration.
+func waitCSINode(t *testing.T, bed *framework.Bed, driver string) {
+	t.Helper()
+	if err := framework.Poll(context.Background(), "the kubelet lists "+driver+" in CSINode "+bed.Env.NodeName, 250*time.Millisecond, 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			n, err := bed.Client.StorageV1().CSINodes().Get(ctx, bed.Env.NodeName, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return slices.ContainsFunc(n.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == driver }), fmt.Sprint(n.Spec.Drivers), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// csiMounts returns the mount points of a CSI driver's volumes on the
+// node: its staging mounts and the published targets of every CSI volume.
+func csiMounts(t *testing.T, kubeletRoot, driver string) []string {
 	t.Helper()
 	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
 	if err != nil {
@@ -416,7 +424,7 @@ func csiMounts(t *testing.T, kubeletRoot string) []string {
 	}
 	var found []string
 	for _, mi := range infos {
-		staged := strings.HasPrefix(mi.MountPoint, filepath.Join(kubeletRoot, "plugins/kubernetes.io/csi", csiGlusterDriver)+"/")
+		staged := strings.HasPrefix(mi.MountPoint, filepath.Join(kubeletRoot, "plugins/kubernetes.io/csi", driver)+"/")
 		published := strings.HasPrefix(mi.MountPoint, filepath.Join(kubeletRoot, "pods")+"/") && strings.Contains(mi.MountPoint, "/volumes/kubernetes.io~csi/")
 		if staged || published {
 			found = append(found, mi.MountPoint)
@@ -425,18 +433,18 @@ func csiMounts(t *testing.T, kubeletRoot string) []string {
 	return found
 }
 
-// csiStagingMount returns the one staging mount of the GlusterFS CSI
-// driver on the node.
-func csiStagingMount(t *testing.T, kubeletRoot string) string {
+// csiStagingMount returns the one staging mount of a CSI driver on the
+// node.
+func csiStagingMount(t *testing.T, kubeletRoot, driver string) string {
 	t.Helper()
 	var staged []string
-	for _, m := range csiMounts(t, kubeletRoot) {
+	for _, m := range csiMounts(t, kubeletRoot, driver) {
 		if strings.HasSuffix(m, "/globalmount") {
 			staged = append(staged, m)
 		}
 	}
 	if len(staged) != 1 {
-		t.Fatalf("staging mounts of %s: %v; want one", csiGlusterDriver, staged)
+		t.Fatalf("staging mounts of %s: %v; want one", driver, staged)
 	}
 	return staged[0]
 }
@@ -465,4 +473,113 @@ func startRegisteredCSIDriver(t *testing.T, bin, logPath, pluginDir string, mode
 		"--filesystem", "glusterfs", "--node-id", bed.Env.NodeName, "--kubelet-dir", bed.Env.KubeletRoot,
 		"--allowed-servers", bed.Env.HostName, "--registration-dir", bed.Env.RegistrationDir,
 		"--runtime-endpoint", bed.Env.CRIEndpoint, "--exec-mode", string(mode), "--log-format", "json", "--log-level", "debug")
+}
+
+// csiCephDriver is the CephFS CSI driver's name
+// (deploy/csi/cephfs/csidriver.yaml).
+const csiCephDriver = "cephfs.mountcontainers.io"
+
+// testCSIVolume runs the CephFS CSI driver on the bed's node, registered
+// with the kubelet, its commands placed in mode, and a workload on a static
+// PersistentVolume of it whose key is the node-stage secret: the staging
+// mount is made in the mount pod (the driver's log says through which
+// path), the key reaches ceph-fuse in a root-only file on the tmpfs and
+// nowhere else, and after the pod, claim and volume are deleted no mount
+// and no key file is left.
+func (c *cephfsEnv) testCSIVolume(t *testing.T, bin string, mode mcexec.ExecMode) {
+	bed := c.bed
+	ctx := context.Background()
+	logPath := filepath.Join(bed.Env.LogDir, "csi-driver-cephfs-"+string(mode)+".log")
+	pluginDir := filepath.Join(bed.Env.KubeletRoot, "plugins", csiCephDriver)
+	startDriverProcess(t, bin, logPath, filepath.Join(pluginDir, "csi.sock"),
+		"--filesystem", "cephfs", "--node-id", bed.Env.NodeName, "--kubelet-dir", bed.Env.KubeletRoot,
+		"--allowed-servers", bed.Env.NodeIP, "--registration-dir", bed.Env.RegistrationDir, "--secrets-dir", c.secrets,
+		"--runtime-endpoint", bed.Env.CRIEndpoint, "--exec-mode", string(mode), "--log-format", "json", "--log-level", "debug")
+	waitCSINode(t, bed, csiCephDriver)
+
+	name := "csi-cephfs-" + string(mode)
+	bed.Apply(t, fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: %[1]s-%[2]s
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteMany]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  claimRef: {namespace: %[2]s, name: %[1]s}
+  csi:
+    driver: %[3]s
+    volumeHandle: %[2]s-%[1]s
+    volumeAttributes: {monitors: %[4]q, user: %[5]s, fs: cephfs}
+    nodeStageSecretRef: {name: %[6]s, namespace: %[2]s}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: ""
+  volumeName: %[1]s-%[2]s
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: main
+      image: %[7]s
+      imagePullPolicy: Never
+      command: ["sleep", "infinity"]
+      volumeMounts:
+        - {name: data, mountPath: /data}
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: %[1]s}
+`, name, c.ns, csiCephDriver, bed.Env.NodeIP+":6789", cephClientID, cephfsSecret, bed.Env.BaseImage))
+	p := bed.WaitPod(t, c.ns, name, true, 3*time.Minute)
+	staging := csiStagingMount(t, bed.Env.KubeletRoot, csiCephDriver)
+	t.Logf("through %s: NodeStageVolume took %v ms, NodePublishVolume %v ms (the driver's log)", mode,
+		callTimes(t, logPath, "NodeStageVolume"), callTimes(t, logPath, "NodePublishVolume"))
+	if n := stagedVia(t, logPath, viaOf(t, mode)); n != 1 {
+		t.Fatalf("the driver's log %s shows %d staging mounts; want 1, via %s", logPath, n, viaOf(t, mode))
+	}
+	content := "written through the CephFS CSI driver " + string(mode)
+	if got := bed.MustExec(t, c.ns, name, "main", "sh", "-c", `printf '%s' "$1" > /data/csi-`+string(mode)+` && cat /data/csi-`+string(mode), "sh", content); got != content {
+		t.Fatalf("read back %q, want %q", got, content)
+	}
+	if data := containerMount(t, bed, c.ns, name, "main", "/data"); data.fstype != "fuse.ceph-fuse" || data.dev != hostMountDev(t, staging) {
+		t.Fatalf("the workload's /data is %+v; want the staging mount %s (fuse.ceph-fuse)", data, staging)
+	}
+	keyFile := volume.SecretFile(c.secrets, staging)
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the key file %s: %v, %v; want mode 0600", keyFile, fi, err)
+	}
+	c.assertKeyNowhere(t)
+	if data, err := os.ReadFile(logPath); err != nil || strings.Contains(string(data), c.srv.key) {
+		t.Errorf("the driver's log %s holds the key (%v)", logPath, err)
+	}
+
+	if err := bed.Client.CoreV1().Pods(c.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bed.WaitPodGone(t, c.ns, name, p.UID, 2*time.Minute)
+	bed.Kubectl(t, "-n", c.ns, "delete", "pvc", name, "--wait")
+	bed.Kubectl(t, "delete", "pv", name+"-"+c.ns, "--wait")
+	if err := framework.Poll(ctx, "no mount of "+csiCephDriver+" left on the node", 250*time.Millisecond, 2*time.Minute,
+		func(context.Context) (bool, string, error) {
+			left := csiMounts(t, bed.Env.KubeletRoot, csiCephDriver)
+			return len(left) == 0, fmt.Sprint(left), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(keyFile); !os.IsNotExist(err) {
+		t.Errorf("the key file %s is left after NodeUnstage: %v", keyFile, err)
+	}
 }
