@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/mount-utils"
 
@@ -582,4 +584,165 @@ spec:
 	if _, err := os.Lstat(keyFile); !os.IsNotExist(err) {
 		t.Errorf("the key file %s is left after NodeUnstage: %v", keyFile, err)
 	}
+}
+
+// TestCSIProvisioning provisions GlusterFS volumes dynamically with the
+// real external-provisioner (built from its module, test/bed/build-sidecars.sh)
+// and the CSI driver's controller, both on the bed's node, once through each
+// exec path: a claim of a StorageClass naming the administrator's GlusterFS
+// volume is bound to a new directory of it, two pods share it read-write,
+// and deleting the claim deletes the directory.
+func TestCSIProvisioning(t *testing.T) {
+	bed := framework.Current(t)
+	g := setupGlusterfs(t, bed)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csiDriver := filepath.Join(root, "deploy/csi/glusterfs/csidriver.yaml")
+	bed.ApplyFile(t, csiDriver)
+	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
+	bin := buildCmd(t, "csi-driver")
+	provisioner := filepath.Join(strings.TrimSpace(run(t, 20*time.Minute, filepath.Join(root, "test/bed/build-sidecars.sh"))), "csi-provisioner")
+	for _, mode := range execModes {
+		t.Run(string(mode), func(t *testing.T) { g.testCSIProvisioning(t, bin, provisioner, mode) })
+	}
+}
+
+func (g *glusterEnv) testCSIProvisioning(t *testing.T, bin, provisioner string, mode mcexec.ExecMode) {
+	bed := g.bed
+	ctx := context.Background()
+	logPath := filepath.Join(bed.Env.LogDir, "csi-driver-provisioning-"+string(mode)+".log")
+	sock := filepath.Join(bed.Env.KubeletRoot, "plugins", csiGlusterDriver, "csi.sock")
+	startDriverProcess(t, bin, logPath, sock,
+		"--filesystem", "glusterfs", "--node-id", bed.Env.NodeName, "--kubelet-dir", bed.Env.KubeletRoot, "--controller",
+		"--allowed-servers", bed.Env.HostName, "--registration-dir", bed.Env.RegistrationDir,
+		"--runtime-endpoint", bed.Env.CRIEndpoint, "--exec-mode", string(mode), "--log-format", "json", "--log-level", "debug")
+	waitCSINode(t, bed, csiGlusterDriver)
+	startSidecar(t, provisioner, filepath.Join(bed.Env.LogDir, "csi-provisioner-"+string(mode)+".log"),
+		"--csi-address="+sock, "--kubeconfig="+bed.Env.Kubeconfig, "--leader-election=false", "--timeout=2m", "--v=3")
+
+	sc, claim := g.ns+"-"+string(mode), "data-"+string(mode)
+	bed.Apply(t, fmt.Sprintf(`apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: %[1]s
+provisioner: %[2]s
+parameters: {server: %[3]q, volume: %[4]s}
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: %[5]s
+  namespace: %[6]s
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: %[1]s
+  resources: {requests: {storage: 1Gi}}
+`, sc, csiGlusterDriver, bed.Env.NodeName, glusterVolume, claim, g.ns))
+	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "storageclass", sc) })
+	start := time.Now()
+	var pvName string
+	if err := framework.Poll(ctx, "claim "+claim+" bound", 250*time.Millisecond, 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			c, err := bed.Client.CoreV1().PersistentVolumeClaims(g.ns).Get(ctx, claim, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			pvName = c.Spec.VolumeName
+			return c.Status.Phase == corev1.ClaimBound, string(c.Status.Phase), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	pv, err := bed.Client.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := pv.Spec.CSI.VolumeHandle
+	dir := pv.Spec.CSI.VolumeAttributes["subdir"]
+	t.Logf("claim %s bound to %s (volume %s) %s after apply", claim, pvName, handle, time.Since(start).Round(time.Millisecond))
+	if dir == "" || !strings.HasSuffix(handle, "/"+glusterVolume+"/"+dir) {
+		t.Fatalf("the provisioned volume %s: handle %q, directory %q; want a directory of %s", pvName, handle, dir, glusterVolume)
+	}
+	brickDir := g.brick + "/" + dir
+	bed.MustExec(t, g.ns, "glusterfs-server", "server", "test", "-d", brickDir)
+
+	// Two pods share it read-write.
+	for _, name := range []string{"writer-" + string(mode), "reader-" + string(mode)} {
+		bed.Apply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: main
+      image: %[3]s
+      imagePullPolicy: Never
+      command: ["sleep", "infinity"]
+      volumeMounts:
+        - {name: data, mountPath: /data}
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: %[4]s}
+`, name, g.ns, bed.Env.BaseImage, claim))
+	}
+	writer := bed.WaitPod(t, g.ns, "writer-"+string(mode), true, 3*time.Minute)
+	reader := bed.WaitPod(t, g.ns, "reader-"+string(mode), true, 3*time.Minute)
+	content := "provisioned through " + string(mode)
+	bed.MustExec(t, g.ns, writer.Name, "main", "sh", "-c", `printf '%s' "$1" > /data/hello && sync`, "sh", content)
+	if got := bed.MustExec(t, g.ns, reader.Name, "main", "cat", "/data/hello"); got != content {
+		t.Fatalf("the second pod reads %q, want %q", got, content)
+	}
+	if got := strings.TrimSpace(bed.MustExec(t, g.ns, "glusterfs-server", "server", "cat", brickDir+"/hello")); got != content {
+		t.Fatalf("the volume's directory on the brick holds %q, want %q", got, content)
+	}
+	if n := stagedVia(t, logPath, viaOf(t, mode)); n != 1 {
+		t.Fatalf("the driver's log %s shows %d staging mounts for two pods on one node; want 1, via %s", logPath, n, viaOf(t, mode))
+	}
+
+	// Deleted: the claim's volume and its directory go.
+	for _, p := range []*corev1.Pod{writer, reader} {
+		if err := bed.Client.CoreV1().Pods(g.ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		bed.WaitPodGone(t, g.ns, p.Name, p.UID, 2*time.Minute)
+	}
+	bed.Kubectl(t, "-n", g.ns, "delete", "pvc", claim, "--wait")
+	if err := framework.Poll(ctx, "volume "+pvName+" deleted", 250*time.Millisecond, 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			_, err := bed.Client.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := bed.Exec(ctx, 20*time.Second, g.ns, "glusterfs-server", "server", "test", "-e", brickDir); err == nil {
+		t.Errorf("the volume's directory %s is left on the brick after its claim was deleted", brickDir)
+	}
+	if left := csiMounts(t, bed.Env.KubeletRoot, csiGlusterDriver); len(left) != 0 {
+		t.Errorf("mounts left on the node: %v", left)
+	}
+}
+
+// startSidecar runs a CSI sidecar on the node with args, logging to
+// logPath, until the test ends.
+func startSidecar(t *testing.T, bin, logPath string, args ...string) {
+	t.Helper()
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+	})
 }
