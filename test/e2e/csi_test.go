@@ -603,7 +603,12 @@ func TestCSIProvisioning(t *testing.T) {
 	bed.ApplyFile(t, csiDriver)
 	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
 	bin := buildCmd(t, "csi-driver")
-	provisioner := filepath.Join(strings.TrimSpace(run(t, 20*time.Minute, filepath.Join(root, "test/bed/build-sidecars.sh"))), "csi-provisioner")
+	// build-sidecars.sh logs, then prints the directory last.
+	out := strings.TrimSpace(run(t, 20*time.Minute, filepath.Join(root, "test/bed/build-sidecars.sh")))
+	provisioner := filepath.Join(out[strings.LastIndex(out, "\n")+1:], "csi-provisioner")
+	if _, err := os.Stat(provisioner); err != nil {
+		t.Fatalf("build-sidecars.sh: %v\n%s", err, out)
+	}
 	for _, mode := range execModes {
 		t.Run(string(mode), func(t *testing.T) { g.testCSIProvisioning(t, bin, provisioner, mode) })
 	}
