@@ -192,6 +192,9 @@ func TestPublishRefusesSymlinkSubdir(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, volCtx := vol.GetVolume().GetVolumeId(), vol.GetVolume().GetVolumeContext()
+	// What the external-provisioner and the kubelet add: not options.
+	volCtx["storage.kubernetes.io/csiProvisionerIdentity"] = "1764130000000-8081-glusterfs.mountcontainers.io"
+	volCtx["csi.storage.k8s.io/pod.name"] = "web-0"
 	staging := filepath.Join(e.base, "staging")
 	if _, err := nodes.NodeStageVolume(ctx, &csiapi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: vc, VolumeContext: volCtx}); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -21,13 +22,18 @@ import (
 // following a symbolic link.
 const KeySubdir = "subdir"
 
-// csiPrefix starts the keys the kubelet and the provisioner add to a volume
-// context (csi.storage.k8s.io/pod.name, ...): they are not options.
-const csiPrefix = "csi.storage.k8s.io/"
+// coPrefixes start the keys the kubelet and the external-provisioner add
+// to a volume context (csi.storage.k8s.io/pod.name,
+// storage.kubernetes.io/csiProvisionerIdentity, ...): they are not options.
+var coPrefixes = []string{"csi.storage.k8s.io/", "storage.kubernetes.io/"}
+
+func coKey(k string) bool {
+	return slices.ContainsFunc(coPrefixes, func(p string) bool { return strings.HasPrefix(k, p) })
+}
 
 // mountOf returns the staging mount a NodeStage request asks for: the
 // file system's options are the volume context's (less KeySubdir and the
-// csi.storage.k8s.io/ keys), each secret as the kubelet hands a
+// keys of [coPrefixes]), each secret as the kubelet hands a
 // Flexvolume driver a secretRef's entry (kubernetes.io/secret/NAME, base64),
 // and the capability's mount flags added to mountOptions. The file system
 // checks them all as it checks a Flexvolume's options: a bad one is
@@ -36,7 +42,7 @@ func (d *Driver) mountOf(ctx context.Context, volCtx, secrets map[string]string,
 	vals := map[string]string{}
 	for k, v := range volCtx {
 		switch {
-		case k == KeySubdir || strings.HasPrefix(k, csiPrefix):
+		case k == KeySubdir || coKey(k):
 		case strings.HasPrefix(k, fs.KubeletPrefix):
 			return fs.Mount{}, status.Errorf(codes.InvalidArgument, "volume context key %q: the kubernetes.io/ keys are the node's, not a volume's", k)
 		default:
