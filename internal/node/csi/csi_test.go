@@ -1,7 +1,9 @@
 package csi_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,8 +51,28 @@ type env struct {
 	d      *csi.Driver
 	sock   string
 
+	log syncBuffer // the driver's log (JSON)
+
 	mu    sync.Mutex
 	execs []string // argv[0] of each command run in the "mount pod"
+}
+
+// syncBuffer is a bytes.Buffer for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func newEnv(t *testing.T) *env {
@@ -74,6 +96,7 @@ func newEnv(t *testing.T) *env {
 		Name: "glusterfs.mountcontainers.io", Version: "test", FS: glusterfs.FS{}, Exec: x, NodeID: "node-1",
 		Servers: servers, Resolver: fstest.Names, Controller: true, WorkDir: filepath.Join(base, "work"),
 		Volumes: &volume.Mounter{Plugin: plugin, Exec: x, Timeout: 10 * time.Second, SecretsDir: filepath.Join(base, "secrets")},
+		Log:     slog.New(slog.NewJSONHandler(&e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	e.sock = filepath.Join(base, "csi.sock")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -85,6 +108,14 @@ func newEnv(t *testing.T) *env {
 			t.Errorf("Serve: %v", err)
 		}
 	})
+	// Serve listens in its goroutine: the first call must find the socket.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(e.sock); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the driver's socket %s: %v", e.sock, err)
+		}
+	}
 	return e
 }
 
@@ -294,5 +325,82 @@ func TestNoMountPodNoMount(t *testing.T) {
 	e.register(t)
 	if p, err := csiapi.NewIdentityClient(c).Probe(ctx, &csiapi.ProbeRequest{}); err != nil || !p.GetReady().GetValue() {
 		t.Fatalf("Probe with the mount pod = %v, %v; want ready", p, err)
+	}
+}
+
+// TestBadRequestsChangeNothing: a request the driver cannot serve fails
+// with the CSI code for it and a message naming what is wrong, runs nothing
+// in the mount pod, and quotes no secret in its error or the driver's log.
+func TestBadRequestsChangeNothing(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	e := newEnv(t)
+	c := e.conn(t)
+	ctl, nodes := csiapi.NewControllerClient(c), csiapi.NewNodeClient(c)
+	ctx := context.Background()
+	const secret = "s3cr3t-do-not-print"
+	mountCap := &csiapi.VolumeCapability{
+		AccessType: &csiapi.VolumeCapability_Mount{Mount: &csiapi.VolumeCapability_MountVolume{}},
+		AccessMode: &csiapi.VolumeCapability_AccessMode{Mode: csiapi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	}
+	blockCap := &csiapi.VolumeCapability{
+		AccessType: &csiapi.VolumeCapability_Block{Block: &csiapi.VolumeCapability_BlockVolume{}},
+		AccessMode: mountCap.AccessMode,
+	}
+	staging, target := filepath.Join(e.base, "staging"), filepath.Join(e.base, "target")
+	stage := func(volCtx, secrets map[string]string, vc *csiapi.VolumeCapability) func() error {
+		return func() error {
+			_, err := nodes.NodeStageVolume(ctx, &csiapi.NodeStageVolumeRequest{VolumeId: "v", StagingTargetPath: staging, VolumeCapability: vc, VolumeContext: volCtx, Secrets: secrets})
+			return err
+		}
+	}
+	good := map[string]string{"server": server, "volume": "v"}
+	for _, tc := range []struct {
+		what string
+		call func() error
+		code codes.Code
+		says string
+	}{
+		{"a server outside the allow-list", stage(map[string]string{"server": "127.0.0.1", "volume": "v"}, nil, mountCap), codes.InvalidArgument, `"server"`},
+		{"a kubelet key in the volume context", stage(map[string]string{"server": server, "volume": "v", "kubernetes.io/secret/key": secret}, nil, mountCap), codes.InvalidArgument, "kubernetes.io/secret/key"},
+		{"a mount option off the list", stage(good, nil, &csiapi.VolumeCapability{
+			AccessType: &csiapi.VolumeCapability_Mount{Mount: &csiapi.VolumeCapability_MountVolume{MountFlags: []string{"exec-this"}}},
+			AccessMode: mountCap.AccessMode}), codes.InvalidArgument, "mountOptions"},
+		{"a block volume", stage(good, nil, blockCap), codes.InvalidArgument, "block"},
+		{"a subdir outside the volume", stage(map[string]string{"server": server, "volume": "v", csi.KeySubdir: "../x"}, nil, mountCap), codes.InvalidArgument, csi.KeySubdir},
+		{"no staging path", func() error {
+			_, err := nodes.NodeStageVolume(ctx, &csiapi.NodeStageVolumeRequest{VolumeId: "v", VolumeCapability: mountCap, VolumeContext: good})
+			return err
+		}, codes.InvalidArgument, "staging target path"},
+		{"a publish before the stage", func() error {
+			_, err := nodes.NodePublishVolume(ctx, &csiapi.NodePublishVolumeRequest{VolumeId: "v", StagingTargetPath: staging, TargetPath: target, VolumeCapability: mountCap, VolumeContext: good})
+			return err
+		}, codes.FailedPrecondition, "not staged"},
+		{"a volume without the administrator's volume", func() error {
+			_, err := ctl.CreateVolume(ctx, &csiapi.CreateVolumeRequest{Name: "pvc-x", VolumeCapabilities: []*csiapi.VolumeCapability{mountCap}, Parameters: map[string]string{"server": server}})
+			return err
+		}, codes.InvalidArgument, `"volume"`},
+		{"a capacity limit below what is required", func() error {
+			_, err := ctl.CreateVolume(ctx, &csiapi.CreateVolumeRequest{Name: "pvc-x", VolumeCapabilities: []*csiapi.VolumeCapability{mountCap}, Parameters: good,
+				CapacityRange: &csiapi.CapacityRange{RequiredBytes: 2 << 30, LimitBytes: 1 << 30}})
+			return err
+		}, codes.OutOfRange, "capacity range"},
+	} {
+		err := tc.call()
+		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.says) || strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: %v; want %s saying %s, without the secret", tc.what, err, tc.code, tc.says)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.execs) != 0 {
+		t.Errorf("commands ran in the mount pod for refused requests: %v", e.execs)
+	}
+	if log := e.log.String(); !strings.Contains(log, "InvalidArgument") || strings.Contains(log, secret) {
+		t.Errorf("the driver's log lacks the refusals or holds the secret:\n%s", log)
+	}
+	if _, err := os.Lstat(target); !os.IsNotExist(err) {
+		t.Errorf("a refused publish left %s: %v", target, err)
 	}
 }
