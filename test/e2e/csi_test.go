@@ -374,8 +374,8 @@ spec:
 	if got := strings.TrimSpace(bed.MustExec(t, g.ns, name, "reader", "cat", "/sub/marker")); got != "marker" {
 		t.Errorf("the reader's subPath shows %q after the recovery", got)
 	}
-	if ro := containerMount(t, bed, g.ns, name, "reader", "/sub"); ro.dev != data.dev || !ro.ro {
-		t.Errorf("the reader's /sub after the recovery is %+v; want device %s, read-only", ro, data.dev)
+	if ro := containerMount(t, bed, g.ns, name, "reader", "/sub"); ro.dev != data.dev || ro.root != "/"+sub || !ro.ro {
+		t.Errorf("the reader's /sub after the recovery is %+v; want device %s, root /%s, read-only", ro, data.dev, sub)
 	}
 	if restarts := podRestarts(t, bed, g.ns, name); restarts != 0 {
 		t.Errorf("the workload's containers restarted %d times", restarts)

@@ -5,11 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -106,6 +109,11 @@ func (c controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeReque
 		return nil, status.Errorf(codes.Unimplemented, "CreateVolume: %s provisions no %s volumes", d.Name, d.FS.Name())
 	}
 	params := req.GetParameters()
+	for k := range params {
+		if k == KeySubdir || strings.HasPrefix(k, "kubernetes.io/") || coKey(k) {
+			return nil, status.Errorf(codes.InvalidArgument, "CreateVolume: StorageClass parameter %q is the driver's or the node's, not an option", k)
+		}
+	}
 	id, err := glusterIDOf(params, dirName(req.GetName()))
 	if err != nil {
 		return nil, err
@@ -117,10 +125,11 @@ func (c controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeReque
 	if err != nil {
 		return nil, err
 	}
-	volCtx := map[string]string{KeySubdir: id.dir}
+	volCtx := map[string]string{}
 	for k, v := range params {
 		volCtx[k] = v
 	}
+	volCtx[KeySubdir] = id.dir
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id.String(), CapacityBytes: capacity, VolumeContext: volCtx}}, nil
 }
 
@@ -147,7 +156,7 @@ func createDir(root *os.Root, dir string, capacity int64) error {
 		return status.Errorf(codes.Internal, "create %s: %v", metadataDir, err)
 	}
 	record := metadataDir + "/" + dir
-	data, err := root.ReadFile(record)
+	data, err := readRecord(root, record)
 	switch {
 	case err == nil:
 		if had, perr := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); perr != nil || had != capacity {
@@ -168,10 +177,37 @@ func createDir(root *os.Root, dir string, capacity int64) error {
 	if err := root.Mkdir(dir, 0o777); err != nil && !errors.Is(err, fs.ErrExist) {
 		return status.Errorf(codes.Internal, "create volume directory %s: %v", dir, err)
 	}
+	// Whatever is there now must be a directory, not a link (Chmod
+	// follows one, within the volume).
+	if fi, err := root.Lstat(dir); err != nil || !fi.IsDir() {
+		return status.Errorf(codes.Internal, "volume directory %s is not a directory (%v, %v): not adopted", dir, fileType(fi), err)
+	}
 	if err := root.Chmod(dir, 0o777); err != nil {
 		return status.Errorf(codes.Internal, "create volume directory %s: %v", dir, err)
 	}
 	return nil
+}
+
+// readRecord reads a capacity record: a regular file, opened without
+// following a link and without blocking (a FIFO there fails, never hangs).
+func readRecord(root *os.Root, name string) ([]byte, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("record %s is not a regular file (%v, %v)", name, fileType(fi), err)
+	}
+	return io.ReadAll(io.LimitReader(f, 64))
+}
+
+// fileType names the type of fi for messages.
+func fileType(fi fs.FileInfo) string {
+	if fi == nil {
+		return "none"
+	}
+	return fi.Mode().Type().String()
 }
 
 func (c controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
@@ -186,6 +222,11 @@ func (c controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeReque
 	}
 	defer d.locks.lock("volume " + id.String())()
 	err := d.withVolume(ctx, id.params(), func(root *os.Root) error {
+		// Only a directory this driver made, with its record: any other
+		// directory the ID names is the administrator's.
+		if _, err := root.Lstat(metadataDir + "/" + id.dir); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err := root.RemoveAll(id.dir); err != nil {
 			return status.Errorf(codes.Internal, "remove volume directory %s: %v", id.dir, err)
 		}

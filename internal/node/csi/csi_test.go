@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,6 +268,22 @@ func TestPublishRefusesSymlinkSubdir(t *testing.T) {
 	if err := unix.Access(target, unix.W_OK); err != unix.EROFS {
 		t.Errorf("the read-only publish is writable: access(W_OK) = %v, want EROFS", err)
 	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(target, &sfs); err != nil || sfs.Flags&(unix.ST_NOSUID|unix.ST_NODEV|unix.ST_RDONLY) != unix.ST_NOSUID|unix.ST_NODEV|unix.ST_RDONLY {
+		t.Errorf("the published target's flags are %#x (%v); want nosuid, nodev and ro", sfs.Flags, err)
+	}
+	// A volume ID naming a directory of the administrator's volume that
+	// the driver did not make: DeleteVolume leaves it.
+	admin := filepath.Join(e.base, "servers", "v", "admin-data")
+	if err := os.Mkdir(admin, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl.DeleteVolume(ctx, &csiapi.DeleteVolumeRequest{VolumeId: server + "/v/admin-data"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(admin); err != nil {
+		t.Errorf("DeleteVolume of a directory the driver did not make removed it: %v", err)
+	}
 	for _, call := range []func() error{
 		func() error {
 			_, err := nodes.NodeUnpublishVolume(ctx, &csiapi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
@@ -377,6 +394,11 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 			_, err := nodes.NodePublishVolume(ctx, &csiapi.NodePublishVolumeRequest{VolumeId: "v", StagingTargetPath: staging, TargetPath: target, VolumeCapability: mountCap, VolumeContext: good})
 			return err
 		}, codes.FailedPrecondition, "not staged"},
+		{"a StorageClass that names the volume's directory", func() error {
+			_, err := ctl.CreateVolume(ctx, &csiapi.CreateVolumeRequest{Name: "pvc-x", VolumeCapabilities: []*csiapi.VolumeCapability{mountCap},
+				Parameters: map[string]string{"server": server, "volume": "v", csi.KeySubdir: "shared"}})
+			return err
+		}, codes.InvalidArgument, csi.KeySubdir},
 		{"a volume without the administrator's volume", func() error {
 			_, err := ctl.CreateVolume(ctx, &csiapi.CreateVolumeRequest{Name: "pvc-x", VolumeCapabilities: []*csiapi.VolumeCapability{mountCap}, Parameters: map[string]string{"server": server}})
 			return err
@@ -402,5 +424,51 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	}
 	if _, err := os.Lstat(target); !os.IsNotExist(err) {
 		t.Errorf("a refused publish left %s: %v", target, err)
+	}
+}
+
+// TestSocketNotTakenOver: a second instance of the driver does not take
+// over the socket of one that serves (it fails, saying so, and the first
+// keeps serving); a socket left by an instance that is gone is replaced.
+func TestSocketNotTakenOver(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.d.Serve(ctx, e.sock); err == nil || !strings.Contains(err.Error(), "served by another process") {
+		t.Fatalf("a second Serve on %s: %v; want it refused", e.sock, err)
+	}
+	if _, err := csiapi.NewIdentityClient(e.conn(t)).GetPluginInfo(ctx, &csiapi.GetPluginInfoRequest{}); err != nil {
+		t.Fatalf("the first instance after the second's attempt: %v", err)
+	}
+	// A socket whose server is gone.
+	stale := filepath.Join(e.base, "stale.sock")
+	l, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.d.Serve(sctx, stale) }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		c, err := net.Dial("unix", stale)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Serve did not replace the stale socket %s: %v", stale, err)
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("Serve on the replaced socket: %v", err)
+	}
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
+		t.Errorf("the socket is left after Serve ended: %v", err)
 	}
 }

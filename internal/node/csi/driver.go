@@ -63,9 +63,10 @@ func (d *Driver) Serve(ctx context.Context, path string) error {
 	return serveUnix(ctx, path, d.NewServer())
 }
 
-// serveUnix serves srv on a new unix socket at path until ctx ends (a
-// socket left there by an earlier run is replaced, anything else refused),
-// and removes the socket then.
+// serveUnix serves srv on a new unix socket at path until ctx ends, and
+// removes the socket then, if it is still this one. A socket left there by
+// an earlier run is replaced; one that answers (another instance serving)
+// and anything else that is not a socket are refused.
 func serveUnix(ctx context.Context, path string, srv *grpc.Server) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return fmt.Errorf("create the directory of %s: %w", path, err)
@@ -77,7 +78,19 @@ func serveUnix(ctx context.Context, path string, srv *grpc.Server) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", path, err)
 	}
-	defer os.Remove(path)
+	// Removed below only if it is still this socket: an instance that took
+	// the path over keeps its own.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	mine, err := os.Lstat(path)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	defer func() {
+		if now, err := os.Lstat(path); err == nil && os.SameFile(mine, now) {
+			os.Remove(path)
+		}
+	}()
 	go func() {
 		<-ctx.Done()
 		srv.GracefulStop()
@@ -99,8 +112,9 @@ func (d *Driver) NewServer() *grpc.Server {
 	return srv
 }
 
-// removeSocket removes a socket left at path; anything else there is an
-// error, never removed.
+// removeSocket removes a socket left at path by an instance that is gone;
+// a socket that still answers, and anything that is not a socket, is an
+// error and stays.
 func removeSocket(path string) error {
 	fi, err := os.Lstat(path)
 	switch {
@@ -110,6 +124,10 @@ func removeSocket(path string) error {
 		return err
 	case fi.Mode().Type() != os.ModeSocket:
 		return fmt.Errorf("%s exists and is not a socket (%v): not removed", path, fi.Mode().Type())
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("%s is served by another process (another instance of the driver?): not taken over", path)
 	}
 	return os.Remove(path)
 }

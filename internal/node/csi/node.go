@@ -87,6 +87,12 @@ func (n node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeR
 			return nil, status.Errorf(codes.InvalidArgument, "NodePublishVolume: %v", err)
 		}
 	}
+	if target == staging {
+		return nil, status.Errorf(codes.InvalidArgument, "NodePublishVolume: the target is the staging path %s", staging)
+	}
+	// The staging lock too: an Unstage must not unmount the staging mount
+	// between the check below and the bind.
+	defer d.locks.lock(staging)()
 	defer d.locks.lock(target)()
 	switch st, err := d.Volumes.State(staging); {
 	case err != nil:

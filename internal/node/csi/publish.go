@@ -12,17 +12,21 @@ import (
 )
 
 // bind clones the mount at staging, showing sub (resolved beneath it by
-// descriptors, see [mountfd.CloneBeneath]), sets it read-only when ro, and
-// moves it onto target, opened without following a symbolic link.
+// descriptors, see [mountfd.CloneBeneath]), sets it nosuid and nodev, and
+// read-only when ro, and moves it onto target, opened without following a
+// symbolic link.
 func bind(staging, sub, target string, ro bool) error {
 	tree, err := mountfd.CloneBeneath(staging, sub)
 	if err != nil {
 		return err
 	}
 	defer tree.Close()
-	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE}
+	// No set-user-ID program or device node of the volume's writers
+	// takes effect through the bind (nor in the containers, whose binds
+	// of the target inherit its flags).
+	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE, Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 	if ro {
-		attr.Attr_set = unix.MOUNT_ATTR_RDONLY
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
 	if err := unix.MountSetattr(int(tree.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		return fmt.Errorf("mount_setattr: %w", err)
