@@ -296,6 +296,11 @@ func (r *rolloutEnv) waitLines(t *testing.T, n int, timeout time.Duration) {
 	t.Helper()
 	err := framework.Poll(context.Background(), fmt.Sprintf("%d lines in the stream", n), 200*time.Millisecond, timeout,
 		func(context.Context) (bool, string, error) {
+			// The writer's first line creates the stream: none yet is
+			// no line yet (a loaded machine starts the pod's shell late).
+			if _, err := os.Stat(filepath.Join(r.dataDir, "stream")); errors.Is(err, os.ErrNotExist) {
+				return false, "no stream yet", nil
+			}
 			got, _ := r.verifyStream(t)
 			return got >= n, fmt.Sprintf("%d lines", got), nil
 		})

@@ -576,7 +576,12 @@ func (w *streamWriter) lines(t *testing.T) int {
 func (w *streamWriter) waitLines(t *testing.T, n int) {
 	t.Helper()
 	err := framework.Poll(context.Background(), fmt.Sprintf("%d lines on the brick", n), 250*time.Millisecond, 2*time.Minute,
-		func(context.Context) (bool, string, error) {
+		func(ctx context.Context) (bool, string, error) {
+			// The writer's first line creates the stream: none yet is
+			// no line yet (a loaded machine starts the pod's shell late).
+			if _, _, err := w.g.bed.Exec(ctx, 20*time.Second, w.g.ns, "glusterfs-server", "server", "test", "-e", w.g.brick+"/"+cmp.Or(w.file, "stream")); err != nil {
+				return false, "no stream yet", nil
+			}
 			got := w.lines(t)
 			return got >= n, fmt.Sprintf("%d lines", got), nil
 		})
