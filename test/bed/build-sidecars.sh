@@ -17,6 +17,15 @@ provisioner_version=v6.4.0
 
 gov=$(go env GOVERSION)
 dir="$KUBE_CACHE_DIR/sidecars/external-provisioner-$provisioner_version-$gov"
+# One build at a time: e2e.sh starts one in the background when the suite
+# starts, and the test that needs the binary runs this again, which waits
+# here for that build and then finds the binary cached.
+mkdir -p "$KUBE_CACHE_DIR/sidecars"
+exec 9>"$KUBE_CACHE_DIR/sidecars/.lock"
+if ! flock -n 9; then
+	log "another build-sidecars.sh is building; waiting for it"
+	flock 9
+fi
 if [[ -x $dir/csi-provisioner ]]; then
 	log "csi-provisioner $provisioner_version cached in $dir"
 	echo "$dir"

@@ -52,11 +52,17 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/mc-e2e.XXXXXX")
 testsummary=$work/testsummary
 failures=$work/failures
 export DIAGNOSE_SUMMARY=$work/diagnose-summary
+sidecars_pid= # the background build of the CSI sidecars, if running
+sidecars_log=$work/build-sidecars.log
 status=0
 finish() {
 	local rc=$? t0 clean=ok
 	((status != 0)) || status=$rc
 	trap - EXIT INT TERM
+	if [[ -n $sidecars_pid ]]; then
+		kill -TERM -- "-$sidecars_pid" 2>/dev/null
+		wait "$sidecars_pid" 2>/dev/null
+	fi
 	if [[ ${BED_KEEP:-0} != 1 ]]; then
 		log "=== teardown check"
 		t0=$(now)
@@ -148,6 +154,28 @@ if [[ -n ${E2E_RUN:-}${E2E_TAGS:-} ]]; then
 else
 	suites=${E2E_SUITES:-one nodes}
 fi
+# The CSI sidecars (cached by version; a cold build takes minutes of CPU)
+# build in the background while the whole one-node suite runs, which waits
+# on the CPU much of the time; TestCSI waits for the build when it needs the
+# binary (build-sidecars.sh holds a lock). A narrowed run builds them only
+# if a test asks.
+if [[ -z ${E2E_RUN:-}${E2E_TAGS:-} && " $suites " == *" one "* ]]; then
+	# In a process group of its own, so that finish can stop all of it.
+	setsid "$here/build-sidecars.sh" >"$sidecars_log" 2>&1 &
+	sidecars_pid=$!
+fi
+# finish_sidecars waits for the background build (it never outlives this
+# script) and shows its log when it failed.
+finish_sidecars() {
+	local src=0
+	[[ -n $sidecars_pid ]] || return 0
+	wait "$sidecars_pid" || src=$?
+	sidecars_pid=
+	if ((src != 0)); then
+		log "build-sidecars.sh (background) failed (exit $src):"
+		tail -n 20 "$sidecars_log" >&2
+	fi
+}
 # go test's timeouts (of the tests, the bed's coming up and going aside) end
 # a hang with Go's goroutine dump well before CI's 90 minutes: the suites
 # take about 11 and 5 minutes.
@@ -176,4 +204,5 @@ for suite in $suites; do
 	esac
 	((rc == 0)) || after_failure
 done
+finish_sidecars
 exit "$rc"

@@ -30,7 +30,7 @@ import (
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 
-// envSanityChild carries, to the test binary TestCSISanity runs again for
+// envSanityChild carries, to the test binary TestCSI runs again for
 // csi-sanity, the configuration of that run (a sanityChild in JSON): a
 // process runs one csi-sanity suite, and each exec path gets its own.
 const envSanityChild = "MOUNTCONTAINERS_E2E_CSI_SANITY"
@@ -41,19 +41,58 @@ type sanityChild struct {
 	Params                  map[string]string
 }
 
-// TestCSISanity runs csi-sanity (kubernetes-csi/csi-test, every spec for
-// the capabilities the driver offers) against the GlusterFS CSI driver
-// (cmd/csi-driver) running on the bed's node, with the real mount pod of
-// deploy/glusterfs and the real GlusterFS server, once through each exec
-// path, which the driver's log must show every staging mount took.
-func TestCSISanity(t *testing.T) {
+// TestCSI proves the GlusterFS CSI driver (cmd/csi-driver) on the bed's
+// node, with the real mount pod of deploy/glusterfs and the real GlusterFS
+// server, once through each exec path, which the driver's log must show
+// every staging mount took: csi-sanity's specs (Sanity), the real kubelet's
+// calls on a static volume (Volumes) and the real external-provisioner's on
+// dynamic ones (Provisioning). One server, mount pod and driver build serve
+// all three.
+func TestCSI(t *testing.T) {
 	if cfg := os.Getenv(envSanityChild); cfg != "" {
 		runSanityChild(t, cfg)
 		return
 	}
 	bed := framework.Current(t)
-	setupGlusterfs(t, bed)
+	g := setupGlusterfs(t, bed)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	bin := buildCmd(t, "csi-driver")
+	t.Run("Sanity", func(t *testing.T) { g.testCSISanity(t, bin) })
+	csiDriver := filepath.Join(root, "deploy/csi/glusterfs/csidriver.yaml")
+	bed.ApplyFile(t, csiDriver)
+	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
+	t.Run("Volumes", func(t *testing.T) {
+		for _, mode := range execModes {
+			t.Run(string(mode), func(t *testing.T) { g.testCSIVolume(t, bin, mode) })
+		}
+	})
+	t.Run("Provisioning", func(t *testing.T) {
+		// test/bed/e2e.sh starts build-sidecars.sh when the suite starts
+		// (a cold build takes minutes); this call waits for that build
+		// (the script holds a lock) and then finds the binary cached. It
+		// logs, then prints the directory last.
+		start := time.Now()
+		out := strings.TrimSpace(run(t, 20*time.Minute, filepath.Join(root, "test/bed/build-sidecars.sh")))
+		provisioner := filepath.Join(out[strings.LastIndex(out, "\n")+1:], "csi-provisioner")
+		if _, err := os.Stat(provisioner); err != nil {
+			t.Fatalf("build-sidecars.sh: %v\n%s", err, out)
+		}
+		t.Logf("csi-provisioner ready %s after the test asked for it", time.Since(start).Round(time.Millisecond))
+		for _, mode := range execModes {
+			t.Run(string(mode), func(t *testing.T) { g.testCSIProvisioning(t, bin, provisioner, mode) })
+		}
+	})
+}
+
+// testCSISanity runs csi-sanity (kubernetes-csi/csi-test, every spec for
+// the capabilities the driver offers) against the driver, its controller
+// on, through each exec path; csi-sanity runs in a process of its own (this
+// test binary again, envSanityChild), one per path.
+func (g *glusterEnv) testCSISanity(t *testing.T, bin string) {
+	bed := g.bed
 	for _, mode := range execModes {
 		t.Run(string(mode), func(t *testing.T) {
 			dir := filepath.Join(bed.Env.KubeletRoot, "plugins", "csi-sanity-"+string(mode))
@@ -70,7 +109,7 @@ func TestCSISanity(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCSISanity$", "-test.count=1", "-test.v", "-test.timeout=15m")
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCSI$", "-test.count=1", "-test.v", "-test.timeout=15m")
 			cmd.Env = append(os.Environ(), envSanityChild+"="+string(cfg))
 			start := time.Now()
 			out, err := cmd.CombinedOutput()
@@ -237,30 +276,13 @@ func buildCmd(t *testing.T, name string) string {
 // (deploy/csi/glusterfs/csidriver.yaml).
 const csiGlusterDriver = "glusterfs.mountcontainers.io"
 
-// TestCSIVolumes runs the GlusterFS CSI driver on the bed's node,
-// registered with the real kubelet through its plugins_registry, and a
-// workload on a PersistentVolume of it, through each exec path: the kubelet
-// stages and publishes the volume (a read-write mount and a read-only
-// subPath), the staging mount is made in the mount pod (asserted from the
-// driver's log), a killed FUSE daemon's mount comes back inside the running
-// containers, and after the pod and its claim are deleted nothing of the
-// volume is left on the node.
-func TestCSIVolumes(t *testing.T) {
-	bed := framework.Current(t)
-	g := setupGlusterfs(t, bed)
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	csiDriver := filepath.Join(root, "deploy/csi/glusterfs/csidriver.yaml")
-	bed.ApplyFile(t, csiDriver)
-	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
-	bin := buildCmd(t, "csi-driver")
-	for _, mode := range execModes {
-		t.Run(string(mode), func(t *testing.T) { g.testCSIVolume(t, bin, mode) })
-	}
-}
-
+// testCSIVolume registers the driver with the real kubelet through its
+// plugins_registry and runs a workload on a PersistentVolume of it: the
+// kubelet stages and publishes the volume (a read-write mount and a
+// read-only subPath), the staging mount is made in the mount pod (asserted
+// from the driver's log), a killed FUSE daemon's mount comes back inside the
+// running containers, and after the pod and its claim are deleted nothing
+// of the volume is left on the node.
 func (g *glusterEnv) testCSIVolume(t *testing.T, bin string, mode mcexec.ExecMode) {
 	bed := g.bed
 	ctx := context.Background()
@@ -586,34 +608,11 @@ spec:
 	}
 }
 
-// TestCSIProvisioning provisions GlusterFS volumes dynamically with the
-// real external-provisioner (built from its module, test/bed/build-sidecars.sh)
-// and the CSI driver's controller, both on the bed's node, once through each
-// exec path: a claim of a StorageClass naming the administrator's GlusterFS
+// testCSIProvisioning runs the real external-provisioner (built from its
+// module, test/bed/build-sidecars.sh) and the driver's controller on the
+// node: a claim of a StorageClass naming the administrator's GlusterFS
 // volume is bound to a new directory of it, two pods share it read-write,
 // and deleting the claim deletes the directory.
-func TestCSIProvisioning(t *testing.T) {
-	bed := framework.Current(t)
-	g := setupGlusterfs(t, bed)
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	csiDriver := filepath.Join(root, "deploy/csi/glusterfs/csidriver.yaml")
-	bed.ApplyFile(t, csiDriver)
-	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
-	bin := buildCmd(t, "csi-driver")
-	// build-sidecars.sh logs, then prints the directory last.
-	out := strings.TrimSpace(run(t, 20*time.Minute, filepath.Join(root, "test/bed/build-sidecars.sh")))
-	provisioner := filepath.Join(out[strings.LastIndex(out, "\n")+1:], "csi-provisioner")
-	if _, err := os.Stat(provisioner); err != nil {
-		t.Fatalf("build-sidecars.sh: %v\n%s", err, out)
-	}
-	for _, mode := range execModes {
-		t.Run(string(mode), func(t *testing.T) { g.testCSIProvisioning(t, bin, provisioner, mode) })
-	}
-}
-
 func (g *glusterEnv) testCSIProvisioning(t *testing.T, bin, provisioner string, mode mcexec.ExecMode) {
 	bed := g.bed
 	ctx := context.Background()

@@ -18,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envSanityChild) != "" {
-		// csi-sanity's own process (TestCSISanity): it speaks to a driver
+		// csi-sanity's own process (TestCSI/Sanity): it speaks to a driver
 		// on the running bed and needs no bed of its own.
 		os.Exit(m.Run())
 	}
