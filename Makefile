@@ -103,6 +103,10 @@ e2e: ## Run the end-to-end suites on a real Kubernetes of one node, then of thre
 e2e-nodes: ## Run the three-node suite alone: rollouts that move writers between nodes (root; test/README.md).
 	E2E_SUITES=nodes test/bed/e2e.sh
 
+.PHONY: conformance
+conformance: ## Run Kubernetes' External Storage e2e suite against the CSI driver, everything it qualifies for, [Serial] and [Slow] included (root; test/README.md).
+	CONFORMANCE_SET=all E2E_SUITES=conformance test/bed/e2e.sh
+
 .PHONY: e2e-load
 e2e-load: ## Run the load test alone: 100 pods with GlusterFS volumes at once, through the exec socket and CRI, and 100 with an emptyDir to compare (root; ~18 min; BENCHMARKS.md).
 	E2E_TAGS=e2e_load E2E_RUN=TestLoad test/bed/e2e.sh
@@ -114,7 +118,7 @@ e2e-scale: ## Run the three-node suite with the rollout plan at full scale: 500 
 # Every build tag of the tests at once: the files of e2e, e2e_load and
 # e2e_nodes compile together and no file needs a tag to be absent, so one
 # run of each checker sees every file.
-VERIFY_TAGS := e2e,e2e_load,e2e_nodes
+VERIFY_TAGS := e2e,e2e_load,e2e_nodes,e2e_conformance
 
 .PHONY: verify
 verify: ## Check formatting, go vet and staticcheck (of every file, the e2e-tagged ones included).

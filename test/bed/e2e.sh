@@ -184,7 +184,8 @@ for suite in $suites; do
 	case $suite in
 	one) key=one-node ;;
 	nodes) key=three-node ;;
-	*) die "E2E_SUITES: unknown suite $suite (one, nodes)" ;;
+	conformance) key=conformance ;;
+	*) die "E2E_SUITES: unknown suite $suite (one, nodes, conformance)" ;;
 	esac
 	if ((rc != 0)); then
 		# The next suite's bed would replace this one's component logs.
@@ -200,6 +201,13 @@ for suite in $suites; do
 	nodes)
 		step "$key" "e2e suite, 3 nodes (TestNodes)" run_suite 3 -tags e2e,e2e_nodes -count=1 -v \
 			-timeout "${E2E_NODES_TIMEOUT:-${E2E_TIMEOUT:-20m}}" -run '^TestNodes$' ./test/e2e/ || rc=$?
+		;;
+	conformance)
+		# Kubernetes' External Storage suite against the CSI driver
+		# (CONFORMANCE_SET=all: everything it qualifies for; make
+		# conformance).
+		step "$key" "conformance (External Storage)" run_suite 1 -tags e2e,e2e_conformance -count=1 -v \
+			-timeout "${E2E_CONFORMANCE_TIMEOUT:-100m}" -run '^TestConformance$' ./test/e2e/ || rc=$?
 		;;
 	esac
 	((rc == 0)) || after_failure

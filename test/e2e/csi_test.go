@@ -70,21 +70,28 @@ func TestCSI(t *testing.T) {
 		}
 	})
 	t.Run("Provisioning", func(t *testing.T) {
-		// test/bed/e2e.sh starts build-sidecars.sh when the suite starts
-		// (a cold build takes minutes); this call waits for that build
-		// (the script holds a lock) and then finds the binary cached. It
-		// logs, then prints the directory last.
-		start := time.Now()
-		out := strings.TrimSpace(run(t, 20*time.Minute, filepath.Join(root, "test/bed/build-sidecars.sh")))
-		provisioner := filepath.Join(out[strings.LastIndex(out, "\n")+1:], "csi-provisioner")
-		if _, err := os.Stat(provisioner); err != nil {
-			t.Fatalf("build-sidecars.sh: %v\n%s", err, out)
-		}
-		t.Logf("csi-provisioner ready %s after the test asked for it", time.Since(start).Round(time.Millisecond))
+		provisioner := csiProvisioner(t, root)
 		for _, mode := range execModes {
 			t.Run(string(mode), func(t *testing.T) { g.testCSIProvisioning(t, bin, provisioner, mode) })
 		}
 	})
+}
+
+// csiProvisioner returns the external-provisioner's binary, built by
+// test/bed/build-sidecars.sh. The whole suite's e2e.sh starts that build
+// when the suite starts (a cold build takes minutes); this call waits for
+// it (the script holds a lock) and then finds the binary cached.
+func csiProvisioner(t *testing.T, root string) string {
+	t.Helper()
+	start := time.Now()
+	// build-sidecars.sh logs, then prints the directory last.
+	out := strings.TrimSpace(run(t, 20*time.Minute, filepath.Join(root, "test/bed/build-sidecars.sh")))
+	provisioner := filepath.Join(out[strings.LastIndex(out, "\n")+1:], "csi-provisioner")
+	if _, err := os.Stat(provisioner); err != nil {
+		t.Fatalf("build-sidecars.sh: %v\n%s", err, out)
+	}
+	t.Logf("csi-provisioner ready %s after the test asked for it", time.Since(start).Round(time.Millisecond))
+	return provisioner
 }
 
 // testCSISanity runs csi-sanity (kubernetes-csi/csi-test, every spec for
@@ -168,6 +175,25 @@ func startCSIDriver(t *testing.T, bin, logPath, dir string, mode mcexec.ExecMode
 		"--registration-dir", bed.Env.RegistrationDir, "--runtime-endpoint", bed.Env.CRIEndpoint,
 		"--exec-mode", string(mode), "--log-format", "json", "--log-level", "debug")
 	return sock
+}
+
+// startProvisioningDriver starts the GlusterFS CSI driver, its controller
+// on, registered with the kubelet, its commands placed in mode, and the
+// external-provisioner beside it, both logging to the bed's log directory
+// under name; it stops them when the test ends and returns the driver's
+// log.
+func startProvisioningDriver(t *testing.T, bed *framework.Bed, bin, provisioner, name string, mode mcexec.ExecMode) string {
+	t.Helper()
+	logPath := filepath.Join(bed.Env.LogDir, "csi-driver-"+name+".log")
+	sock := filepath.Join(bed.Env.KubeletRoot, "plugins", csiGlusterDriver, "csi.sock")
+	startDriverProcess(t, bin, logPath, sock,
+		"--filesystem", "glusterfs", "--node-id", bed.Env.NodeName, "--kubelet-dir", bed.Env.KubeletRoot, "--controller",
+		"--allowed-servers", bed.Env.HostName, "--registration-dir", bed.Env.RegistrationDir,
+		"--runtime-endpoint", bed.Env.CRIEndpoint, "--exec-mode", string(mode), "--log-format", "json", "--log-level", "debug")
+	waitCSINode(t, bed, csiGlusterDriver)
+	startSidecar(t, provisioner, filepath.Join(bed.Env.LogDir, "csi-provisioner-"+name+".log"),
+		"--csi-address="+sock, "--kubeconfig="+bed.Env.Kubeconfig, "--leader-election=false", "--timeout=2m", "--v=3")
+	return logPath
 }
 
 // startDriverProcess starts bin with args, logging to logPath, waits until
@@ -616,15 +642,7 @@ spec:
 func (g *glusterEnv) testCSIProvisioning(t *testing.T, bin, provisioner string, mode mcexec.ExecMode) {
 	bed := g.bed
 	ctx := context.Background()
-	logPath := filepath.Join(bed.Env.LogDir, "csi-driver-provisioning-"+string(mode)+".log")
-	sock := filepath.Join(bed.Env.KubeletRoot, "plugins", csiGlusterDriver, "csi.sock")
-	startDriverProcess(t, bin, logPath, sock,
-		"--filesystem", "glusterfs", "--node-id", bed.Env.NodeName, "--kubelet-dir", bed.Env.KubeletRoot, "--controller",
-		"--allowed-servers", bed.Env.HostName, "--registration-dir", bed.Env.RegistrationDir,
-		"--runtime-endpoint", bed.Env.CRIEndpoint, "--exec-mode", string(mode), "--log-format", "json", "--log-level", "debug")
-	waitCSINode(t, bed, csiGlusterDriver)
-	startSidecar(t, provisioner, filepath.Join(bed.Env.LogDir, "csi-provisioner-"+string(mode)+".log"),
-		"--csi-address="+sock, "--kubeconfig="+bed.Env.Kubeconfig, "--leader-election=false", "--timeout=2m", "--v=3")
+	logPath := startProvisioningDriver(t, bed, bin, provisioner, "provisioning-"+string(mode), mode)
 
 	sc, claim := g.ns+"-"+string(mode), "data-"+string(mode)
 	bed.Apply(t, fmt.Sprintf(`apiVersion: storage.k8s.io/v1

@@ -1,0 +1,273 @@
+//go:build e2e_conformance
+
+package e2e
+
+import (
+	"context"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+	"github.com/mountcontainers/mountcontainers/test/framework"
+)
+
+// The External Storage suite's test patterns that judge what the CSI
+// driver claims (docs/csi.md), run every time; CONFORMANCE_SET=all (make
+// conformance) runs everything the driver qualifies for, [Serial] and
+// [Slow] included. [Disruptive] needs SSH to the node, which the bed does
+// not offer, in both sets.
+const (
+	conformanceSuites = `volumes|volumeIO|subPath|multiVolume|provisioning|ephemeral|volume-stress|volumeMode`
+	everyRunSkip      = `\[Disruptive\]|\[Serial\]|\[Slow\]|\[Feature:`
+	allSkip           = `\[Disruptive\]`
+)
+
+// e2eImageNames are the images e2e.test's storage tests run (with
+// test/conformance/repo-list.yaml's registry) and the bed image each is.
+func e2eImageNames(bed *framework.Bed) map[string]string {
+	return map[string]string{
+		"localhost/e2e/busybox:1.37.0-1":        bed.Env.BaseImage,
+		"localhost/e2e/nginx:1.15-4":            bed.Env.BaseImage,
+		"localhost/e2e/glibc-dns-testing:2.0.0": bed.Env.BaseImage,
+		"localhost/e2e/agnhost:2.63.0":          "localhost/mountcontainers/e2e-agnhost:dev",
+		"localhost/e2e/pause:3.10.2":            "localhost/mountcontainers/pause:dev",
+	}
+}
+
+// TestConformance runs Kubernetes' own storage end-to-end tests, the
+// External Storage part of e2e.test at the bed's Kubernetes version (built
+// from its module, test/bed/build-e2e-test.sh), against the GlusterFS CSI
+// driver on the bed's node: the driver registered with the kubelet, its
+// controller and the real external-provisioner beside it, the real mount
+// pod and GlusterFS server, once through each exec path (asserted from the
+// driver's log). The driver's definition is test/conformance/glusterfs.
+// Every spec's outcome is logged (JUnit in the bed's log directory), every
+// skip with its reason; one failed spec fails the test.
+func TestConformance(t *testing.T) {
+	bed := framework.Current(t)
+	g := setupGlusterfs(t, bed)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csiDriver := filepath.Join(root, "deploy/csi/glusterfs/csidriver.yaml")
+	bed.ApplyFile(t, csiDriver)
+	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
+	bin := buildCmd(t, "csi-driver")
+	provisioner := csiProvisioner(t, root)
+
+	start := time.Now()
+	out := strings.TrimSpace(run(t, 40*time.Minute, filepath.Join(root, "test/bed/build-e2e-test.sh")))
+	e2eDir := out[strings.LastIndex(out, "\n")+1:]
+	e2eTest := filepath.Join(e2eDir, "e2e.test")
+	if _, err := os.Stat(e2eTest); err != nil {
+		t.Fatalf("build-e2e-test.sh: %v\n%s", err, out)
+	}
+	t.Logf("e2e.test ready %s after the test asked for it", time.Since(start).Round(time.Millisecond))
+	run(t, 10*time.Minute, filepath.Join(root, "test/bed/images.sh"), "build", "e2e-agnhost",
+		filepath.Join(root, "test/images/e2e-agnhost/Dockerfile"), filepath.Join(e2eDir, "agnhost"))
+	run(t, 2*time.Minute, filepath.Join(root, "test/bed/images.sh"), "import", "e2e-agnhost")
+	for name, from := range e2eImageNames(bed) {
+		run(t, time.Minute, "ctr", "-a", bed.Env.CRISocket, "-n", "k8s.io", "images", "tag", "--force", from, name)
+	}
+
+	set := os.Getenv("CONFORMANCE_SET")
+	skip := everyRunSkip
+	switch set {
+	case "", "every-run":
+		set = "every-run"
+	case "all":
+		skip = allSkip
+	default:
+		t.Fatalf("CONFORMANCE_SET=%q: want every-run (the default) or all", set)
+	}
+	for _, mode := range execModes {
+		t.Run(string(mode), func(t *testing.T) { g.testConformance(t, root, bin, provisioner, e2eTest, set, skip, mode) })
+	}
+}
+
+func (g *glusterEnv) testConformance(t *testing.T, root, bin, provisioner, e2eTest, set, skip string, mode mcexec.ExecMode) {
+	bed := g.bed
+	logPath := startProvisioningDriver(t, bed, bin, provisioner, "conformance-"+string(mode), mode)
+
+	// The driver's definition and StorageClass, for this bed.
+	dir := t.TempDir()
+	vars := map[string]string{"CONFORMANCE_DIR": dir, "GLUSTER_SERVER": bed.Env.NodeName, "GLUSTER_VOLUME": glusterVolume}
+	for _, f := range []string{"driver.yaml", "storageclass.yaml"} {
+		raw, err := os.ReadFile(filepath.Join(root, "test/conformance/glusterfs", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		expanded := os.Expand(string(raw), func(k string) string {
+			v, ok := vars[k]
+			if !ok {
+				t.Fatalf("test/conformance/glusterfs/%s names ${%s}, which the test does not set", f, k)
+			}
+			return v
+		})
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(expanded), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	reportDir := filepath.Join(bed.Env.LogDir, "conformance-"+string(mode))
+	if err := os.MkdirAll(reportDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	focus := `External.Storage \[Driver: ` + regexp.QuoteMeta(csiGlusterDriver) + `\].* (` + conformanceSuites + `) `
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e2eTest,
+		"--kubeconfig="+bed.Env.Kubeconfig, "--provider=skeleton", "--report-dir="+reportDir,
+		"--storage.testdriver="+filepath.Join(dir, "driver.yaml"),
+		"--ginkgo.focus="+focus, "--ginkgo.skip="+skip,
+		"--ginkgo.no-color", "--ginkgo.v", "--ginkgo.timeout=85m")
+	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+filepath.Join(root, "test/conformance/repo-list.yaml"))
+	outPath := filepath.Join(reportDir, "e2e.test.log")
+	outFile, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outFile.Close()
+	cmd.Stdout, cmd.Stderr = outFile, outFile
+	start := time.Now()
+	runErr := cmd.Run()
+	elapsed := time.Since(start).Round(time.Second)
+
+	res, err := readJUnit(reportDir, csiGlusterDriver)
+	if err != nil {
+		t.Fatalf("e2e.test (%v, %s; output %s): %v", runErr, elapsed, outPath, err)
+	}
+	t.Logf("External Storage (%s set) through %s in %s: %d passed, %d failed, %d skipped (JUnit and output in %s)",
+		set, mode, elapsed, len(res.passed), len(res.failed), res.skippedCount(), reportDir)
+	for _, l := range res.skipLines() {
+		t.Log("  skipped: " + l)
+	}
+	for _, f := range res.failed {
+		t.Errorf("failed: %s\n%s", f.name, f.message)
+	}
+	if runErr != nil && len(res.failed) == 0 {
+		t.Errorf("e2e.test ended with %v and no failed spec in its report (output %s)", runErr, outPath)
+	}
+	if len(res.passed) == 0 {
+		t.Errorf("no spec of the External Storage suite passed (output %s)", outPath)
+	}
+	if n := stagedVia(t, logPath, viaOf(t, mode)); n == 0 {
+		t.Errorf("the driver's log %s shows no staging mount", logPath)
+	} else {
+		t.Logf("%d staging mounts, every one in the mount pod via %s", n, viaOf(t, mode))
+	}
+}
+
+// junitResult is the outcome of the External Storage specs of one driver.
+type junitResult struct {
+	passed, failed []junitCase
+	skipped        map[string][]string // reason -> specs
+}
+
+type junitCase struct{ name, message string }
+
+func (r junitResult) skippedCount() int {
+	n := 0
+	for _, specs := range r.skipped {
+		n += len(specs)
+	}
+	return n
+}
+
+// skipLines is one line per skip reason: how many specs, the reason, and
+// the first spec.
+func (r junitResult) skipLines() []string {
+	var lines []string
+	for reason, specs := range r.skipped {
+		lines = append(lines, fmt.Sprintf("%d × %s (e.g. %s)", len(specs), reason, specs[0]))
+	}
+	sort.Strings(lines)
+	return lines
+}
+
+// readJUnit reads the JUnit reports e2e.test wrote into dir, keeping the
+// specs of driver.
+func readJUnit(dir, driver string) (junitResult, error) {
+	type testcase struct {
+		Name    string `xml:"name,attr"`
+		Status  string `xml:"status,attr"`
+		Skipped *struct {
+			Message string `xml:"message,attr"`
+		} `xml:"skipped"`
+		Failure *struct {
+			Message string `xml:"message,attr"`
+			Text    string `xml:",chardata"`
+		} `xml:"failure"`
+		Error *struct {
+			Message string `xml:"message,attr"`
+			Text    string `xml:",chardata"`
+		} `xml:"error"`
+	}
+	type testsuites struct {
+		Suites []struct {
+			Cases []testcase `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "junit*.xml"))
+	if err != nil || len(files) == 0 {
+		return junitResult{}, fmt.Errorf("no JUnit report in %s", dir)
+	}
+	res := junitResult{skipped: map[string][]string{}}
+	marker := "[Driver: " + driver + "]"
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return res, err
+		}
+		var ts testsuites
+		if err := xml.Unmarshal(raw, &ts); err != nil {
+			return res, fmt.Errorf("%s: %w", f, err)
+		}
+		for _, s := range ts.Suites {
+			for _, c := range s.Cases {
+				if !strings.Contains(c.Name, marker) {
+					continue
+				}
+				switch {
+				case c.Failure != nil:
+					res.failed = append(res.failed, junitCase{c.Name, firstLines(c.Failure.Message+"\n"+c.Failure.Text, 8)})
+				case c.Error != nil:
+					res.failed = append(res.failed, junitCase{c.Name, firstLines(c.Error.Message+"\n"+c.Error.Text, 8)})
+				case c.Skipped != nil || c.Status == "skipped" || c.Status == "pending":
+					reason := "not selected (focus or skip)"
+					if c.Skipped != nil && strings.TrimSpace(c.Skipped.Message) != "" && strings.TrimSpace(c.Skipped.Message) != "skipped" {
+						reason = firstLines(strings.TrimPrefix(strings.TrimSpace(c.Skipped.Message), "skipped - "), 1)
+					}
+					res.skipped[reason] = append(res.skipped[reason], c.Name)
+				default:
+					res.passed = append(res.passed, junitCase{name: c.Name})
+				}
+			}
+		}
+	}
+	return res, nil
+}
+
+// firstLines is s's first n non-empty lines.
+func firstLines(s string, n int) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		keep = append(keep, l)
+		if len(keep) == n {
+			break
+		}
+	}
+	return strings.Join(keep, "\n")
+}
