@@ -12,7 +12,7 @@ import (
 // places once it is registered.
 func installFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "install-flexvolume", EnvVars: []string{hostinstall.EnvFlexvolumeDir}, Usage: "Install the Flexvolume driver into this kubelet volume plugin directory (mounted at the same path as on the node), as <driver dir>/<driver>, once registered."},
+		&cli.StringFlag{Name: "install-flexvolume", EnvVars: []string{hostinstall.EnvFlexvolumeDir}, Usage: "Install the Flexvolume driver into this kubelet volume plugin directory (the kubelet's --volume-plugin-dir, by default /usr/libexec/kubernetes/kubelet-plugins/volume/exec; mounted at the same path as on the node), as <driver dir>/<driver>, once registered."},
 		&cli.StringFlag{Name: "flexvolume-driver", EnvVars: []string{hostinstall.EnvFlexvolumeDriver}, Value: flexvolume.DefaultDriver, Usage: "Directory name of the Flexvolume driver, <vendor>~<driver>; volumes name it <vendor>/<driver>."},
 		&cli.StringFlag{Name: "flexvolume-plugin", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_PLUGIN"}, Usage: "Registered plugin whose mount pod the driver uses (default kubernetes.io/glusterfs when registered, else the only plugin)."},
 		&cli.StringFlag{Name: "flexvolume-filesystem", EnvVars: []string{"MOUNTPOD_FLEXVOLUME_FILESYSTEM"}, Usage: "File system the driver mounts: glusterfs or cephfs (default cephfs for the plugin kubernetes.io/cephfs, else glusterfs)."},
