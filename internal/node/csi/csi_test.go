@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,7 +77,8 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-func newEnv(t *testing.T) *env {
+// newEnv starts the driver; each of opts changes it before it serves.
+func newEnv(t *testing.T, opts ...func(*env)) *env {
 	t.Helper()
 	base := mountfdtest.Base(t)
 	e := &env{base: base, regDir: filepath.Join(base, "plugin-containers"), rt: critest.NewFakeRuntime()}
@@ -98,6 +100,9 @@ func newEnv(t *testing.T) *env {
 		Servers: servers, Resolver: fstest.Names, Controller: true, WorkDir: filepath.Join(base, "work"),
 		Volumes: &volume.Mounter{Plugin: plugin, Exec: x, Timeout: 10 * time.Second, SecretsDir: filepath.Join(base, "secrets")},
 		Log:     slog.New(slog.NewJSONHandler(&e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	for _, o := range opts {
+		o(e)
 	}
 	e.sock = filepath.Join(base, "csi.sock")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -470,5 +475,84 @@ func TestSocketNotTakenOver(t *testing.T) {
 	}
 	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
 		t.Errorf("the socket is left after Serve ended: %v", err)
+	}
+}
+
+// hangGuard bounds each call of a test whose file system hangs: the calls
+// must return long before it, and a test that waits for it has failed.
+const hangGuard = time.Minute
+
+// TestHungDaemonDoesNotHangCalls: a file system whose daemon hangs (statfs
+// never returns) makes NodeGetVolumeStats fail with Unavailable once the
+// driver's timeout passes, and the calls after it fail at once, without a
+// second statfs, until the first one returns; a publish from it fails
+// likewise.
+func TestHungDaemonDoesNotHangCalls(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	release := make(chan struct{})
+	var probes atomic.Int32
+	var hung string
+	e := newEnv(t, func(e *env) {
+		hung = filepath.Join(e.base, "hung")
+		e.d.Volumes.Timeout = time.Second
+		e.d.Volumes.StatfsFunc = func(p string, st *unix.Statfs_t) error {
+			if p == hung {
+				probes.Add(1)
+				<-release
+			}
+			return unix.Statfs(p, st)
+		}
+	})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	mountfdtest.MountTmpfs(t, hung)
+	nodes := csiapi.NewNodeClient(e.conn(t))
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	stats := func() (*csiapi.NodeGetVolumeStatsResponse, error) {
+		return nodes.NodeGetVolumeStats(ctx, &csiapi.NodeGetVolumeStatsRequest{VolumeId: "v", VolumePath: hung})
+	}
+
+	start := time.Now()
+	_, err := stats()
+	t.Logf("the first NodeGetVolumeStats returned after %v: %v", time.Since(start), err)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), hung) {
+		t.Fatalf("NodeGetVolumeStats of a hung file system: %v; want Unavailable naming %s", err, hung)
+	}
+	start = time.Now()
+	_, err = stats()
+	t.Logf("the second NodeGetVolumeStats returned after %v: %v", time.Since(start), err)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), hung) {
+		t.Fatalf("NodeGetVolumeStats while a statfs hangs: %v; want Unavailable naming %s", err, hung)
+	}
+	vc := &csiapi.VolumeCapability{
+		AccessType: &csiapi.VolumeCapability_Mount{Mount: &csiapi.VolumeCapability_MountVolume{}},
+		AccessMode: &csiapi.VolumeCapability_AccessMode{Mode: csiapi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	}
+	_, err = nodes.NodePublishVolume(ctx, &csiapi.NodePublishVolumeRequest{VolumeId: "v", StagingTargetPath: hung, TargetPath: filepath.Join(e.base, "target"), VolumeCapability: vc})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), hung) {
+		t.Fatalf("NodePublish from a hung staging mount: %v; want Unavailable naming %s", err, hung)
+	}
+	if n := probes.Load(); n != 1 {
+		t.Fatalf("%d statfs calls of %s are waiting; want 1", n, hung)
+	}
+
+	// Once the daemon answers, so does the driver.
+	unblock()
+	for {
+		resp, err := stats()
+		if err == nil {
+			if len(resp.GetUsage()) == 0 {
+				t.Fatalf("NodeGetVolumeStats reports no usage: %v", resp)
+			}
+			break
+		}
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("NodeGetVolumeStats after the daemon answered: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
