@@ -3,6 +3,7 @@ package csi_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/csi"
 	"github.com/mountcontainers/mountcontainers/internal/node/csi/csitest"
@@ -29,6 +31,8 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/fstest"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd/mountfdtest"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	"github.com/mountcontainers/mountcontainers/pkg/cri/critest"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -57,6 +61,23 @@ type env struct {
 
 	mu    sync.Mutex
 	execs []string // argv[0] of each command run in the "mount pod"
+	// mountFails and umountFails, when set, fail a mount (after it is
+	// made, as one whose call timed out) or an umount of dir with their
+	// error.
+	mountFails, umountFails func(dir string) error
+}
+
+// glusterTable is the node's mount table as it would be if the fake's
+// mounts were GlusterFS's: a tmpfs named SERVER:/VOLUME is shown as
+// fuse.glusterfs, the type mount.glusterfs's mounts have.
+func glusterTable() ([]mount.MountInfo, error) {
+	mis, err := mountinfo.ParseFile("/proc/self/mountinfo")
+	for i, mi := range mis {
+		if mi.FsType == "tmpfs" && strings.Contains(mi.Source, ":/") {
+			mis[i].FsType = "fuse.glusterfs"
+		}
+	}
+	return mis, err
 }
 
 // syncBuffer is a bytes.Buffer for concurrent writers.
@@ -98,7 +119,7 @@ func newEnv(t *testing.T, opts ...func(*env)) *env {
 	e.d = &csi.Driver{
 		Name: "glusterfs.mountcontainers.io", Version: "test", FS: glusterfs.FS{}, Exec: x, NodeID: "node-1",
 		Servers: servers, Resolver: fstest.Names, Controller: true, WorkDir: filepath.Join(base, "work"),
-		Volumes: &volume.Mounter{Plugin: plugin, Exec: x, Timeout: 10 * time.Second, SecretsDir: filepath.Join(base, "secrets")},
+		Volumes: &volume.Mounter{Plugin: plugin, Exec: x, Timeout: 10 * time.Second, SecretsDir: filepath.Join(base, "secrets"), MountTable: glusterTable},
 		Log:     slog.New(slog.NewJSONHandler(&e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, o := range opts {
@@ -144,7 +165,8 @@ func (e *env) exec(_ context.Context, req *runtimeapi.ExecSyncRequest) (*runtime
 	dir := argv[len(argv)-1]
 	switch argv[0] {
 	case "mount":
-		_, vol, ok := strings.Cut(argv[len(argv)-2], ":/")
+		source := argv[len(argv)-2]
+		_, vol, ok := strings.Cut(source, ":/")
 		if !ok {
 			return fail(os.ErrInvalid)
 		}
@@ -153,14 +175,26 @@ func (e *env) exec(_ context.Context, req *runtimeapi.ExecSyncRequest) (*runtime
 			if err := os.MkdirAll(backing, 0o755); err != nil {
 				return fail(err)
 			}
-			if err := unix.Mount("tmpfs", backing, "tmpfs", 0, "size=4m"); err != nil {
+			// Named as GlusterFS's mounts are, so that the binds of it
+			// show the volume's source (see glusterTable).
+			if err := unix.Mount(source, backing, "tmpfs", 0, "size=4m"); err != nil {
 				return fail(err)
 			}
 		}
 		if err := unix.Mount(backing, dir, "", unix.MS_BIND, ""); err != nil {
 			return fail(err)
 		}
+		if e.mountFails != nil {
+			if err := e.mountFails(dir); err != nil {
+				return fail(err)
+			}
+		}
 	case "umount":
+		if e.umountFails != nil {
+			if err := e.umountFails(dir); err != nil {
+				return fail(err)
+			}
+		}
 		flags := 0
 		if argv[1] == "-l" {
 			flags = unix.MNT_DETACH
@@ -554,5 +588,92 @@ func TestHungDaemonDoesNotHangCalls(t *testing.T) {
 			t.Fatalf("NodeGetVolumeStats after the daemon answered: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStageRetryRecordsLateMount: a staging mount made although its call
+// failed (mount(8) finished after the timeout) is recorded by the
+// kubelet's retry of NodeStage, so that the recovery knows it; a mount of
+// another source at the staging path is AlreadyExists.
+func TestStageRetryRecordsLateMount(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	e := newEnv(t)
+	staging := filepath.Join(e.base, "staging")
+	e.mu.Lock()
+	e.mountFails = func(dir string) error {
+		if dir == staging {
+			return errors.New("mount timed out")
+		}
+		return nil
+	}
+	e.mu.Unlock()
+	nodes := csiapi.NewNodeClient(e.conn(t))
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	vc := &csiapi.VolumeCapability{
+		AccessType: &csiapi.VolumeCapability_Mount{Mount: &csiapi.VolumeCapability_MountVolume{}},
+		AccessMode: &csiapi.VolumeCapability_AccessMode{Mode: csiapi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	}
+	stage := func(dir string) error {
+		_, err := nodes.NodeStageVolume(ctx, &csiapi.NodeStageVolumeRequest{VolumeId: "v", StagingTargetPath: dir, VolumeCapability: vc,
+			VolumeContext: map[string]string{"server": server, "volume": "v"}})
+		return err
+	}
+	records := func() map[string]mountrecord.Record {
+		t.Helper()
+		es, err := mountrecord.List(e.d.Exec.RecordsDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]mountrecord.Record{}
+		for _, e := range es {
+			if e.Err != nil {
+				t.Fatal(e.Err)
+			}
+			m[e.Record.Target] = e.Record
+		}
+		return m
+	}
+	if err := stage(staging); err == nil {
+		t.Fatal("NodeStage succeeded although its mount failed")
+	}
+	if mnt, err := volume.IsMountPoint(staging); err != nil || !mnt {
+		t.Fatalf("the late mount is not at %s: %v, %v", staging, mnt, err)
+	}
+	if r, ok := records()[staging]; ok {
+		t.Fatalf("the failed NodeStage recorded %v", r)
+	}
+	e.mu.Lock()
+	e.mountFails = nil
+	e.mu.Unlock()
+	if err := stage(staging); err != nil {
+		t.Fatalf("NodeStage again: %v", err)
+	}
+	r, ok := records()[staging]
+	if !ok || r.Source != server+":/v" || r.FSType != glusterfs.FSType || r.Plugin != plugin {
+		t.Fatalf("the retried NodeStage found the mount and recorded %v (%v); want a record of %s:/v", r, ok, server)
+	}
+	if _, err := nodes.NodeUnstageVolume(ctx, &csiapi.NodeUnstageVolumeRequest{VolumeId: "v", StagingTargetPath: staging}); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := records()[staging]; ok {
+		t.Fatalf("NodeUnstage left the record %v", r)
+	}
+
+	// Something else mounted at a staging path is not adopted.
+	other := filepath.Join(e.base, "other")
+	if err := os.MkdirAll(other, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(server+":/w", other, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := stage(other); status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(), other) {
+		t.Fatalf("NodeStage at a mount of another volume: %v; want AlreadyExists naming %s", err, other)
+	}
+	if r, ok := records()[other]; ok {
+		t.Fatalf("a mount of another volume was recorded: %v", r)
 	}
 }

@@ -42,9 +42,15 @@ func (n node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeReque
 	if err := d.live(ctx); err != nil {
 		return nil, err
 	}
-	msg, err := d.Volumes.Mount(ctx, m, staging)
+	// Adopt: every mount of the driver is the mount pod's (live above),
+	// and a staging mount made after its call timed out needs its record.
+	msg, err := d.Volumes.MountWith(ctx, m, staging, volume.MountOptions{Adopt: true})
 	if err != nil {
-		return nil, status.Errorf(codeOf(err), "volume %s: %v", req.GetVolumeId(), err)
+		code := codeOf(err)
+		if errors.Is(err, volume.ErrOtherMount) {
+			code = codes.AlreadyExists
+		}
+		return nil, status.Errorf(code, "volume %s: %v", req.GetVolumeId(), err)
 	}
 	if d.Log != nil {
 		d.Log.InfoContext(ctx, "staged", "volume", req.GetVolumeId(), "dir", staging, "message", msg)
