@@ -9,16 +9,20 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mountcontainers/mountcontainers/internal/node/volume"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
 // The GlusterFS controller provisions a volume as a directory of an
@@ -286,7 +290,7 @@ func (d *Driver) withVolume(ctx context.Context, params map[string]string, f fun
 	if err := os.MkdirAll(d.WorkDir, 0o700); err != nil {
 		return status.Errorf(codes.Internal, "create the controller's work directory: %v", err)
 	}
-	dir, err := os.MkdirTemp(d.WorkDir, "v-")
+	dir, err := os.MkdirTemp(d.WorkDir, workDirPrefix)
 	if err != nil {
 		return status.Errorf(codes.Internal, "create a mount point: %v", err)
 	}
@@ -299,7 +303,10 @@ func (d *Driver) withVolume(ctx context.Context, params map[string]string, f fun
 			err = errors.Join(err, status.Errorf(codes.Internal, "remove mount point: %v", rerr))
 		}
 	}()
-	if _, err := d.Volumes.Mount(ctx, m, dir); err != nil {
+	// Unrecorded: the recovery must not make a mount again that the
+	// controller unmounts when the call ends (or CleanWorkDir when the
+	// controller stopped first).
+	if _, err := d.Volumes.MountWith(ctx, m, dir, volume.MountOptions{Unrecorded: true}); err != nil {
 		return status.Errorf(codes.Internal, "mount %s: %v", m.Describe(), err)
 	}
 	root, err := os.OpenRoot(dir)
@@ -308,4 +315,68 @@ func (d *Driver) withVolume(ctx context.Context, params map[string]string, f fun
 	}
 	defer root.Close()
 	return f(root)
+}
+
+// workDirPrefix starts the names of the controller's mount points below
+// WorkDir: os.MkdirTemp adds digits.
+const workDirPrefix = "v-"
+
+var workDirNameRE = regexp.MustCompile("^" + workDirPrefix + "[0-9]+$")
+
+// CleanWorkDir cleans what a controller that stopped during a call left
+// below WorkDir: its mount points, still mounted or not, and any mount
+// record of a mount there (earlier versions recorded them, and the
+// recovery would make them again for ever). A mount is detached on the
+// node, never through a symbolic link, and the directory removed only when
+// it is then empty: nothing is removed through a mount, and a directory
+// someone else put there stays.
+func (d *Driver) CleanWorkDir() error {
+	if d.WorkDir == "" {
+		return nil
+	}
+	var errs []error
+	if records, err := mountrecord.List(d.Volumes.Exec.RecordsDir()); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, r := range records {
+			if r.Err == nil && strings.HasPrefix(r.Record.Target, filepath.Clean(d.WorkDir)+"/") {
+				errs = append(errs, d.Volumes.Exec.ForgetMount(r.Record.Target))
+			}
+		}
+	}
+	entries, err := os.ReadDir(d.WorkDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return errors.Join(errs...)
+	}
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !workDirNameRE.MatchString(e.Name()) {
+			continue
+		}
+		errs = append(errs, cleanMountPoint(filepath.Join(d.WorkDir, e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
+// cleanMountPoint detaches every mount stacked at dir and removes it if it
+// is empty then.
+func cleanMountPoint(dir string) error {
+	for range 8 { // more mounts stacked there than the controller makes
+		mounted, err := volume.IsMountPoint(dir)
+		if err != nil {
+			return err
+		}
+		if !mounted {
+			if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove the controller's mount point %s: %w", dir, err)
+			}
+			return nil
+		}
+		if err := unix.Unmount(dir, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount the controller's mount point %s: %w", dir, err)
+		}
+	}
+	return fmt.Errorf("unmount the controller's mount point %s: still mounted after 8 unmounts", dir)
 }

@@ -677,3 +677,118 @@ func TestStageRetryRecordsLateMount(t *testing.T) {
 		t.Fatalf("a mount of another volume was recorded: %v", r)
 	}
 }
+
+// workRecords returns the mount records of targets below the controller's
+// WorkDir.
+func (e *env) workRecords(t *testing.T) []mountrecord.Record {
+	t.Helper()
+	es, err := mountrecord.List(e.d.Exec.RecordsDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []mountrecord.Record
+	for _, r := range es {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if strings.HasPrefix(r.Record.Target, e.d.WorkDir+"/") {
+			out = append(out, r.Record)
+		}
+	}
+	return out
+}
+
+// TestControllerMountsUnrecorded: the controller's short-lived mounts are
+// not recorded, so that one it could not unmount (or that a crash left) is
+// not made again by the recovery.
+func TestControllerMountsUnrecorded(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	e := newEnv(t)
+	e.mu.Lock()
+	e.umountFails = func(dir string) error {
+		if strings.HasPrefix(dir, e.d.WorkDir+"/") {
+			return errors.New("target is busy")
+		}
+		return nil
+	}
+	e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	vc := &csiapi.VolumeCapability{
+		AccessType: &csiapi.VolumeCapability_Mount{Mount: &csiapi.VolumeCapability_MountVolume{}},
+		AccessMode: &csiapi.VolumeCapability_AccessMode{Mode: csiapi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	}
+	_, err := csiapi.NewControllerClient(e.conn(t)).CreateVolume(ctx, &csiapi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csiapi.VolumeCapability{vc},
+		Parameters: map[string]string{"server": server, "volume": "v"}})
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("CreateVolume whose unmount fails: %v; want Internal", err)
+	}
+	left, err := filepath.Glob(filepath.Join(e.d.WorkDir, "v-*"))
+	if err != nil || len(left) != 1 {
+		t.Fatalf("the mount points left below %s: %v, %v; want the one that could not be unmounted", e.d.WorkDir, left, err)
+	}
+	if rs := e.workRecords(t); len(rs) != 0 {
+		t.Fatalf("the controller's mount is recorded: %v", rs)
+	}
+	// A controller that starts cleans it up.
+	if err := e.d.CleanWorkDir(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(left[0]); !os.IsNotExist(err) {
+		t.Fatalf("%s is left after CleanWorkDir: %v", left[0], err)
+	}
+}
+
+// TestControllerCleansWorkDirAtStart: a controller that starts detaches
+// the mounts an earlier run left below WorkDir, removes their records and
+// their directories when empty, and removes nothing through a mount nor
+// any directory it did not make.
+func TestControllerCleansWorkDirAtStart(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	var work, mounted, backing string
+	e := newEnv(t, func(e *env) {
+		work = e.d.WorkDir
+		backing = filepath.Join(e.base, "backing")
+		mountfdtest.MountTmpfs(t, backing)
+		if err := os.WriteFile(filepath.Join(backing, "data"), []byte("keep"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mounted = filepath.Join(work, "v-123")
+		for _, d := range []string{mounted, filepath.Join(work, "v-456"), filepath.Join(work, "v-789"), filepath.Join(work, "keep")} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(work, "v-789", "f"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Stacked twice, as a retried mount can leave it.
+		for range 2 {
+			if err := unix.Mount(backing, mounted, "", unix.MS_BIND, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, target := range []string{mounted, filepath.Join(work, "v-gone")} {
+			if err := mountrecord.Write(e.d.Exec.RecordsDir(), mountrecord.Record{Plugin: plugin, Source: server + ":/v", Target: target, FSType: glusterfs.FSType}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	for _, gone := range []string{mounted, filepath.Join(work, "v-456")} {
+		if _, err := os.Lstat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s is left after the controller started: %v", gone, err)
+		}
+	}
+	for _, kept := range []string{filepath.Join(work, "v-789", "f"), filepath.Join(work, "keep"), filepath.Join(backing, "data")} {
+		if _, err := os.Lstat(kept); err != nil {
+			t.Errorf("%s is removed: %v", kept, err)
+		}
+	}
+	if rs := e.workRecords(t); len(rs) != 0 {
+		t.Errorf("records of the controller's mounts are left: %v", rs)
+	}
+}
