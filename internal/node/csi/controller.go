@@ -226,18 +226,7 @@ func (c controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeReque
 	}
 	defer d.locks.lock("volume " + id.String())()
 	err := d.withVolume(ctx, id.params(), func(root *os.Root) error {
-		// Only a directory this driver made, with its record: any other
-		// directory the ID names is the administrator's.
-		if _, err := root.Lstat(metadataDir + "/" + id.dir); errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err := root.RemoveAll(id.dir); err != nil {
-			return status.Errorf(codes.Internal, "remove volume directory %s: %v", id.dir, err)
-		}
-		if err := root.Remove(metadataDir + "/" + id.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return status.Errorf(codes.Internal, "remove the record of volume %s: %v", id.dir, err)
-		}
-		return nil
+		return deleteDir(ctx, root, id.dir)
 	})
 	if err != nil {
 		return nil, err
@@ -379,4 +368,114 @@ func cleanMountPoint(dir string) error {
 		}
 	}
 	return fmt.Errorf("unmount the controller's mount point %s: still mounted after 8 unmounts", dir)
+}
+
+// deleteDir removes the volume directory dir and then its record: only a
+// directory this driver made, with its record (any other directory an ID
+// names is the administrator's). A removal that ctx stops leaves the
+// record, so that the next call continues it.
+func deleteDir(ctx context.Context, root *os.Root, dir string) error {
+	if _, err := root.Lstat(metadataDir + "/" + dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := removeTree(ctx, root, dir); err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return status.Errorf(status.FromContextError(cerr).Code(), "remove volume directory %s: stopped before its end (%v); the next DeleteVolume continues", dir, cerr)
+		}
+		return status.Errorf(codes.Internal, "remove volume directory %s: %v", dir, err)
+	}
+	if err := root.Remove(metadataDir + "/" + dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return status.Errorf(codes.Internal, "remove the record of volume %s: %v", dir, err)
+	}
+	return nil
+}
+
+// removeTree removes name, a name in the top directory of root, and all
+// beneath it. Every name is resolved from the descriptor of its directory
+// without following a symbolic link (a link is removed, not followed), a
+// directory on another mount than root's is not entered (its removal
+// fails), and ctx is checked before each entry: a tree of any size stops
+// when the call ends.
+func removeTree(ctx context.Context, root *os.Root, name string) error {
+	top, err := root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer top.Close()
+	mnt, err := fdMountID(int(top.Fd()))
+	if err != nil {
+		return fmt.Errorf("statx %s: %w", top.Name(), err)
+	}
+	return removeAt(ctx, int(top.Fd()), name, mnt, name)
+}
+
+// removeAt removes name in the directory parent and all beneath it; path
+// names it in messages.
+func removeAt(ctx context.Context, parent int, name string, mnt uint64, path string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	switch err := unix.Unlinkat(parent, name, 0); {
+	case err == nil, errors.Is(err, unix.ENOENT):
+		return nil
+	case !errors.Is(err, unix.EISDIR):
+		return &os.PathError{Op: "unlink", Path: path, Err: err}
+	}
+	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case err != nil:
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	dir := os.NewFile(uintptr(fd), path)
+	defer dir.Close()
+	switch id, err := fdMountID(fd); {
+	case err != nil:
+		return &os.PathError{Op: "statx", Path: path, Err: err}
+	case id != mnt:
+		return fmt.Errorf("%s is a mount point: nothing beneath it is removed", path)
+	}
+	// Entries made while the directory is read (its users may still
+	// write) can be missed by one pass: another pass takes them.
+	for pass := 0; ; pass++ {
+		for {
+			names, err := dir.Readdirnames(256)
+			for _, n := range names {
+				if err := removeAt(ctx, fd, n, mnt, path+"/"+n); err != nil {
+					return err
+				}
+			}
+			if errors.Is(err, io.EOF) || (err == nil && len(names) == 0) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("read directory %s: %w", path, err)
+			}
+		}
+		err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
+		switch {
+		case err == nil, errors.Is(err, unix.ENOENT):
+			return nil
+		case errors.Is(err, unix.ENOTEMPTY) && pass < 3:
+			if _, err := dir.Seek(0, io.SeekStart); err != nil {
+				return fmt.Errorf("read directory %s again: %w", path, err)
+			}
+		default:
+			return &os.PathError{Op: "rmdir", Path: path, Err: err}
+		}
+	}
+}
+
+// fdMountID returns the ID of the mount of the open file fd, asking no
+// file system daemon.
+func fdMountID(fd int) (uint64, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &stx); err != nil {
+		return 0, err
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, errors.New("the kernel returned no mount ID")
+	}
+	return stx.Mnt_id, nil
 }
