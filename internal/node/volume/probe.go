@@ -23,6 +23,9 @@ var ErrNotAnswering = errors.New("the file system does not answer")
 // up on it), another one fails at once with [ErrNotAnswering] rather than
 // leaving one more goroutine blocked in the kernel per call.
 func (v *Mounter) ProbeStatfs(ctx context.Context, path string) (unix.Statfs_t, error) {
+	if err := context.Cause(ctx); err != nil {
+		return unix.Statfs_t{}, fmt.Errorf("statfs %s: %w", path, err)
+	}
 	v.probeMu.Lock()
 	if _, busy := v.probes[path]; busy {
 		v.probeMu.Unlock()
