@@ -210,7 +210,7 @@ func (v *Mounter) adopt(m fs.Mount, dir string) (string, error) {
 		return "", fmt.Errorf("mount: %w", err)
 	}
 	src, typ := mountinfo.Unescape(mi.Source), mountinfo.Unescape(mi.FsType)
-	if src != m.Source || !sameType(typ, m.FSType) {
+	if !sameMount(src, typ, m) {
 		return "", fmt.Errorf("mount %s at %s: %w: %s of type %s", m.Describe(), dir, ErrOtherMount, src, typ)
 	}
 	if !mountrecord.Recoverable(m.FSType) {
@@ -265,6 +265,14 @@ func (v *Mounter) mountAt(dir string) (mount.MountInfo, error) {
 		}
 	}
 	return mount.MountInfo{}, fmt.Errorf("the mount %d at %s is not in the mount table", id, dir)
+}
+
+// sameMount reports whether a mount the kernel shows with source and type
+// kernelType is one that mount(8) makes of m. A source of "none" (ceph-fuse
+// names its mounts itself, "ceph-fuse") names nothing to compare: the type
+// alone decides.
+func sameMount(source, kernelType string, m fs.Mount) bool {
+	return sameType(kernelType, m.FSType) && (m.Source == "none" || source == m.Source)
 }
 
 // sameType reports whether a mount the kernel shows as kernel is one that
