@@ -133,15 +133,18 @@ func (v *Mounter) Mount(ctx context.Context, m fs.Mount, dir string) (string, er
 // MountOptions change what [Mounter.MountWith] does.
 type MountOptions struct {
 	// Adopt is for a volume host that mounts only through the mount pod
-	// (it checked that the pod is live): a mount at dir already is checked
-	// against m, by its source and type in the node's mount table, and
-	// recorded when its record is missing. Such a mount is typically one
+	// (it checked that the pod is live): a mount at dir already whose
+	// record is missing is checked against m, by its source and type in
+	// the node's mount table, and recorded. Such a mount is typically one
 	// whose mount(8) finished after the call timed out: the call failed,
 	// nothing recorded the mount, and the retry finds it. Recording it
 	// rather than unmounting it and mounting again keeps the binds of it
-	// that may exist already (the kubelet calls NodeStage again after a
-	// restart, for volumes in use). Another mount at dir is an error
-	// wrapping [ErrOtherMount].
+	// that may exist already. Another mount at dir is an error wrapping
+	// [ErrOtherMount]. A mount with its record is left as it is, as Mount
+	// leaves it: the kubelet calls NodeStage again after a restart, for
+	// volumes in use, and m's source can differ from the mount's while
+	// naming the same server (an unlisted name is replaced by the first
+	// address its lookup returns, and DNS may rotate them).
 	Adopt bool
 	// Unrecorded makes no mount record: for short-lived mounts that the
 	// caller unmounts itself, which the recovery must never make again.
@@ -205,14 +208,6 @@ func (v *Mounter) MountWith(ctx context.Context, m fs.Mount, dir string, o Mount
 // adopt checks that the mount at dir is m's and records it when its record
 // is missing (see [MountOptions].Adopt).
 func (v *Mounter) adopt(m fs.Mount, dir string) (string, error) {
-	mi, err := v.mountAt(dir)
-	if err != nil {
-		return "", fmt.Errorf("mount: %w", err)
-	}
-	src, typ := mountinfo.Unescape(mi.Source), mountinfo.Unescape(mi.FsType)
-	if !sameMount(src, typ, m) {
-		return "", fmt.Errorf("mount %s at %s: %w: %s of type %s", m.Describe(), dir, ErrOtherMount, src, typ)
-	}
 	if !mountrecord.Recoverable(m.FSType) {
 		return dir + " is already mounted", nil
 	}
@@ -222,6 +217,14 @@ func (v *Mounter) adopt(m fs.Mount, dir string) (string, error) {
 		return dir + " is already mounted", nil
 	case !errors.Is(err, os.ErrNotExist):
 		return "", fmt.Errorf("mount: the record of %s: %w", dir, err)
+	}
+	mi, err := v.mountAt(dir)
+	if err != nil {
+		return "", fmt.Errorf("mount: %w", err)
+	}
+	src, typ := mountinfo.Unescape(mi.Source), mountinfo.Unescape(mi.FsType)
+	if !sameMount(src, typ, m) {
+		return "", fmt.Errorf("mount %s at %s: %w: %s of type %s", m.Describe(), dir, ErrOtherMount, src, typ)
 	}
 	// As Exec.RecordMount records a mount made through the mount pod,
 	// which MountOptions.Adopt's caller made sure mounts them all.
