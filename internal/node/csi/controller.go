@@ -9,16 +9,20 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mountcontainers/mountcontainers/internal/node/volume"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
 // The GlusterFS controller provisions a volume as a directory of an
@@ -222,18 +226,7 @@ func (c controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeReque
 	}
 	defer d.locks.lock("volume " + id.String())()
 	err := d.withVolume(ctx, id.params(), func(root *os.Root) error {
-		// Only a directory this driver made, with its record: any other
-		// directory the ID names is the administrator's.
-		if _, err := root.Lstat(metadataDir + "/" + id.dir); errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err := root.RemoveAll(id.dir); err != nil {
-			return status.Errorf(codes.Internal, "remove volume directory %s: %v", id.dir, err)
-		}
-		if err := root.Remove(metadataDir + "/" + id.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return status.Errorf(codes.Internal, "remove the record of volume %s: %v", id.dir, err)
-		}
-		return nil
+		return deleteDir(ctx, root, id.dir)
 	})
 	if err != nil {
 		return nil, err
@@ -286,7 +279,7 @@ func (d *Driver) withVolume(ctx context.Context, params map[string]string, f fun
 	if err := os.MkdirAll(d.WorkDir, 0o700); err != nil {
 		return status.Errorf(codes.Internal, "create the controller's work directory: %v", err)
 	}
-	dir, err := os.MkdirTemp(d.WorkDir, "v-")
+	dir, err := os.MkdirTemp(d.WorkDir, workDirPrefix)
 	if err != nil {
 		return status.Errorf(codes.Internal, "create a mount point: %v", err)
 	}
@@ -299,7 +292,10 @@ func (d *Driver) withVolume(ctx context.Context, params map[string]string, f fun
 			err = errors.Join(err, status.Errorf(codes.Internal, "remove mount point: %v", rerr))
 		}
 	}()
-	if _, err := d.Volumes.Mount(ctx, m, dir); err != nil {
+	// Unrecorded: the recovery must not make a mount again that the
+	// controller unmounts when the call ends (or CleanWorkDir when the
+	// controller stopped first).
+	if _, err := d.Volumes.MountWith(ctx, m, dir, volume.MountOptions{Unrecorded: true}); err != nil {
 		return status.Errorf(codes.Internal, "mount %s: %v", m.Describe(), err)
 	}
 	root, err := os.OpenRoot(dir)
@@ -308,4 +304,178 @@ func (d *Driver) withVolume(ctx context.Context, params map[string]string, f fun
 	}
 	defer root.Close()
 	return f(root)
+}
+
+// workDirPrefix starts the names of the controller's mount points below
+// WorkDir: os.MkdirTemp adds digits.
+const workDirPrefix = "v-"
+
+var workDirNameRE = regexp.MustCompile("^" + workDirPrefix + "[0-9]+$")
+
+// CleanWorkDir cleans what a controller that stopped during a call left
+// below WorkDir: its mount points, still mounted or not, and any mount
+// record of a mount there (earlier versions recorded them, and the
+// recovery would make them again for ever). A mount is detached on the
+// node, never through a symbolic link, and the directory removed only when
+// it is then empty: nothing is removed through a mount, and a directory
+// someone else put there stays.
+func (d *Driver) CleanWorkDir() error {
+	if d.WorkDir == "" {
+		return nil
+	}
+	var errs []error
+	if records, err := mountrecord.List(d.Volumes.Exec.RecordsDir()); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, r := range records {
+			if r.Err == nil && strings.HasPrefix(r.Record.Target, filepath.Clean(d.WorkDir)+"/") {
+				errs = append(errs, d.Volumes.Exec.ForgetMount(r.Record.Target))
+			}
+		}
+	}
+	entries, err := os.ReadDir(d.WorkDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return errors.Join(errs...)
+	}
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !workDirNameRE.MatchString(e.Name()) {
+			continue
+		}
+		errs = append(errs, cleanMountPoint(filepath.Join(d.WorkDir, e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
+// cleanMountPoint detaches every mount stacked at dir and removes it if it
+// is empty then.
+func cleanMountPoint(dir string) error {
+	for range 8 { // more mounts stacked there than the controller makes
+		mounted, err := volume.IsMountPoint(dir)
+		if err != nil {
+			return err
+		}
+		if !mounted {
+			if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove the controller's mount point %s: %w", dir, err)
+			}
+			return nil
+		}
+		if err := unix.Unmount(dir, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount the controller's mount point %s: %w", dir, err)
+		}
+	}
+	return fmt.Errorf("unmount the controller's mount point %s: still mounted after 8 unmounts", dir)
+}
+
+// deleteDir removes the volume directory dir and then its record: only a
+// directory this driver made, with its record (any other directory an ID
+// names is the administrator's). A removal that ctx stops leaves the
+// record, so that the next call continues it.
+func deleteDir(ctx context.Context, root *os.Root, dir string) error {
+	if _, err := root.Lstat(metadataDir + "/" + dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := removeTree(ctx, root, dir); err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return status.Errorf(status.FromContextError(cerr).Code(), "remove volume directory %s: stopped before its end (%v); the next DeleteVolume continues", dir, cerr)
+		}
+		return status.Errorf(codes.Internal, "remove volume directory %s: %v", dir, err)
+	}
+	if err := root.Remove(metadataDir + "/" + dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return status.Errorf(codes.Internal, "remove the record of volume %s: %v", dir, err)
+	}
+	return nil
+}
+
+// removeTree removes name, a name in the top directory of root, and all
+// beneath it. Every name is resolved from the descriptor of its directory
+// without following a symbolic link (a link is removed, not followed), a
+// directory on another mount than root's is not entered (its removal
+// fails), and ctx is checked before each entry: a tree of any size stops
+// when the call ends.
+func removeTree(ctx context.Context, root *os.Root, name string) error {
+	top, err := root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer top.Close()
+	mnt, err := fdMountID(int(top.Fd()))
+	if err != nil {
+		return fmt.Errorf("statx %s: %w", top.Name(), err)
+	}
+	return removeAt(ctx, int(top.Fd()), name, mnt, name)
+}
+
+// removeAt removes name in the directory parent and all beneath it; path
+// names it in messages.
+func removeAt(ctx context.Context, parent int, name string, mnt uint64, path string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	switch err := unix.Unlinkat(parent, name, 0); {
+	case err == nil, errors.Is(err, unix.ENOENT):
+		return nil
+	case !errors.Is(err, unix.EISDIR):
+		return &os.PathError{Op: "unlink", Path: path, Err: err}
+	}
+	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil
+	case err != nil:
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	dir := os.NewFile(uintptr(fd), path)
+	defer dir.Close()
+	switch id, err := fdMountID(fd); {
+	case err != nil:
+		return &os.PathError{Op: "statx", Path: path, Err: err}
+	case id != mnt:
+		return fmt.Errorf("%s is a mount point: nothing beneath it is removed", path)
+	}
+	// Entries made while the directory is read (its users may still
+	// write) can be missed by one pass: another pass takes them.
+	for pass := 0; ; pass++ {
+		for {
+			names, err := dir.Readdirnames(256)
+			for _, n := range names {
+				if err := removeAt(ctx, fd, n, mnt, path+"/"+n); err != nil {
+					return err
+				}
+			}
+			if errors.Is(err, io.EOF) || (err == nil && len(names) == 0) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("read directory %s: %w", path, err)
+			}
+		}
+		err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
+		switch {
+		case err == nil, errors.Is(err, unix.ENOENT):
+			return nil
+		case errors.Is(err, unix.ENOTEMPTY) && pass < 3:
+			if _, err := dir.Seek(0, io.SeekStart); err != nil {
+				return fmt.Errorf("read directory %s again: %w", path, err)
+			}
+		default:
+			return &os.PathError{Op: "rmdir", Path: path, Err: err}
+		}
+	}
+}
+
+// fdMountID returns the ID of the mount of the open file fd, asking no
+// file system daemon.
+func fdMountID(fd int) (uint64, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &stx); err != nil {
+		return 0, err
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return 0, errors.New("the kernel returned no mount ID")
+	}
+	return stx.Mnt_id, nil
 }

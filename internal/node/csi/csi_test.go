@@ -3,12 +3,14 @@ package csi_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/csi"
 	"github.com/mountcontainers/mountcontainers/internal/node/csi/csitest"
@@ -28,6 +31,8 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/fstest"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd/mountfdtest"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	"github.com/mountcontainers/mountcontainers/pkg/cri/critest"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -56,6 +61,23 @@ type env struct {
 
 	mu    sync.Mutex
 	execs []string // argv[0] of each command run in the "mount pod"
+	// mountFails and umountFails, when set, fail a mount (after it is
+	// made, as one whose call timed out) or an umount of dir with their
+	// error.
+	mountFails, umountFails func(dir string) error
+}
+
+// glusterTable is the node's mount table as it would be if the fake's
+// mounts were GlusterFS's: a tmpfs named SERVER:/VOLUME is shown as
+// fuse.glusterfs, the type mount.glusterfs's mounts have.
+func glusterTable() ([]mount.MountInfo, error) {
+	mis, err := mountinfo.ParseFile("/proc/self/mountinfo")
+	for i, mi := range mis {
+		if mi.FsType == "tmpfs" && strings.Contains(mi.Source, ":/") {
+			mis[i].FsType = "fuse.glusterfs"
+		}
+	}
+	return mis, err
 }
 
 // syncBuffer is a bytes.Buffer for concurrent writers.
@@ -76,7 +98,8 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-func newEnv(t *testing.T) *env {
+// newEnv starts the driver; each of opts changes it before it serves.
+func newEnv(t *testing.T, opts ...func(*env)) *env {
 	t.Helper()
 	base := mountfdtest.Base(t)
 	e := &env{base: base, regDir: filepath.Join(base, "plugin-containers"), rt: critest.NewFakeRuntime()}
@@ -96,8 +119,11 @@ func newEnv(t *testing.T) *env {
 	e.d = &csi.Driver{
 		Name: "glusterfs.mountcontainers.io", Version: "test", FS: glusterfs.FS{}, Exec: x, NodeID: "node-1",
 		Servers: servers, Resolver: fstest.Names, Controller: true, WorkDir: filepath.Join(base, "work"),
-		Volumes: &volume.Mounter{Plugin: plugin, Exec: x, Timeout: 10 * time.Second, SecretsDir: filepath.Join(base, "secrets")},
+		Volumes: &volume.Mounter{Plugin: plugin, Exec: x, Timeout: 10 * time.Second, SecretsDir: filepath.Join(base, "secrets"), MountTable: glusterTable},
 		Log:     slog.New(slog.NewJSONHandler(&e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	for _, o := range opts {
+		o(e)
 	}
 	e.sock = filepath.Join(base, "csi.sock")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -139,7 +165,8 @@ func (e *env) exec(_ context.Context, req *runtimeapi.ExecSyncRequest) (*runtime
 	dir := argv[len(argv)-1]
 	switch argv[0] {
 	case "mount":
-		_, vol, ok := strings.Cut(argv[len(argv)-2], ":/")
+		source := argv[len(argv)-2]
+		_, vol, ok := strings.Cut(source, ":/")
 		if !ok {
 			return fail(os.ErrInvalid)
 		}
@@ -148,14 +175,26 @@ func (e *env) exec(_ context.Context, req *runtimeapi.ExecSyncRequest) (*runtime
 			if err := os.MkdirAll(backing, 0o755); err != nil {
 				return fail(err)
 			}
-			if err := unix.Mount("tmpfs", backing, "tmpfs", 0, "size=4m"); err != nil {
+			// Named as GlusterFS's mounts are, so that the binds of it
+			// show the volume's source (see glusterTable).
+			if err := unix.Mount(source, backing, "tmpfs", 0, "size=4m"); err != nil {
 				return fail(err)
 			}
 		}
 		if err := unix.Mount(backing, dir, "", unix.MS_BIND, ""); err != nil {
 			return fail(err)
 		}
+		if e.mountFails != nil {
+			if err := e.mountFails(dir); err != nil {
+				return fail(err)
+			}
+		}
 	case "umount":
+		if e.umountFails != nil {
+			if err := e.umountFails(dir); err != nil {
+				return fail(err)
+			}
+		}
 		flags := 0
 		if argv[1] == "-l" {
 			flags = unix.MNT_DETACH
@@ -470,5 +509,286 @@ func TestSocketNotTakenOver(t *testing.T) {
 	}
 	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
 		t.Errorf("the socket is left after Serve ended: %v", err)
+	}
+}
+
+// hangGuard bounds each call of a test whose file system hangs: the calls
+// must return long before it, and a test that waits for it has failed.
+const hangGuard = time.Minute
+
+// TestHungDaemonDoesNotHangCalls: a file system whose daemon hangs (statfs
+// never returns) makes NodeGetVolumeStats fail with Unavailable once the
+// driver's timeout passes, and the calls after it fail at once, without a
+// second statfs, until the first one returns; a publish from it fails
+// likewise.
+func TestHungDaemonDoesNotHangCalls(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	release := make(chan struct{})
+	var probes atomic.Int32
+	var hung string
+	e := newEnv(t, func(e *env) {
+		hung = filepath.Join(e.base, "hung")
+		e.d.Volumes.Timeout = time.Second
+		e.d.Volumes.StatfsFunc = func(p string, st *unix.Statfs_t) error {
+			if p == hung {
+				probes.Add(1)
+				<-release
+			}
+			return unix.Statfs(p, st)
+		}
+	})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	mountfdtest.MountTmpfs(t, hung)
+	nodes := csiapi.NewNodeClient(e.conn(t))
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	stats := func() (*csiapi.NodeGetVolumeStatsResponse, error) {
+		return nodes.NodeGetVolumeStats(ctx, &csiapi.NodeGetVolumeStatsRequest{VolumeId: "v", VolumePath: hung})
+	}
+
+	start := time.Now()
+	_, err := stats()
+	t.Logf("the first NodeGetVolumeStats returned after %v: %v", time.Since(start), err)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), hung) {
+		t.Fatalf("NodeGetVolumeStats of a hung file system: %v; want Unavailable naming %s", err, hung)
+	}
+	start = time.Now()
+	_, err = stats()
+	t.Logf("the second NodeGetVolumeStats returned after %v: %v", time.Since(start), err)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), hung) {
+		t.Fatalf("NodeGetVolumeStats while a statfs hangs: %v; want Unavailable naming %s", err, hung)
+	}
+	vc := &csiapi.VolumeCapability{
+		AccessType: &csiapi.VolumeCapability_Mount{Mount: &csiapi.VolumeCapability_MountVolume{}},
+		AccessMode: &csiapi.VolumeCapability_AccessMode{Mode: csiapi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	}
+	_, err = nodes.NodePublishVolume(ctx, &csiapi.NodePublishVolumeRequest{VolumeId: "v", StagingTargetPath: hung, TargetPath: filepath.Join(e.base, "target"), VolumeCapability: vc})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), hung) {
+		t.Fatalf("NodePublish from a hung staging mount: %v; want Unavailable naming %s", err, hung)
+	}
+	if n := probes.Load(); n != 1 {
+		t.Fatalf("%d statfs calls of %s are waiting; want 1", n, hung)
+	}
+
+	// Once the daemon answers, so does the driver.
+	unblock()
+	for {
+		resp, err := stats()
+		if err == nil {
+			if len(resp.GetUsage()) == 0 {
+				t.Fatalf("NodeGetVolumeStats reports no usage: %v", resp)
+			}
+			break
+		}
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("NodeGetVolumeStats after the daemon answered: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStageRetryRecordsLateMount: a staging mount made although its call
+// failed (mount(8) finished after the timeout) is recorded by the
+// kubelet's retry of NodeStage, so that the recovery knows it; a mount of
+// another source at the staging path is AlreadyExists.
+func TestStageRetryRecordsLateMount(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	e := newEnv(t)
+	staging := filepath.Join(e.base, "staging")
+	e.mu.Lock()
+	e.mountFails = func(dir string) error {
+		if dir == staging {
+			return errors.New("mount timed out")
+		}
+		return nil
+	}
+	e.mu.Unlock()
+	nodes := csiapi.NewNodeClient(e.conn(t))
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	vc := &csiapi.VolumeCapability{
+		AccessType: &csiapi.VolumeCapability_Mount{Mount: &csiapi.VolumeCapability_MountVolume{}},
+		AccessMode: &csiapi.VolumeCapability_AccessMode{Mode: csiapi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	}
+	stage := func(dir string) error {
+		_, err := nodes.NodeStageVolume(ctx, &csiapi.NodeStageVolumeRequest{VolumeId: "v", StagingTargetPath: dir, VolumeCapability: vc,
+			VolumeContext: map[string]string{"server": server, "volume": "v"}})
+		return err
+	}
+	records := func() map[string]mountrecord.Record {
+		t.Helper()
+		es, err := mountrecord.List(e.d.Exec.RecordsDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]mountrecord.Record{}
+		for _, e := range es {
+			if e.Err != nil {
+				t.Fatal(e.Err)
+			}
+			m[e.Record.Target] = e.Record
+		}
+		return m
+	}
+	if err := stage(staging); err == nil {
+		t.Fatal("NodeStage succeeded although its mount failed")
+	}
+	if mnt, err := volume.IsMountPoint(staging); err != nil || !mnt {
+		t.Fatalf("the late mount is not at %s: %v, %v", staging, mnt, err)
+	}
+	if r, ok := records()[staging]; ok {
+		t.Fatalf("the failed NodeStage recorded %v", r)
+	}
+	e.mu.Lock()
+	e.mountFails = nil
+	e.mu.Unlock()
+	if err := stage(staging); err != nil {
+		t.Fatalf("NodeStage again: %v", err)
+	}
+	r, ok := records()[staging]
+	if !ok || r.Source != server+":/v" || r.FSType != glusterfs.FSType || r.Plugin != plugin {
+		t.Fatalf("the retried NodeStage found the mount and recorded %v (%v); want a record of %s:/v", r, ok, server)
+	}
+	if _, err := nodes.NodeUnstageVolume(ctx, &csiapi.NodeUnstageVolumeRequest{VolumeId: "v", StagingTargetPath: staging}); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := records()[staging]; ok {
+		t.Fatalf("NodeUnstage left the record %v", r)
+	}
+
+	// Something else mounted at a staging path is not adopted.
+	other := filepath.Join(e.base, "other")
+	if err := os.MkdirAll(other, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(server+":/w", other, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := stage(other); status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(), other) {
+		t.Fatalf("NodeStage at a mount of another volume: %v; want AlreadyExists naming %s", err, other)
+	}
+	if r, ok := records()[other]; ok {
+		t.Fatalf("a mount of another volume was recorded: %v", r)
+	}
+}
+
+// workRecords returns the mount records of targets below the controller's
+// WorkDir.
+func (e *env) workRecords(t *testing.T) []mountrecord.Record {
+	t.Helper()
+	es, err := mountrecord.List(e.d.Exec.RecordsDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []mountrecord.Record
+	for _, r := range es {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if strings.HasPrefix(r.Record.Target, e.d.WorkDir+"/") {
+			out = append(out, r.Record)
+		}
+	}
+	return out
+}
+
+// TestControllerMountsUnrecorded: the controller's short-lived mounts are
+// not recorded, so that one it could not unmount (or that a crash left) is
+// not made again by the recovery.
+func TestControllerMountsUnrecorded(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	e := newEnv(t)
+	e.mu.Lock()
+	e.umountFails = func(dir string) error {
+		if strings.HasPrefix(dir, e.d.WorkDir+"/") {
+			return errors.New("target is busy")
+		}
+		return nil
+	}
+	e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	vc := &csiapi.VolumeCapability{
+		AccessType: &csiapi.VolumeCapability_Mount{Mount: &csiapi.VolumeCapability_MountVolume{}},
+		AccessMode: &csiapi.VolumeCapability_AccessMode{Mode: csiapi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+	}
+	_, err := csiapi.NewControllerClient(e.conn(t)).CreateVolume(ctx, &csiapi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csiapi.VolumeCapability{vc},
+		Parameters: map[string]string{"server": server, "volume": "v"}})
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("CreateVolume whose unmount fails: %v; want Internal", err)
+	}
+	left, err := filepath.Glob(filepath.Join(e.d.WorkDir, "v-*"))
+	if err != nil || len(left) != 1 {
+		t.Fatalf("the mount points left below %s: %v, %v; want the one that could not be unmounted", e.d.WorkDir, left, err)
+	}
+	if rs := e.workRecords(t); len(rs) != 0 {
+		t.Fatalf("the controller's mount is recorded: %v", rs)
+	}
+	// A controller that starts cleans it up.
+	if err := e.d.CleanWorkDir(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(left[0]); !os.IsNotExist(err) {
+		t.Fatalf("%s is left after CleanWorkDir: %v", left[0], err)
+	}
+}
+
+// TestControllerCleansWorkDirAtStart: a controller that starts detaches
+// the mounts an earlier run left below WorkDir, removes their records and
+// their directories when empty, and removes nothing through a mount nor
+// any directory it did not make.
+func TestControllerCleansWorkDirAtStart(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	var work, mounted, backing string
+	e := newEnv(t, func(e *env) {
+		work = e.d.WorkDir
+		backing = filepath.Join(e.base, "backing")
+		mountfdtest.MountTmpfs(t, backing)
+		if err := os.WriteFile(filepath.Join(backing, "data"), []byte("keep"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mounted = filepath.Join(work, "v-123")
+		for _, d := range []string{mounted, filepath.Join(work, "v-456"), filepath.Join(work, "v-789"), filepath.Join(work, "keep")} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(work, "v-789", "f"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Stacked twice, as a retried mount can leave it.
+		for range 2 {
+			if err := unix.Mount(backing, mounted, "", unix.MS_BIND, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, target := range []string{mounted, filepath.Join(work, "v-gone")} {
+			if err := mountrecord.Write(e.d.Exec.RecordsDir(), mountrecord.Record{Plugin: plugin, Source: server + ":/v", Target: target, FSType: glusterfs.FSType}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	for _, gone := range []string{mounted, filepath.Join(work, "v-456")} {
+		if _, err := os.Lstat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s is left after the controller started: %v", gone, err)
+		}
+	}
+	for _, kept := range []string{filepath.Join(work, "v-789", "f"), filepath.Join(work, "keep"), filepath.Join(backing, "data")} {
+		if _, err := os.Lstat(kept); err != nil {
+			t.Errorf("%s is removed: %v", kept, err)
+		}
+	}
+	if rs := e.workRecords(t); len(rs) != 0 {
+		t.Errorf("records of the controller's mounts are left: %v", rs)
 	}
 }

@@ -23,7 +23,9 @@
 // ([KeySubdir]) resolved beneath the staging mount by descriptors without
 // following a symbolic link, onto the target, read-only when asked.
 // NodeGetVolumeStats reports usage, and Unavailable while the FUSE daemon
-// is dead (CSI 1.13's Go bindings have no VolumeCondition).
+// is dead (CSI 1.13's Go bindings have no VolumeCondition) or hangs: no
+// call waits on a daemon beyond its deadline and the driver's timeout
+// (package volume's Mounter.ProbeStatfs).
 //
 // # Controller
 //

@@ -59,20 +59,34 @@ type Driver struct {
 
 // Serve serves the driver's services on the unix socket at path until ctx
 // ends; a socket left by an earlier run is replaced.
+// A controller first cleans what an earlier run left below WorkDir (see
+// [Driver.CleanWorkDir]).
 func (d *Driver) Serve(ctx context.Context, path string) error {
-	return serveUnix(ctx, path, d.NewServer())
+	var prepare func()
+	if d.Controller {
+		prepare = func() {
+			if err := d.CleanWorkDir(); err != nil && d.Log != nil {
+				d.Log.WarnContext(ctx, "the controller's work directory is not clean", "dir", d.WorkDir, "err", err)
+			}
+		}
+	}
+	return serveUnix(ctx, path, d.NewServer(), prepare)
 }
 
 // serveUnix serves srv on a new unix socket at path until ctx ends, and
 // removes the socket then, if it is still this one. A socket left there by
 // an earlier run is replaced; one that answers (another instance serving)
-// and anything else that is not a socket are refused.
-func serveUnix(ctx context.Context, path string, srv *grpc.Server) error {
+// and anything else that is not a socket are refused. prepare, when set,
+// runs once no other instance serves there and before any call is taken.
+func serveUnix(ctx context.Context, path string, srv *grpc.Server, prepare func()) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return fmt.Errorf("create the directory of %s: %w", path, err)
 	}
 	if err := removeSocket(path); err != nil {
 		return err
+	}
+	if prepare != nil {
+		prepare()
 	}
 	l, err := net.Listen("unix", path)
 	if err != nil {

@@ -42,9 +42,15 @@ func (n node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeReque
 	if err := d.live(ctx); err != nil {
 		return nil, err
 	}
-	msg, err := d.Volumes.Mount(ctx, m, staging)
+	// Adopt: every mount of the driver is the mount pod's (live above),
+	// and a staging mount made after its call timed out needs its record.
+	msg, err := d.Volumes.MountWith(ctx, m, staging, volume.MountOptions{Adopt: true})
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
+		code := codeOf(err)
+		if errors.Is(err, volume.ErrOtherMount) {
+			code = codes.AlreadyExists
+		}
+		return nil, status.Errorf(code, "volume %s: %v", req.GetVolumeId(), err)
 	}
 	if d.Log != nil {
 		d.Log.InfoContext(ctx, "staged", "volume", req.GetVolumeId(), "dir", staging, "message", msg)
@@ -61,7 +67,7 @@ func (n node) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeR
 	}
 	defer n.d.locks.lock(staging)()
 	if _, err := n.d.Volumes.Unmount(ctx, staging); err != nil {
-		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
+		return nil, status.Errorf(codeOf(err), "volume %s: %v", req.GetVolumeId(), err)
 	}
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
@@ -94,18 +100,24 @@ func (n node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeR
 	// between the check below and the bind.
 	defer d.locks.lock(staging)()
 	defer d.locks.lock(target)()
-	switch st, err := d.Volumes.State(staging); {
+	switch st, err := d.Volumes.StateContext(ctx, staging); {
 	case err != nil:
-		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
+		return nil, status.Errorf(codeOf(err), "volume %s: %v", req.GetVolumeId(), err)
 	case st != volume.Mounted:
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s", req.GetVolumeId(), staging)
 	}
-	if err := os.MkdirAll(target, 0o750); err != nil {
-		return nil, status.Errorf(codes.Internal, "volume %s: create target %s: %v", req.GetVolumeId(), target, err)
+	// The target's state before creating it: MkdirAll stats it, which the
+	// daemon of a bind there would answer, or hang.
+	st, err := d.Volumes.StateContext(ctx, target)
+	if err == nil && st == volume.Missing {
+		if err := os.MkdirAll(target, 0o750); err != nil {
+			return nil, status.Errorf(codes.Internal, "volume %s: create target %s: %v", req.GetVolumeId(), target, err)
+		}
+		st, err = d.Volumes.StateContext(ctx, target)
 	}
-	switch st, err := d.Volumes.State(target); {
+	switch {
 	case err != nil:
-		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
+		return nil, status.Errorf(codeOf(err), "volume %s: %v", req.GetVolumeId(), err)
 	case st == volume.Mounted:
 		return &csi.NodePublishVolumeResponse{}, nil
 	case st == volume.Corrupted:
@@ -133,8 +145,8 @@ func (n node) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVol
 		return nil, status.Errorf(codes.InvalidArgument, "NodeUnpublishVolume: %v", err)
 	}
 	defer n.d.locks.lock(target)()
-	if err := unbind(n.d.Volumes, target); err != nil {
-		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
+	if err := unbind(ctx, n.d.Volumes, target); err != nil {
+		return nil, status.Errorf(codeOf(err), "volume %s: %v", req.GetVolumeId(), err)
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }
@@ -142,22 +154,27 @@ func (n node) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVol
 // NodeGetVolumeStats reports the file system's usage at the path. While
 // the FUSE daemon is dead (the mount pod's recovery brings it back) it
 // fails with Unavailable and says so: the Go bindings of CSI 1.13 carry no
-// VolumeCondition (an alpha field) to report it with.
-func (n node) NodeGetVolumeStats(_ context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+// VolumeCondition (an alpha field) to report it with. A daemon that hangs
+// is Unavailable too, once the request's deadline or the driver's timeout
+// passes; until its statfs returns, the calls on the path fail at once.
+func (n node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
 	p := req.GetVolumePath()
 	if err := required("NodeGetVolumeStats", "volume ID", req.GetVolumeId(), "volume path", p); err != nil {
 		return nil, err
 	}
-	var st unix.Statfs_t
-	err := unix.Statfs(p, &st)
+	st, err := n.d.Volumes.ProbeStatfs(ctx, p)
 	switch {
+	case errors.Is(err, volume.ErrNotAnswering):
+		return nil, status.Errorf(codes.Unavailable, "volume %s at %s: %v", req.GetVolumeId(), p, err)
+	case ctx.Err() != nil:
+		return nil, status.Errorf(codeOf(err), "volume %s at %s: %v", req.GetVolumeId(), p, err)
 	case errors.Is(err, unix.ENOENT):
 		return nil, status.Errorf(codes.NotFound, "volume %s: no %s", req.GetVolumeId(), p)
 	case errors.Is(err, unix.ENOTCONN):
 		return nil, status.Errorf(codes.Unavailable, "volume %s at %s: the file system's daemon is dead (transport endpoint is not connected); the mount pod of %s makes the mount again",
 			req.GetVolumeId(), p, n.d.Exec.Plugin())
 	case err != nil:
-		return nil, status.Errorf(codes.Internal, "volume %s: statfs %s: %v", req.GetVolumeId(), p, err)
+		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
 	}
 	bs := int64(st.Bsize)
 	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{
@@ -179,6 +196,21 @@ func (n node) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesReque
 
 func (n node) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
 	return &csi.NodeGetInfoResponse{NodeId: n.d.NodeID}, nil
+}
+
+// codeOf is the CSI code of an error of package volume: Unavailable for a
+// daemon that does not answer (the CO retries), the context's codes, else
+// Internal.
+func codeOf(err error) codes.Code {
+	switch {
+	case errors.Is(err, volume.ErrNotAnswering):
+		return codes.Unavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	}
+	return codes.Internal
 }
 
 // required fails with InvalidArgument naming the first of the (name,

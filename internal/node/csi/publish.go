@@ -1,6 +1,7 @@
 package csi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -43,12 +44,15 @@ func bind(staging, sub, target string, ro bool) error {
 }
 
 // unbind unmounts target, never through a symbolic link (a dead FUSE bind
-// is detached), until nothing is mounted there, and removes the directory;
-// a target that is gone is done already.
-func unbind(v *volume.Mounter, target string) error {
+// is detached, and so is one whose daemon does not answer), until nothing
+// is mounted there, and removes the directory; a target that is gone is
+// done already.
+func unbind(ctx context.Context, v *volume.Mounter, target string) error {
 	for range 8 { // a target stacked this deep was not made by NodePublish
-		st, err := v.State(target)
+		st, err := v.StateContext(ctx, target)
 		switch {
+		case errors.Is(err, volume.ErrNotAnswering):
+			st = volume.Corrupted
 		case err != nil:
 			return err
 		case st == volume.Missing:

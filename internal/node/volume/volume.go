@@ -22,12 +22,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 )
@@ -62,6 +66,17 @@ type Mounter struct {
 	// Log receives a warning when a mount is recorded without the pod its
 	// options name; nil discards it.
 	Log *slog.Logger
+	// StatfsFunc is statfs(2) for [Mounter.ProbeStatfs]; default
+	// unix.Statfs. Tests replace it with one that hangs as a FUSE daemon
+	// can.
+	StatfsFunc func(path string, st *unix.Statfs_t) error
+	// MountTable reads the node's mount table for [Mounter.MountWith]'s
+	// check of a mount that is there already; default
+	// /proc/self/mountinfo.
+	MountTable func() ([]mount.MountInfo, error)
+
+	probeMu sync.Mutex
+	probes  map[string]struct{} // the paths whose statfs has not returned
 }
 
 // State is what the node sees at a target directory.
@@ -77,9 +92,22 @@ const (
 	Missing
 )
 
-// State returns what the node sees at dir.
+// State returns what the node sees at dir; see [Mounter.StateContext].
 func (v *Mounter) State(dir string) (State, error) {
-	notMnt, err := v.mounts().IsLikelyNotMountPoint(dir)
+	return v.StateContext(context.Background(), dir)
+}
+
+// StateContext returns what the node sees at dir. Whether dir is a mount
+// point is answered without asking the file system's daemon; whether the
+// mount is dead by a statfs bounded by ctx and the timeout
+// ([Mounter.ProbeStatfs]): a daemon that hangs is an error wrapping
+// [ErrNotAnswering]. With Mounts set, Mounts answers instead (stat(2),
+// which a hung daemon can hold).
+func (v *Mounter) StateContext(ctx context.Context, dir string) (State, error) {
+	if v.Mounts == nil {
+		return v.probeState(ctx, dir)
+	}
+	notMnt, err := v.Mounts.IsLikelyNotMountPoint(dir)
 	switch {
 	case err == nil && notMnt:
 		return NotMounted, nil
@@ -99,15 +127,53 @@ func (v *Mounter) State(dir string) (State, error) {
 // the message of the outcome: what was mounted where, and where mount(8)
 // ran.
 func (v *Mounter) Mount(ctx context.Context, m fs.Mount, dir string) (string, error) {
+	return v.MountWith(ctx, m, dir, MountOptions{})
+}
+
+// MountOptions change what [Mounter.MountWith] does.
+type MountOptions struct {
+	// Adopt is for a volume host that mounts only through the mount pod
+	// (it checked that the pod is live): a mount at dir already whose
+	// record is missing is checked against m, by its source and type in
+	// the node's mount table, and recorded. Such a mount is typically one
+	// whose mount(8) finished after the call timed out: the call failed,
+	// nothing recorded the mount, and the retry finds it. Recording it
+	// rather than unmounting it and mounting again keeps the binds of it
+	// that may exist already. Another mount at dir is an error wrapping
+	// [ErrOtherMount]. A mount with its record is left as it is, as Mount
+	// leaves it: the kubelet calls NodeStage again after a restart, for
+	// volumes in use, and m's source can differ from the mount's while
+	// naming the same server (an unlisted name is replaced by the first
+	// address its lookup returns, and DNS may rotate them).
+	Adopt bool
+	// Unrecorded makes no mount record: for short-lived mounts that the
+	// caller unmounts itself, which the recovery must never make again.
+	Unrecorded bool
+}
+
+// ErrOtherMount is the error of [Mounter.MountWith] with Adopt when dir is
+// a mount of another file system or source than the one asked for.
+var ErrOtherMount = errors.New("a mount of something else is there")
+
+// MountWith is [Mounter.Mount] with options.
+func (v *Mounter) MountWith(ctx context.Context, m fs.Mount, dir string, o MountOptions) (string, error) {
 	if err := CheckDir(dir); err != nil {
 		return "", fmt.Errorf("mount: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", fmt.Errorf("mount: create target directory: %w", err)
+	// The state first: creating dir stats it, which a hung daemon of a
+	// mount there would hold.
+	st, err := v.StateContext(ctx, dir)
+	if err == nil && st == Missing {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return "", fmt.Errorf("mount: create target directory: %w", err)
+		}
+		st, err = v.StateContext(ctx, dir)
 	}
-	switch st, err := v.State(dir); {
+	switch {
 	case err != nil:
 		return "", fmt.Errorf("mount: %w", err)
+	case st == Mounted && o.Adopt && !o.Unrecorded:
+		return v.adopt(m, dir)
 	case st == Mounted:
 		return dir + " is already mounted", nil
 	case st == Corrupted:
@@ -125,14 +191,105 @@ func (v *Mounter) Mount(ctx context.Context, m fs.Mount, dir string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("mount %s at %s: %w%s", what, dir, err, v.dropSecret(m, dir))
 	}
-	if st, err := v.State(dir); err != nil || st != Mounted {
+	if st, err := v.StateContext(ctx, dir); err != nil || st != Mounted {
 		// The mount was made where the node cannot see it: typically a
 		// mount pod whose kubelet directory is not Bidirectional.
 		_, _, uerr := v.run(ctx, "umount", dir)
-		return "", fmt.Errorf("mount %s at %s: mount(8) succeeded %s but the node does not see a mount there (is the mount pod's kubelet directory mounted with mountPropagation: Bidirectional?)%s%s",
-			what, dir, where, suffix("; undoing it failed", uerr), v.dropSecret(m, dir))
+		return "", fmt.Errorf("mount %s at %s: mount(8) succeeded %s but the node does not see a mount there (is the mount pod's kubelet directory mounted with mountPropagation: Bidirectional?)%s%s%s",
+			what, dir, where, suffix("", err), suffix("; undoing it failed", uerr), v.dropSecret(m, dir))
 	}
-	return fmt.Sprintf("mounted %s at %s %s", what, dir, where) + v.record(ctx, cmd, m, dir), nil
+	msg := fmt.Sprintf("mounted %s at %s %s", what, dir, where)
+	if o.Unrecorded {
+		return msg, nil
+	}
+	return msg + v.record(ctx, cmd, m, dir), nil
+}
+
+// adopt checks that the mount at dir is m's and records it when its record
+// is missing (see [MountOptions].Adopt).
+func (v *Mounter) adopt(m fs.Mount, dir string) (string, error) {
+	if !mountrecord.Recoverable(m.FSType) {
+		return dir + " is already mounted", nil
+	}
+	p := filepath.Join(v.Exec.RecordsDir(), mountrecord.FileName(dir))
+	switch _, err := os.Lstat(p); {
+	case err == nil:
+		return dir + " is already mounted", nil
+	case !errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("mount: the record of %s: %w", dir, err)
+	}
+	mi, err := v.mountAt(dir)
+	if err != nil {
+		return "", fmt.Errorf("mount: %w", err)
+	}
+	src, typ := mountinfo.Unescape(mi.Source), mountinfo.Unescape(mi.FsType)
+	if !sameMount(src, typ, m) {
+		return "", fmt.Errorf("mount %s at %s: %w: %s of type %s", m.Describe(), dir, ErrOtherMount, src, typ)
+	}
+	// As Exec.RecordMount records a mount made through the mount pod,
+	// which MountOptions.Adopt's caller made sure mounts them all.
+	r := mountrecord.Record{Plugin: v.Plugin, Source: m.Source, Target: dir, FSType: m.FSType, Options: m.Options, Pod: m.Pod}
+	if m.Secret != nil {
+		// The failed call removed the secret file; the recovery mounts
+		// with it, so it is written again.
+		sp, err := writeSecret(v.secretsDir(), dir, m.Secret.Data, v.inMemory())
+		if err != nil {
+			return "", fmt.Errorf("mount: %s is mounted but not recorded: %w", dir, err)
+		}
+		r.Options = m.WithSecretFile(sp).Options
+	}
+	if r.CheckPod() != nil {
+		r.Pod = nil
+	}
+	if err := mountrecord.Write(v.Exec.RecordsDir(), r); err != nil {
+		return "", fmt.Errorf("mount: %s is mounted but not recorded: %w", dir, err)
+	}
+	return dir + " is already mounted; its mount record was missing and is written", nil
+}
+
+// mountAt returns the entry of the node's mount table of the mount whose
+// root dir is (the topmost one), found by its mount ID.
+func (v *Mounter) mountAt(dir string) (mount.MountInfo, error) {
+	id, err := mountID(dir)
+	if err != nil {
+		return mount.MountInfo{}, err
+	}
+	read := v.MountTable
+	if read == nil {
+		read = func() ([]mount.MountInfo, error) { return mountinfo.ParseFile("/proc/self/mountinfo") }
+	}
+	mis, err := read()
+	if err != nil {
+		return mount.MountInfo{}, fmt.Errorf("read the mount table: %w", err)
+	}
+	for _, mi := range mis {
+		if uint64(mi.ID) == id {
+			return mi, nil
+		}
+	}
+	return mount.MountInfo{}, fmt.Errorf("the mount %d at %s is not in the mount table", id, dir)
+}
+
+// sameMount reports whether a mount the kernel shows with source and type
+// kernelType is one that mount(8) makes of m. A source of "none" (ceph-fuse
+// names its mounts itself, "ceph-fuse") names nothing to compare: the type
+// alone decides.
+func sameMount(source, kernelType string, m fs.Mount) bool {
+	return sameType(kernelType, m.FSType) && (m.Source == "none" || source == m.Source)
+}
+
+// sameType reports whether a mount the kernel shows as kernel is one that
+// mount(8) -t want makes: the type itself, or a FUSE mount of want's
+// helper (mount.glusterfs's show as fuse.glusterfs, mount.fuse.ceph's as
+// fuse.ceph-fuse).
+func sameType(kernel, want string) bool {
+	switch {
+	case kernel == want, kernel == "fuse."+want:
+		return true
+	case strings.HasPrefix(want, "fuse."):
+		return strings.HasPrefix(kernel, want)
+	}
+	return false
 }
 
 // Unmount removes the mount at dir, a dead one too, and its record and
@@ -142,8 +299,12 @@ func (v *Mounter) Unmount(ctx context.Context, dir string) (string, error) {
 	if err := CheckDir(dir); err != nil {
 		return "", fmt.Errorf("unmount: %w", err)
 	}
-	st, err := v.State(dir)
+	st, err := v.StateContext(ctx, dir)
 	switch {
+	case errors.Is(err, ErrNotAnswering):
+		// umount needs no answer from the daemon; detached below if it
+		// refuses.
+		st = Mounted
 	case err != nil:
 		return "", fmt.Errorf("unmount: %w", err)
 	case st == Missing:
@@ -153,7 +314,7 @@ func (v *Mounter) Unmount(ctx context.Context, dir string) (string, error) {
 	}
 	where, _, err := v.run(ctx, "umount", dir)
 	if err != nil {
-		if st2, _ := v.State(dir); st2 == Mounted || st2 == Corrupted {
+		if st2, _ := v.StateContext(ctx, dir); st2 == Mounted || st2 == Corrupted {
 			// A dead FUSE mount may refuse a plain unmount; detach it.
 			var lerr error
 			where, _, lerr = v.run(ctx, "umount", "-l", dir)
@@ -162,7 +323,7 @@ func (v *Mounter) Unmount(ctx context.Context, dir string) (string, error) {
 			}
 		}
 	}
-	if st, serr := v.State(dir); serr != nil || st == Mounted || st == Corrupted {
+	if st, serr := v.StateContext(ctx, dir); serr != nil || st == Mounted || st == Corrupted {
 		return "", fmt.Errorf("unmount %s: still mounted after umount %s%s", dir, where, suffix("", serr))
 	}
 	msg := "unmounted " + dir + " " + where
@@ -180,11 +341,25 @@ func CheckDir(dir string) error {
 	return nil
 }
 
-func (v *Mounter) mounts() MountChecker {
-	if v.Mounts == nil {
-		return mount.New("")
+func (v *Mounter) probeState(ctx context.Context, dir string) (State, error) {
+	mnt, err := IsMountPoint(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return Missing, nil
+	case err != nil:
+		return NotMounted, fmt.Errorf("check %s: %w", dir, err)
+	case !mnt:
+		return NotMounted, nil
 	}
-	return v.Mounts
+	_, err = v.ProbeStatfs(ctx, dir)
+	switch {
+	case err == nil:
+		return Mounted, nil
+	case errors.Is(err, unix.ENOTCONN):
+		return Corrupted, nil
+	default:
+		return Mounted, fmt.Errorf("check %s: %w", dir, err)
+	}
 }
 
 func (v *Mounter) secretsDir() string {
