@@ -113,19 +113,30 @@ func kinds(objs []runtime.Object) []string {
 }
 
 // TestEveryOverlayListed: every kustomization of deploy/ that renders a
-// DaemonSet is in mountPodOverlays, so that no overlay escapes the tests
-// of the mount pod's properties.
+// DaemonSet is in mountPodOverlays, and every one of deploy/csi in
+// csiOverlays, so that no overlay escapes the tests of the mount pod's or
+// the CSI driver's properties.
 func TestEveryOverlayListed(t *testing.T) {
 	dirs, err := filepath.Glob("*/kustomization.yaml")
 	if err != nil || len(dirs) == 0 {
 		t.Fatalf("no kustomization in deploy/: %v", err)
 	}
-	for _, k := range dirs {
+	csiDirs, err := filepath.Glob("csi/*/kustomization.yaml")
+	if err != nil || len(csiDirs) == 0 {
+		t.Fatalf("no kustomization in deploy/csi: %v", err)
+	}
+	for _, k := range append(dirs, csiDirs...) {
 		dir := filepath.Dir(k)
 		if dir == "base" {
 			continue // rendered through the overlays
 		}
 		if !slices.ContainsFunc(renderResources(t, dir), func(r *resource.Resource) bool { return r.GetKind() == "DaemonSet" }) {
+			continue
+		}
+		if strings.HasPrefix(dir, "csi/") {
+			if !slices.ContainsFunc(csiOverlays, func(o csiOverlay) bool { return o.overlay == dir }) {
+				t.Errorf("deploy/%s renders a DaemonSet but is not in csiOverlays: the CSI tests do not see it", dir)
+			}
 			continue
 		}
 		if !slices.ContainsFunc(mountPodOverlays, func(o struct{ overlay, plugin string }) bool { return o.overlay == dir }) {

@@ -25,7 +25,8 @@ func mountNamespace(t *testing.T) string {
 
 // TestNamespace: deploy/namespace is the namespace of every namespaced
 // object deploy/ ships (the mount pods, their ServiceAccounts,
-// mountpod-rollout's ServiceAccount and Role, the monitoring), the one
+// mountpod-rollout's ServiceAccount and Role, the monitoring, the CSI
+// drivers' pods and the provisioner's account), the one
 // mountpod-rollout looks in by default, and its Pod Security admits the
 // mount pods, which are privileged. No overlay ships the Namespace itself:
 // deleting an overlay would delete it, and with it every plugin's mount
@@ -53,6 +54,9 @@ func TestNamespace(t *testing.T) {
 	for _, o := range mountPodOverlays {
 		dirs = append(dirs, o.overlay)
 	}
+	for _, o := range csiOverlays {
+		dirs = append(dirs, o.overlay)
+	}
 	for _, dir := range dirs {
 		for _, o := range renderResources(t, dir) {
 			if o.GetKind() == "Namespace" {
@@ -73,4 +77,5 @@ func TestNamespace(t *testing.T) {
 var clusterScoped = map[string]bool{
 	"ClusterRole": true, "ClusterRoleBinding": true,
 	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	"CSIDriver": true,
 }
