@@ -76,7 +76,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "runtime-endpoint", Usage: "CRI runtime endpoint (default: CONTAINER_RUNTIME_ENDPOINT, then the usual sockets)."},
 		&cli.StringFlag{Name: "exec-mode", Value: string(mcexec.ModeAuto), Usage: "How commands reach the mount pod: auto, socket or cri."},
 		&cli.StringFlag{Name: "secrets-dir", Value: volume.DefaultSecretsDir, Usage: "Directory on a tmpfs, mounted at the same path in the mount pod, for the secrets mounts need."},
-		&cli.DurationFlag{Name: "timeout", Value: volume.DefaultTimeout, Usage: "Bound of each mount or umount."},
+		&cli.DurationFlag{Name: "timeout", Value: volume.DefaultTimeout, Usage: "Bound of each mount or umount, and of the statfs that tells whether a mount answers (a hung FUSE daemon makes the call Unavailable after it)."},
 	}, logging.Flags()...)
 }
 
