@@ -185,7 +185,9 @@ func TestCSINodePlugin(t *testing.T) {
 			expect(pod.PriorityClassName == "system-node-critical", "priorityClassName %q", pod.PriorityClassName)
 			expect(pod.TerminationGracePeriodSeconds != nil && *pod.TerminationGracePeriodSeconds >= 30,
 				"terminationGracePeriodSeconds %v", pod.TerminationGracePeriodSeconds)
-			expect(!pod.HostNetwork && !pod.HostPID && !pod.HostIPC, "host namespaces: network %v, PID %v, IPC %v", pod.HostNetwork, pod.HostPID, pod.HostIPC)
+			// hostPID: the exec socket's peer check (pkg/exec) sees the
+			// mount pod's process only in the node's PID namespace.
+			expect(!pod.HostNetwork && pod.HostPID && !pod.HostIPC, "host namespaces: network %v, PID %v (want the node's), IPC %v", pod.HostNetwork, pod.HostPID, pod.HostIPC)
 			expect(slices.ContainsFunc(pod.Tolerations, func(tol corev1.Toleration) bool {
 				return tol.Key == "" && tol.Operator == corev1.TolerationOpExists && tol.Effect == "" && tol.TolerationSeconds == nil
 			}), "does not tolerate every taint: %+v", pod.Tolerations)
@@ -352,7 +354,7 @@ func TestCSIController(t *testing.T) {
 			expect(d.Spec.Replicas != nil && *d.Spec.Replicas == 1, "replicas %v, want 1", d.Spec.Replicas)
 			expect(d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType, "strategy %q: a starting controller detaches its work directory's mounts, a running one's among them", d.Spec.Strategy.Type)
 			pod := d.Spec.Template.Spec
-			expect(!pod.HostNetwork && !pod.HostPID && !pod.HostIPC, "host namespaces")
+			expect(!pod.HostNetwork && pod.HostPID && !pod.HostIPC, "host namespaces: network %v, PID %v (want the node's), IPC %v", pod.HostNetwork, pod.HostPID, pod.HostIPC)
 			if len(pod.Containers) != 2 {
 				t.Fatalf("%d containers, want the driver and the provisioner", len(pod.Containers))
 			}
