@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -378,6 +379,12 @@ func TestCSIController(t *testing.T) {
 			expect(sock != "" && pargs["csi-address"] == sock, "driver --endpoint %q, provisioner --csi-address %q", sock, pargs["csi-address"])
 			expect(pargs["leader-election"] == "true", "provisioner --leader-election=%q", pargs["leader-election"])
 			expect(pargs["timeout"] != "", "provisioner without --timeout: its 10s default cancels mounts in progress")
+			// Not root: the driver gives its socket to the provisioner's
+			// group (--socket-group), the one right the sidecar needs.
+			psc := prov.SecurityContext
+			expect(psc != nil && psc.RunAsNonRoot != nil && *psc.RunAsNonRoot && psc.RunAsUser != nil && *psc.RunAsUser != 0 &&
+				psc.RunAsGroup != nil && *psc.RunAsGroup != 0 && args["socket-group"] == fmt.Sprint(*psc.RunAsGroup),
+				"the provisioner must run as a user and group that are not root's, and the driver's --socket-group (%q) must be that group: %+v", args["socket-group"], psc)
 			shared := func(c *corev1.Container) string {
 				for _, m := range c.VolumeMounts {
 					if strings.HasPrefix(sock, m.MountPath+"/") {

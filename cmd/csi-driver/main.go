@@ -76,6 +76,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "runtime-endpoint", Usage: "CRI runtime endpoint (default: CONTAINER_RUNTIME_ENDPOINT, then the usual sockets)."},
 		&cli.StringFlag{Name: "exec-mode", Value: string(mcexec.ModeAuto), Usage: "How commands reach the mount pod: auto, socket or cri."},
 		&cli.StringFlag{Name: "secrets-dir", Value: volume.DefaultSecretsDir, Usage: "Directory on a tmpfs, mounted at the same path in the mount pod, for the secrets mounts need."},
+		&cli.IntFlag{Name: "socket-group", Usage: "Group ID that may connect to the CSI socket besides root (mode 0660), for a sidecar that runs as that group; 0: root only (0600)."},
 		&cli.DurationFlag{Name: "timeout", Value: volume.DefaultTimeout, Usage: "Bound of each mount or umount, and of the statfs that tells whether a mount answers (a hung FUSE daemon makes the call Unavailable after it)."},
 	}, logging.Flags()...)
 }
@@ -121,9 +122,10 @@ func serve(c *cli.Context, stderr io.Writer) error {
 		Volumes: &volume.Mounter{
 			Plugin: plugin, Exec: x, Timeout: c.Duration("timeout"), SecretsDir: c.String("secrets-dir"), Log: log,
 		},
-		Controller: c.Bool("controller"),
-		WorkDir:    cmp.Or(c.String("work-dir"), filepath.Join(pluginDir, "controller")),
-		Log:        log,
+		Controller:  c.Bool("controller"),
+		SocketGroup: c.Int("socket-group"),
+		WorkDir:     cmp.Or(c.String("work-dir"), filepath.Join(pluginDir, "controller")),
+		Log:         log,
 	}
 	log.Info("serving", "driver", name, "plugin", plugin, "endpoint", endpoint, "controller", d.Controller, "node", nodeID)
 	g, ctx := errgroup.WithContext(c.Context)

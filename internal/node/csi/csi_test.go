@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -790,5 +791,47 @@ func TestControllerCleansWorkDirAtStart(t *testing.T) {
 	}
 	if rs := e.workRecords(t); len(rs) != 0 {
 		t.Errorf("records of the controller's mounts are left: %v", rs)
+	}
+}
+
+// TestSocketOwnerAndMode: the socket is root's alone (0600), or root's and
+// SocketGroup's (0660) for a sidecar that runs as that group, not as root.
+func TestSocketOwnerAndMode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the socket is given to root and a group")
+	}
+	for _, group := range []int{0, 4242} {
+		t.Run(fmt.Sprint("group ", group), func(t *testing.T) {
+			sock := filepath.Join(t.TempDir(), "csi.sock")
+			d := &csi.Driver{Name: "test.mountcontainers.io", SocketGroup: group}
+			ctx, stop := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- d.Serve(ctx, sock) }()
+			var st unix.Stat_t
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+				c, err := net.Dial("unix", sock)
+				if err == nil {
+					c.Close()
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the driver does not serve %s: %v", sock, err)
+				}
+			}
+			if err := unix.Lstat(sock, &st); err != nil {
+				t.Fatal(err)
+			}
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+			wantMode, wantGID := uint32(0o600), uint32(0)
+			if group > 0 {
+				wantMode, wantGID = 0o660, uint32(group)
+			}
+			if st.Mode&0o777 != wantMode || st.Uid != 0 || st.Gid != wantGID {
+				t.Errorf("socket %s: mode %04o, owner %d:%d; want %04o, 0:%d", sock, st.Mode&0o777, st.Uid, st.Gid, wantMode, wantGID)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -53,6 +54,11 @@ type Driver struct {
 	WorkDir string
 	// Log receives one record per call; nil discards them.
 	Log *slog.Logger
+	// SocketGroup, when above 0, is the group that may connect to the
+	// socket as well as root (root:SocketGroup, mode 0660): a sidecar such
+	// as the external-provisioner then runs as a user of that group, not
+	// as root. Otherwise only root may connect (mode 0600).
+	SocketGroup int
 
 	locks keyedMutex
 }
@@ -70,7 +76,7 @@ func (d *Driver) Serve(ctx context.Context, path string) error {
 			}
 		}
 	}
-	return serveUnix(ctx, path, d.NewServer(), prepare)
+	return serveUnix(ctx, path, d.NewServer(), prepare, d.SocketGroup)
 }
 
 // serveUnix serves srv on a new unix socket at path until ctx ends, and
@@ -78,7 +84,7 @@ func (d *Driver) Serve(ctx context.Context, path string) error {
 // an earlier run is replaced; one that answers (another instance serving)
 // and anything else that is not a socket are refused. prepare, when set,
 // runs once no other instance serves there and before any call is taken.
-func serveUnix(ctx context.Context, path string, srv *grpc.Server, prepare func()) error {
+func serveUnix(ctx context.Context, path string, srv *grpc.Server, prepare func(), group int) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return fmt.Errorf("create the directory of %s: %w", path, err)
 	}
@@ -96,6 +102,9 @@ func serveUnix(ctx context.Context, path string, srv *grpc.Server, prepare func(
 	// the path over keeps its own.
 	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	mine, err := os.Lstat(path)
+	if err == nil {
+		err = restrictSocket(path, mine, group)
+	}
 	if err != nil {
 		l.Close()
 		return err
@@ -111,6 +120,30 @@ func serveUnix(ctx context.Context, path string, srv *grpc.Server, prepare func(
 	}()
 	if err := srv.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return err
+	}
+	return nil
+}
+
+// restrictSocket gives the socket at path, which Lstat reported as mine,
+// to root and group (mode 0660), or to root alone (0600) when group is not
+// above 0: connecting needs write permission on the socket. The path is
+// checked to be that socket still, and changed without following a link.
+func restrictSocket(path string, mine os.FileInfo, group int) error {
+	if mine.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("%s is not the socket just made (%s)", path, mine.Mode().Type())
+	}
+	mode, gid := os.FileMode(0o600), -1
+	if group > 0 {
+		mode, gid = 0o660, group
+	}
+	if err := unix.Fchownat(unix.AT_FDCWD, path, 0, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("give %s to root and group %d: %w", path, group, err)
+	}
+	if now, err := os.Lstat(path); err != nil || !os.SameFile(mine, now) {
+		return fmt.Errorf("%s changed while it was given its owner", path)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		return fmt.Errorf("set the mode of %s: %w", path, err)
 	}
 	return nil
 }

@@ -46,5 +46,5 @@ func (r *Registrar) NotifyRegistrationStatus(ctx context.Context, s *registerapi
 func (r *Registrar) Serve(ctx context.Context, path string) error {
 	srv := grpc.NewServer()
 	registerapi.RegisterRegistrationServer(srv, r)
-	return serveUnix(ctx, path, srv, nil)
+	return serveUnix(ctx, path, srv, nil, 0)
 }
