@@ -70,12 +70,14 @@ type env struct {
 
 // glusterTable is the node's mount table as it would be if the fake's
 // mounts were GlusterFS's: a tmpfs named SERVER:/VOLUME is shown as
-// fuse.glusterfs, the type mount.glusterfs's mounts have.
+// fuse.glusterfs, the type mount.glusterfs's mounts have, and root's
+// (user_id=0), as a FUSE mount root made.
 func glusterTable() ([]mount.MountInfo, error) {
 	mis, err := mountinfo.ParseFile("/proc/self/mountinfo")
 	for i, mi := range mis {
 		if mi.FsType == "tmpfs" && strings.Contains(mi.Source, ":/") {
 			mis[i].FsType = "fuse.glusterfs"
+			mis[i].SuperOptions = append(mis[i].SuperOptions, "user_id=0", "group_id=0")
 		}
 	}
 	return mis, err

@@ -19,22 +19,29 @@ var ErrNotAnswering = errors.New("the file system does not answer")
 // ProbeStatfs returns statfs(2) of path, asked in a goroutine of its own
 // so that a FUSE daemon that hangs holds that goroutine, not the caller:
 // the caller waits until ctx ends or the bound of [Mounter.TimeoutOrDefault]
-// passes. While a probe of path is still waiting (an earlier caller gave
-// up on it), another one fails at once with [ErrNotAnswering] rather than
-// leaving one more goroutine blocked in the kernel per call.
+// passes. While a probe of the mount path is on is still waiting (an
+// earlier caller gave up on it), another one fails at once with
+// [ErrNotAnswering] rather than leaving one more goroutine blocked in the
+// kernel per call. The mount is known by its ID, not by path: a hung
+// mount detached from path leaves a new mount there unaffected, and its
+// ID stays its own while the waiting statfs holds it.
 func (v *Mounter) ProbeStatfs(ctx context.Context, path string) (unix.Statfs_t, error) {
 	if err := context.Cause(ctx); err != nil {
 		return unix.Statfs_t{}, fmt.Errorf("statfs %s: %w", path, err)
 	}
+	key := "path " + path
+	if id, err := mountID(path); err == nil {
+		key = fmt.Sprint("mount ", id)
+	}
 	v.probeMu.Lock()
-	if _, busy := v.probes[path]; busy {
+	if _, busy := v.probes[key]; busy {
 		v.probeMu.Unlock()
 		return unix.Statfs_t{}, fmt.Errorf("statfs %s: %w: an earlier statfs of it has not returned yet", path, ErrNotAnswering)
 	}
 	if v.probes == nil {
 		v.probes = map[string]struct{}{}
 	}
-	v.probes[path] = struct{}{}
+	v.probes[key] = struct{}{}
 	v.probeMu.Unlock()
 
 	type result struct {
@@ -50,7 +57,7 @@ func (v *Mounter) ProbeStatfs(ctx context.Context, path string) (unix.Statfs_t, 
 		var r result
 		r.err = statfs(path, &r.st)
 		v.probeMu.Lock()
-		delete(v.probes, path)
+		delete(v.probes, key)
 		v.probeMu.Unlock()
 		done <- r
 	}()

@@ -98,3 +98,33 @@ func TestStateOfHungAndDeadFUSE(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestNewMountAfterHungOneAnswers: a hung FUSE mount detached from a path
+// (NodeUnstage's lazy unmount) leaves the next mount there unaffected,
+// though the statfs of the hung one still waits: a probe is known by the
+// mount's ID, not by its path.
+func TestNewMountAfterHungOneAnswers(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	dir := filepath.Join(mountfdtest.Base(t), "staging")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abort := mountFUSE(t, dir) // a daemon that never answers
+	defer abort()
+	v := &Mounter{Timeout: time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := v.StateContext(ctx, dir); !errors.Is(err, ErrNotAnswering) {
+		t.Fatalf("state of the hung FUSE mount: %v; want ErrNotAnswering", err)
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	mountfdtest.MountTmpfs(t, dir)
+	st, err := v.StateContext(ctx, dir)
+	if err != nil || st != Mounted {
+		t.Fatalf("state of a new mount at %s while the hung one's statfs waits: %v, %v; want Mounted", dir, st, err)
+	}
+}

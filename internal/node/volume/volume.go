@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -223,7 +224,7 @@ func (v *Mounter) adopt(m fs.Mount, dir string) (string, error) {
 		return "", fmt.Errorf("mount: %w", err)
 	}
 	src, typ := mountinfo.Unescape(mi.Source), mountinfo.Unescape(mi.FsType)
-	if !sameMount(src, typ, m) {
+	if !sameMount(src, typ, mi.SuperOptions, m) {
 		return "", fmt.Errorf("mount %s at %s: %w: %s of type %s", m.Describe(), dir, ErrOtherMount, src, typ)
 	}
 	// As Exec.RecordMount records a mount made through the mount pod,
@@ -270,24 +271,29 @@ func (v *Mounter) mountAt(dir string) (mount.MountInfo, error) {
 	return mount.MountInfo{}, fmt.Errorf("the mount %d at %s is not in the mount table", id, dir)
 }
 
-// sameMount reports whether a mount the kernel shows with source and type
-// kernelType is one that mount(8) makes of m. A source of "none" (ceph-fuse
-// names its mounts itself, "ceph-fuse") names nothing to compare: the type
-// alone decides.
-func sameMount(source, kernelType string, m fs.Mount) bool {
+// sameMount reports whether a mount the kernel shows with source, type
+// kernelType and super options super is one that mount(8) makes of m. A
+// source of "none" (ceph-fuse names its mounts itself, "ceph-fuse") names
+// nothing to compare: the type alone decides. A FUSE mount must be root's
+// (user_id=0): any node user may make one with fusermount, naming any
+// source and subtype.
+func sameMount(source, kernelType string, super []string, m fs.Mount) bool {
+	if strings.HasPrefix(kernelType, "fuse") && !slices.Contains(super, "user_id=0") {
+		return false
+	}
 	return sameType(kernelType, m.FSType) && (m.Source == "none" || source == m.Source)
 }
 
 // sameType reports whether a mount the kernel shows as kernel is one that
 // mount(8) -t want makes: the type itself, or a FUSE mount of want's
 // helper (mount.glusterfs's show as fuse.glusterfs, mount.fuse.ceph's as
-// fuse.ceph-fuse).
+// fuse.ceph-fuse), exactly.
 func sameType(kernel, want string) bool {
 	switch {
 	case kernel == want, kernel == "fuse."+want:
 		return true
 	case strings.HasPrefix(want, "fuse."):
-		return strings.HasPrefix(kernel, want)
+		return kernel == want+"-fuse"
 	}
 	return false
 }

@@ -13,23 +13,29 @@ func TestSameMount(t *testing.T) {
 	gluster := fs.Mount{FSType: "glusterfs", Source: "192.0.2.10:/v"}
 	cephFuse := fs.Mount{FSType: "fuse.ceph", Source: "none"}
 	cephKernel := fs.Mount{FSType: "ceph", Source: "192.0.2.1:6789:/"}
+	root := []string{"rw", "user_id=0", "group_id=0"}
+	user := []string{"rw", "user_id=1000", "group_id=1000", "allow_other"}
 	for _, tc := range []struct {
 		source, typ string
+		super       []string
 		m           fs.Mount
 		want        bool
 	}{
-		{"192.0.2.10:/v", "fuse.glusterfs", gluster, true},
-		{"192.0.2.10:/v", "glusterfs", gluster, true},
-		{"192.0.2.11:/v", "fuse.glusterfs", gluster, false},
-		{"192.0.2.10:/w", "fuse.glusterfs", gluster, false},
-		{"192.0.2.10:/v", "tmpfs", gluster, false},
-		{"ceph-fuse", "fuse.ceph-fuse", cephFuse, true},
-		{"ceph-fuse", "fuse.glusterfs", cephFuse, false},
-		{"192.0.2.1:6789:/", "ceph", cephKernel, true},
-		{"192.0.2.1:6789:/", "fuse.ceph-fuse", cephKernel, false},
+		{"192.0.2.10:/v", "fuse.glusterfs", root, gluster, true},
+		{"192.0.2.10:/v", "glusterfs", nil, gluster, true},
+		{"192.0.2.11:/v", "fuse.glusterfs", root, gluster, false},
+		{"192.0.2.10:/w", "fuse.glusterfs", root, gluster, false},
+		{"192.0.2.10:/v", "tmpfs", nil, gluster, false},
+		{"192.0.2.10:/v", "fuse.glusterfs", user, gluster, false}, // a node user's fusermount
+		{"ceph-fuse", "fuse.ceph-fuse", root, cephFuse, true},
+		{"ceph-fuse", "fuse.ceph-fuse", user, cephFuse, false},
+		{"ceph-fuse", "fuse.ceph-fuseX", root, cephFuse, false},
+		{"ceph-fuse", "fuse.glusterfs", root, cephFuse, false},
+		{"192.0.2.1:6789:/", "ceph", nil, cephKernel, true},
+		{"192.0.2.1:6789:/", "fuse.ceph-fuse", root, cephKernel, false},
 	} {
-		if got := sameMount(tc.source, tc.typ, tc.m); got != tc.want {
-			t.Errorf("sameMount(%q, %q, %s %s) = %v, want %v", tc.source, tc.typ, tc.m.FSType, tc.m.Source, got, tc.want)
+		if got := sameMount(tc.source, tc.typ, tc.super, tc.m); got != tc.want {
+			t.Errorf("sameMount(%q, %q, %v, %s %s) = %v, want %v", tc.source, tc.typ, tc.super, tc.m.FSType, tc.m.Source, got, tc.want)
 		}
 	}
 }
