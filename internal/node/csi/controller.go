@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -161,6 +162,7 @@ func createDir(root *os.Root, dir string, capacity int64) error {
 	}
 	record := metadataDir + "/" + dir
 	data, err := readRecord(root, record)
+	created := false // the record is this call's
 	switch {
 	case err == nil:
 		if had, perr := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); perr != nil || had != capacity {
@@ -173,12 +175,24 @@ func createDir(root *os.Root, dir string, capacity int64) error {
 		if err := root.Rename(record+".tmp", record); err != nil {
 			return status.Errorf(codes.Internal, "record volume %s: %v", dir, err)
 		}
+		created = true
 	default:
 		return status.Errorf(codes.Internal, "read the record of volume %s: %v", dir, err)
 	}
 	// World-writable, as an emptyDir: the driver changes no ownership
 	// (no fsGroup), and the pods that use the volume run as any user.
-	if err := root.Mkdir(dir, 0o777); err != nil && !errors.Is(err, fs.ErrExist) {
+	switch err := root.Mkdir(dir, 0o777); {
+	case err == nil:
+	case errors.Is(err, fs.ErrExist) && created:
+		// Not made by an earlier call for this volume (that call would
+		// have left its record): somebody else's directory, which the
+		// volume must not take over, nor DeleteVolume remove.
+		if rerr := root.Remove(record); rerr != nil {
+			return status.Errorf(codes.Internal, "volume %s: a directory of that name exists, not made for it, and its new record cannot be removed: %v", dir, rerr)
+		}
+		return status.Errorf(codes.AlreadyExists, "volume %s: a directory of that name exists in the volume, not made for it: not adopted", dir)
+	case errors.Is(err, fs.ErrExist):
+	default:
 		return status.Errorf(codes.Internal, "create volume directory %s: %v", dir, err)
 	}
 	// Whatever is there now must be a directory, not a link (Chmod
@@ -406,33 +420,70 @@ func removeTree(ctx context.Context, root *os.Root, name string) error {
 	if err != nil {
 		return fmt.Errorf("statx %s: %w", top.Name(), err)
 	}
-	return removeAt(ctx, int(top.Fd()), name, mnt, name)
+	return removeAt(ctx, int(top.Fd()), name, mnt, &treePath{name: name})
+}
+
+// maxTreeDepth bounds how deep removeTree goes: each level holds a
+// directory open and a batch of names, and a tenant may nest directories
+// as deep as the file system lets them. A deeper tree is left for an
+// administrator, with an error saying so.
+const maxTreeDepth = 1024
+
+// treePath names an entry of the tree removeAt walks, for messages only:
+// built when one is needed, never per entry (a path per level would cost
+// the square of the depth).
+type treePath struct {
+	parent *treePath
+	name   string
+	depth  int
+}
+
+func (p *treePath) child(name string) *treePath {
+	return &treePath{parent: p, name: name, depth: p.depth + 1}
+}
+
+// String is the entry's path below the volume, quoted (names are the
+// tenant's: any byte but "/" and NUL) and cut to its last 256 bytes.
+func (p *treePath) String() string {
+	var parts []string
+	for q := p; q != nil; q = q.parent {
+		parts = append(parts, q.name)
+	}
+	slices.Reverse(parts)
+	s := strings.Join(parts, "/")
+	if len(s) > 256 {
+		s = "..." + s[len(s)-256:]
+	}
+	return strconv.Quote(s)
 }
 
 // removeAt removes name in the directory parent and all beneath it; path
 // names it in messages.
-func removeAt(ctx context.Context, parent int, name string, mnt uint64, path string) error {
+func removeAt(ctx context.Context, parent int, name string, mnt uint64, path *treePath) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if path.depth >= maxTreeDepth {
+		return fmt.Errorf("%s is more than %d directories deep: remove it by hand", path, maxTreeDepth)
 	}
 	switch err := unix.Unlinkat(parent, name, 0); {
 	case err == nil, errors.Is(err, unix.ENOENT):
 		return nil
 	case !errors.Is(err, unix.EISDIR):
-		return &os.PathError{Op: "unlink", Path: path, Err: err}
+		return &os.PathError{Op: "unlink", Path: path.String(), Err: err}
 	}
 	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil
 	case err != nil:
-		return &os.PathError{Op: "open", Path: path, Err: err}
+		return &os.PathError{Op: "open", Path: path.String(), Err: err}
 	}
-	dir := os.NewFile(uintptr(fd), path)
+	dir := os.NewFile(uintptr(fd), "")
 	defer dir.Close()
 	switch id, err := fdMountID(fd); {
 	case err != nil:
-		return &os.PathError{Op: "statx", Path: path, Err: err}
+		return &os.PathError{Op: "statx", Path: path.String(), Err: err}
 	case id != mnt:
 		return fmt.Errorf("%s is a mount point: nothing beneath it is removed", path)
 	}
@@ -440,9 +491,10 @@ func removeAt(ctx context.Context, parent int, name string, mnt uint64, path str
 	// write) can be missed by one pass: another pass takes them.
 	for pass := 0; ; pass++ {
 		for {
-			names, err := dir.Readdirnames(256)
+			// A small batch: every level of the walk holds one.
+			names, err := dir.Readdirnames(32)
 			for _, n := range names {
-				if err := removeAt(ctx, fd, n, mnt, path+"/"+n); err != nil {
+				if err := removeAt(ctx, fd, n, mnt, path.child(n)); err != nil {
 					return err
 				}
 			}
@@ -462,7 +514,7 @@ func removeAt(ctx context.Context, parent int, name string, mnt uint64, path str
 				return fmt.Errorf("read directory %s again: %w", path, err)
 			}
 		default:
-			return &os.PathError{Op: "rmdir", Path: path, Err: err}
+			return &os.PathError{Op: "rmdir", Path: path.String(), Err: err}
 		}
 	}
 }

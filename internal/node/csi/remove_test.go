@@ -115,3 +115,81 @@ func TestDeleteDirStopsAtMount(t *testing.T) {
 		t.Fatalf("a file beneath the mount is removed: %v", err)
 	}
 }
+
+// TestRemoveTreeDepthBounded: a tenant's tree nested deeper than
+// maxTreeDepth is refused with a message that names it (quoted, cut), not
+// walked until memory or descriptors run out; one within the bound goes.
+func TestRemoveTreeDepthBounded(t *testing.T) {
+	top := t.TempDir()
+	root, err := os.OpenRoot(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	nest := func(name string, depth int) {
+		t.Helper()
+		fd, err := unix.Open(top, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := name
+		for i := 0; i < depth; i++ {
+			if err := unix.Mkdirat(fd, n, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			next, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			unix.Close(fd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fd, n = next, strings.Repeat("d", 200)
+		}
+		unix.Close(fd)
+	}
+	nest("shallow", maxTreeDepth-1)
+	if err := removeTree(context.Background(), root, "shallow"); err != nil {
+		t.Fatalf("a tree %d deep: %v", maxTreeDepth-1, err)
+	}
+	if _, err := root.Lstat("shallow"); !os.IsNotExist(err) {
+		t.Fatalf("the tree %d deep is left: %v", maxTreeDepth-1, err)
+	}
+	nest("deep", maxTreeDepth+5)
+	err = removeTree(context.Background(), root, "deep")
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d directories deep", maxTreeDepth)) {
+		t.Fatalf("a tree %d deep: %v; want it refused as too deep", maxTreeDepth+5, err)
+	}
+	if len(err.Error()) > 400 {
+		t.Errorf("the error names the path in %d bytes; want it cut: %.100s...", len(err.Error()), err)
+	}
+}
+
+// TestCreateDirAdoptsNoForeignDirectory: a directory already at a new
+// volume's name, which no earlier call for it made (no record), is not
+// taken over (its mode and contents would go to the volume's users, and
+// DeleteVolume would remove it); a retry of a call that made it is fine.
+func TestCreateDirAdoptsNoForeignDirectory(t *testing.T) {
+	top := t.TempDir()
+	root, err := os.OpenRoot(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if err := root.Mkdir("pvc-theirs", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err = createDir(root, "pvc-theirs", 1<<20)
+	if status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("createDir over a directory it did not make: %v; want AlreadyExists", err)
+	}
+	if fi, err := root.Lstat("pvc-theirs"); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the foreign directory after the refusal: %v, %v; want it as it was (0700)", fi, err)
+	}
+	if _, err := root.Lstat(metadataDir + "/pvc-theirs"); !os.IsNotExist(err) {
+		t.Errorf("a record is left for the refused volume: %v", err)
+	}
+	for i := 0; i < 2; i++ { // made, then the retry of the same call
+		if err := createDir(root, "pvc-ours", 1<<20); err != nil {
+			t.Fatalf("createDir, call %d: %v", i+1, err)
+		}
+	}
+}
