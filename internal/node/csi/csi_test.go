@@ -138,9 +138,12 @@ func newEnv(t *testing.T, opts ...func(*env)) *env {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	// Serve listens in its goroutine: the first call must find the socket.
+	// Serve listens in its goroutine: the first call must find the socket
+	// listening (it exists from bind(2) on, and refuses connections until
+	// listen(2)).
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(e.sock); err == nil {
+		if c, err := net.Dial("unix", e.sock); err == nil {
+			c.Close()
 			break
 		} else if time.Now().After(deadline) {
 			t.Fatalf("the driver's socket %s: %v", e.sock, err)

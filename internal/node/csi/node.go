@@ -162,6 +162,20 @@ func (n node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStat
 	if err := required("NodeGetVolumeStats", "volume ID", req.GetVolumeId(), "volume path", p); err != nil {
 		return nil, err
 	}
+	if err := volume.CheckDir(p); err != nil {
+		// No volume is published at such a path (csi-sanity: NotFound).
+		return nil, status.Errorf(codes.NotFound, "volume %s: %v", req.GetVolumeId(), err)
+	}
+	// A mount's root only (found without asking its daemon): statfs of
+	// any other path could reach a daemon through a path a tenant made.
+	switch mnt, err := volume.IsMountPoint(p); {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, status.Errorf(codes.NotFound, "volume %s: no %s", req.GetVolumeId(), p)
+	case err != nil:
+		return nil, status.Errorf(codes.Internal, "volume %s: %v", req.GetVolumeId(), err)
+	case !mnt:
+		return nil, status.Errorf(codes.NotFound, "volume %s: nothing is mounted at %s", req.GetVolumeId(), p)
+	}
 	st, err := n.d.Volumes.ProbeStatfs(ctx, p)
 	switch {
 	case errors.Is(err, volume.ErrNotAnswering):
