@@ -143,6 +143,8 @@ step build-tools "build testsummary" go build -o "$testsummary" ./test/tools/tes
 # After the builds: buildah creates /etc/cni/net.d on its first run, which is
 # the image builder's doing, not the bed's.
 "$here/sysctl-snapshot.sh" "$snapshot"
+# Built: .ci/run starts the stages it runs beside the suites now.
+[[ -z ${E2E_BUILT:-} ]] || touch "$E2E_BUILT"
 
 # Two suites, each on a bed of its own (E2E_SUITES picks): "one", every test
 # on a bed of one node; "nodes", TestNodes on a bed of three (build tag
