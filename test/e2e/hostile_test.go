@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/recovery"
@@ -38,12 +40,70 @@ import (
 func TestHostileTenant(t *testing.T) {
 	bed := framework.Current(t)
 	g := setupGlusterfs(t, bed)
+	// No exec path: what the API server lets a volume's options say.
+	t.Run("OptionsCannotNameAPod", func(t *testing.T) { g.testOptionsCannotNameAPod(t) })
 	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
 		t.Run("SubPathSymlinkTo/"+string(mode), func(t *testing.T) { g.testSubPathSymlink(t, mode) })
 		t.Run("DaemonOverItsMemoryLimit/"+string(mode), func(t *testing.T) { g.testDaemonOOM(t, mode) })
 		t.Run("AttachPathSwappedForSymlink/"+string(mode), func(t *testing.T) { g.testAttachPathSwapped(t, mode) })
 		t.Run("DeadNumberTakenByAnotherMount/"+string(mode), func(t *testing.T) { g.testDeadNumberReused(t, mode) })
 	}
+}
+
+// testOptionsCannotNameAPod: the Flexvolume driver takes the pod a mount
+// is for (the pod its recovery Events go to) from the kubelet's
+// kubernetes.io/pod.* options, and the kubelet lets a volume's own options
+// override its keys. What keeps a pod author, or a PV's writer, from naming
+// another pod (or the secret, or the read-only flag) there is the API
+// server: it refuses options in the kubernetes.io and k8s.io namespaces, in
+// a pod's inline flexVolume and in a PV's. Asked with a server-side dry
+// run; the same pod and PV with options of their own only are accepted, so
+// the refusal is the keys'.
+func (g *glusterEnv) testOptionsCannotNameAPod(t *testing.T) {
+	ctx := context.Background()
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	own := map[string]string{"server": g.bed.Env.NodeName, "volume": glusterVolume}
+	pod := func(opts map[string]string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "forger", Namespace: g.ns},
+			Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "main", Image: g.bed.Env.BaseImage, Command: []string{"sleep", "1"},
+					VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+				Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+					FlexVolume: &corev1.FlexVolumeSource{Driver: glusterDriver, Options: opts}}}},
+			},
+		}
+	}
+	pv := func(opts map[string]string) *corev1.PersistentVolume {
+		return &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: "forged-" + g.ns},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{
+					FlexVolume: &corev1.FlexPersistentVolumeSource{Driver: glusterDriver, Options: opts}},
+			},
+		}
+	}
+	if _, err := g.bed.Client.CoreV1().Pods(g.ns).Create(ctx, pod(own), dry); err != nil {
+		t.Fatalf("a pod with options of its own only is refused: %v", err)
+	}
+	if _, err := g.bed.Client.CoreV1().PersistentVolumes().Create(ctx, pv(own), dry); err != nil {
+		t.Fatalf("a PV with options of its own only is refused: %v", err)
+	}
+	for _, key := range []string{"kubernetes.io/pod.name", "kubernetes.io/pod.namespace", "kubernetes.io/pod.uid",
+		"kubernetes.io/secret/key", "kubernetes.io/readwrite", "Kubernetes.IO/pod.name", "k8s.io/pod.name"} {
+		opts := maps.Clone(own)
+		opts[key] = "ledger-0"
+		_, perr := g.bed.Client.CoreV1().Pods(g.ns).Create(ctx, pod(opts), dry)
+		_, verr := g.bed.Client.CoreV1().PersistentVolumes().Create(ctx, pv(opts), dry)
+		for what, err := range map[string]error{"pod's inline flexVolume": perr, "PV's flexVolume": verr} {
+			if err == nil || !strings.Contains(err.Error(), "namespaces are reserved") {
+				t.Errorf("a %s with the option %s: %v; want it refused (namespaces are reserved)", what, key, err)
+			}
+		}
+	}
+	t.Logf("the API server refuses a kubernetes.io/ or k8s.io/ option in a pod's flexVolume and a PV's, e.g. kubernetes.io/pod.name")
 }
 
 func (g *glusterEnv) testSubPathSymlink(t *testing.T, mode mcexec.ExecMode) {
