@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # e2e.sh: the one entry point of the end-to-end tests (the Makefile calls it).
-#   setup.sh (packages) -> build-kube.sh (cached) beside images.sh all
-#   (cached) ->
+#   setup.sh (packages) -> build-kube.sh (cached) ->
+#   images.sh all (cached) ->
 #   go test -tags e2e -json ./test/e2e/... | testsummary -v (the suite brings
 #   the bed up and down; when a test failed, test/bed/diagnose.sh first),
 #   then TestNodes on a bed of three nodes (E2E_SUITES) ->
@@ -53,18 +53,16 @@ testsummary=$work/testsummary
 failures=$work/failures
 export DIAGNOSE_SUMMARY=$work/diagnose-summary
 sidecars_pid= # the background build of the CSI sidecars, if running
-kube_pid=     # the background build of Kubernetes, if running
 sidecars_log=$work/build-sidecars.log
 status=0
 finish() {
 	local rc=$? t0 clean=ok
 	((status != 0)) || status=$rc
 	trap - EXIT INT TERM
-	local bg
-	for bg in $sidecars_pid $kube_pid; do
-		kill -TERM -- "-$bg" 2>/dev/null
-		wait "$bg" 2>/dev/null
-	done
+	if [[ -n $sidecars_pid ]]; then
+		kill -TERM -- "-$sidecars_pid" 2>/dev/null
+		wait "$sidecars_pid" 2>/dev/null
+	fi
 	if [[ ${BED_KEEP:-0} != 1 ]]; then
 		log "=== teardown check"
 		t0=$(now)
@@ -139,23 +137,8 @@ step setup "setup (packages)" "$here/setup.sh"
 if [[ -e $BED_DIR/env || -e $BED_DIR/state ]] || bed_leftovers; then
 	"$here/down.sh"
 fi
-# The Kubernetes build computes; the images mostly fetch and unpack packages:
-# the build runs beside them, in a process group of its own (finish stops
-# it), its log shown when both are done.
-log "=== build kubernetes $(kube_version) (beside the images)"
-kube_t0=$(now)
-setsid "$here/build-kube.sh" >/dev/null 2>"$work/build-kube.log" &
-kube_pid=$!
-images_rc=0
-step images "images" "$here/images.sh" all || images_rc=$?
-kube_rc=0
-wait "$kube_pid" || kube_rc=$?
-kube_pid=
-sed 's/^/[build-kube] /' "$work/build-kube.log" >&2
-timings+=("$(printf '%-32s %5ss%s' "build kubernetes $(kube_version)" "$(($(now) - kube_t0))" "$( ((kube_rc == 0)) || echo " (FAILED, exit $kube_rc)")")")
-stage build-kube "$(($(now) - kube_t0))" "$( ((kube_rc == 0)) && echo "ok (beside images)" || echo "FAILED (exit $kube_rc)")"
-((kube_rc == 0)) || die "build-kube.sh failed (exit $kube_rc): its last lines are above, prefixed [build-kube]"
-((images_rc == 0)) || die "images.sh all failed (exit $images_rc)"
+step build-kube "build kubernetes $(kube_version)" "$here/build-kube.sh" >/dev/null
+step images "images" "$here/images.sh" all
 step build-tools "build testsummary" go build -o "$testsummary" ./test/tools/testsummary
 # After the builds: buildah creates /etc/cni/net.d on its first run, which is
 # the image builder's doing, not the bed's.

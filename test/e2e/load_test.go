@@ -48,8 +48,9 @@ const (
 // time until all is cleaned up) are logged for BENCHMARKS.md.
 //
 // Through CRI ExecSync, failed mount attempts are logged, not failures:
-// containerd 1.6's runc shim starts one exec of a container at a time
-// (it holds its event lock across `runc exec`), so 100 mounts queue in the
+// the runc shim of the bed's containerd (Debian's 1.6.20; the lock went in
+// 1.6.22 and 1.7.3) starts one exec of a container at a time (it holds its
+// event lock across `runc exec`), so 100 mounts queue in the
 // runtime, about a second each under this load, and the last ones reach
 // the driver's one-minute bound before their mount even starts
 // (BENCHMARKS.md, "A node under load"). Every pod must still be Running
