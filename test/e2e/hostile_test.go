@@ -36,7 +36,8 @@ import (
 // link while the attach is about to start does not get the attach
 // elsewhere, and a mount that takes a dead mount's device number is not
 // taken for it (hostile_race_test.go). Once per exec path the driver's
-// mount takes.
+// mount takes; and once, no exec path involved, that the API server keeps
+// a volume's options from naming another pod (OptionsCannotNameAPod).
 func TestHostileTenant(t *testing.T) {
 	bed := framework.Current(t)
 	g := setupGlusterfs(t, bed)
