@@ -123,7 +123,11 @@ func (c controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeReque
 	if err != nil {
 		return nil, err
 	}
-	defer d.locks.lock("volume " + id.String())()
+	unlock, err := d.lockPaths(ctx, "CreateVolume", "volume "+id.String())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	err = d.withVolume(ctx, params, func(root *os.Root) error {
 		return createDir(root, id.dir, capacity)
 	})
@@ -238,8 +242,12 @@ func (c controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeReque
 		// Not one of ours, so gone already: the call succeeds.
 		return &csi.DeleteVolumeResponse{}, nil
 	}
-	defer d.locks.lock("volume " + id.String())()
-	err := d.withVolume(ctx, id.params(), func(root *os.Root) error {
+	unlock, err := d.lockPaths(ctx, "DeleteVolume", "volume "+id.String())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	err = d.withVolume(ctx, id.params(), func(root *os.Root) error {
 		return deleteDir(ctx, root, id.dir)
 	})
 	if err != nil {

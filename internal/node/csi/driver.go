@@ -230,30 +230,58 @@ type keyedMutex struct {
 }
 
 type keyedLock struct {
-	mu   sync.Mutex
+	held chan struct{} // holds a value while locked
 	refs int
 }
 
-// lock locks key and returns its unlock.
-func (k *keyedMutex) lock(key string) func() {
+// lock locks key and returns its unlock; it fails with ctx's error when
+// ctx ends first (a call whose lookup hangs holds its lock until the
+// lookup ends).
+func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
 	k.mu.Lock()
 	if k.locks == nil {
 		k.locks = map[string]*keyedLock{}
 	}
 	l := k.locks[key]
 	if l == nil {
-		l = &keyedLock{}
+		l = &keyedLock{held: make(chan struct{}, 1)}
 		k.locks[key] = l
 	}
 	l.refs++
 	k.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
+	release := func() {
 		k.mu.Lock()
 		if l.refs--; l.refs == 0 {
 			delete(k.locks, key)
 		}
 		k.mu.Unlock()
 	}
+	select {
+	case l.held <- struct{}{}:
+		return func() { <-l.held; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
+}
+
+// lockPaths locks paths in turn for the call op and returns the unlock
+// of all; when the call's context ends first, it fails with Aborted (the
+// CSI spec's "an operation is pending for the volume") naming the path.
+func (d *Driver) lockPaths(ctx context.Context, op string, paths ...string) (func(), error) {
+	var unlocks []func()
+	unlock := func() {
+		for i := len(unlocks) - 1; i >= 0; i-- {
+			unlocks[i]()
+		}
+	}
+	for _, p := range paths {
+		u, err := d.locks.lock(ctx, p)
+		if err != nil {
+			unlock()
+			return nil, status.Errorf(codes.Aborted, "%s: another call on %s is still under way: %v", op, p, err)
+		}
+		unlocks = append(unlocks, u)
+	}
+	return unlock, nil
 }

@@ -38,7 +38,11 @@ func (n node) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeReque
 	if err != nil {
 		return nil, err
 	}
-	defer d.locks.lock(staging)()
+	unlock, err := d.lockPaths(ctx, "NodeStageVolume", staging)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := d.live(ctx); err != nil {
 		return nil, err
 	}
@@ -65,7 +69,11 @@ func (n node) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeR
 	if err := required("NodeUnstageVolume", "volume ID", req.GetVolumeId(), "staging target path", staging); err != nil {
 		return nil, err
 	}
-	defer n.d.locks.lock(staging)()
+	unlock, err := n.d.lockPaths(ctx, "NodeUnstageVolume", staging)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if _, err := n.d.Volumes.Unmount(ctx, staging); err != nil {
 		return nil, status.Errorf(codeOf(err), "volume %s: %v", req.GetVolumeId(), err)
 	}
@@ -97,9 +105,18 @@ func (n node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeR
 		return nil, status.Errorf(codes.InvalidArgument, "NodePublishVolume: the target is the staging path %s", staging)
 	}
 	// The staging lock too: an Unstage must not unmount the staging mount
-	// between the check below and the bind.
-	defer d.locks.lock(staging)()
-	defer d.locks.lock(target)()
+	// between the check below and the bind. The bind may outlive the call
+	// (below), and then takes the unlock with it.
+	unlock, err := d.lockPaths(ctx, "NodePublishVolume", staging, target)
+	if err != nil {
+		return nil, err
+	}
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			unlock()
+		}
+	}()
 	switch st, err := d.Volumes.StateContext(ctx, staging); {
 	case err != nil:
 		return nil, status.Errorf(codeOf(err), "volume %s: %v", req.GetVolumeId(), err)
@@ -124,14 +141,34 @@ func (n node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeR
 		return nil, status.Errorf(codes.Internal, "volume %s: %s is a dead mount (transport endpoint is not connected): unpublish it first", req.GetVolumeId(), target)
 	}
 	ro := req.GetReadonly() || readOnly(req.GetVolumeCapability())
-	if err := bind(staging, sub, target, ro); err != nil {
-		code := codes.Internal
-		if errors.Is(err, mountfd.ErrNotInVolume) {
-			code = codes.FailedPrecondition
+	// The lookup of sub beneath the staging mount is the volume's server's
+	// to answer, and a server that answers statfs may still not answer
+	// it: the bind runs aside, and the call ends with its context or the
+	// driver's bound, whichever is first. The bind keeps the locks until it
+	// ends (the volume's other calls are Aborted meanwhile); if it binds
+	// after all, a retry finds the target published.
+	ctx, cancel := context.WithTimeout(ctx, d.Volumes.TimeoutOrDefault())
+	defer cancel()
+	done := make(chan error, 1)
+	handedOff = true
+	go func() {
+		defer unlock()
+		done <- bindVolume(staging, sub, target, ro)
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			code := codes.Internal
+			if errors.Is(err, mountfd.ErrNotInVolume) {
+				code = codes.FailedPrecondition
+			}
+			return nil, status.Errorf(code, "volume %s: publish %s of %s at %s: %v", req.GetVolumeId(), sub, staging, target, err)
 		}
-		return nil, status.Errorf(code, "volume %s: publish %s of %s at %s: %v", req.GetVolumeId(), sub, staging, target, err)
+		return &csi.NodePublishVolumeResponse{}, nil
+	case <-ctx.Done():
+		return nil, status.Errorf(codeOf(ctx.Err()), "volume %s: publish %s of %s at %s: the lookup beneath the staging mount has not ended (%v): its server does not answer; the volume's other calls wait for it, and are Aborted when their own deadlines pass first",
+			req.GetVolumeId(), sub, staging, target, ctx.Err())
 	}
-	return &csi.NodePublishVolumeResponse{}, nil
 }
 
 // NodeUnpublishVolume unmounts the target (a dead bind too) and removes
@@ -144,7 +181,11 @@ func (n node) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVol
 	if err := volume.CheckDir(target); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "NodeUnpublishVolume: %v", err)
 	}
-	defer n.d.locks.lock(target)()
+	unlock, err := n.d.lockPaths(ctx, "NodeUnpublishVolume", target)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := unbind(ctx, n.d.Volumes, target); err != nil {
 		return nil, status.Errorf(codeOf(err), "volume %s: %v", req.GetVolumeId(), err)
 	}

@@ -12,6 +12,9 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd"
 )
 
+// bindVolume is bind (a seam for the tests, which hold it).
+var bindVolume = bind
+
 // bind clones the mount at staging, showing sub (resolved beneath it by
 // descriptors, see [mountfd.CloneBeneath]), sets it nosuid and nodev, and
 // read-only when ro, and moves it onto target, opened without following a
