@@ -56,7 +56,14 @@ func TestPublishLookupDoesNotHoldTheCall(t *testing.T) {
 		_, err := n.NodePublishVolume(ctx, req)
 		first <- err
 	}()
-	<-started
+	// The call reaches the lookup, or ends before it (which it must not).
+	select {
+	case <-started:
+	case err := <-first:
+		t.Fatalf("NodePublish ended before its lookup: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("NodePublish reached no lookup within a minute")
+	}
 	cancel()
 	if err := within(t, "NodePublish whose lookup hangs, its context ended", first); status.Code(err) != codes.Canceled {
 		t.Fatalf("NodePublish whose lookup hangs, its context ended: %v; want Canceled", err)
