@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
 # build-sidecars.sh: build the Kubernetes CSI sidecars the end-to-end tests
 # run next to the CSI driver (today csi-provisioner, the external-provisioner)
-# from their Go modules at the pinned versions, into a cache outside the
-# clone:
-#   $KUBE_CACHE_DIR/sidecars/<module version>-<go version>/<command>
+# from their Go modules at the versions test/cluster/go.mod pins, into a
+# cache outside the clone:
+#   $KUBE_CACHE_DIR/sidecars/<name>-<version>-kube<kubernetes version>-<go version>/<command>
 # A second run with the same key does nothing. Prints the directory on stdout.
+#
+# Built in test/cluster's module with build-kube.sh's flags, against the
+# libraries of the bed's Kubernetes (gen-go-mod.sh pins them): right after
+# build-kube.sh, Go's build cache holds nearly every package, and a cold
+# build takes seconds, not the four minutes of the provisioner's own module.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$here/lib.sh"
 
-# The one place the sidecars' versions are pinned.
+cluster_dir="$REPO_ROOT/test/cluster"
 provisioner_module=github.com/kubernetes-csi/external-provisioner/v6
-provisioner_version=v6.4.0
+provisioner_version=$(awk -v m="$provisioner_module" '$1 == "require" && $2 == m {print $3}' "$cluster_dir/go.mod")
+[[ -n $provisioner_version ]] || die "no require $provisioner_module in $cluster_dir/go.mod (gen-go-mod.sh writes it)"
+kube=$(kube_version)
 
 gov=$(go env GOVERSION)
-dir="$KUBE_CACHE_DIR/sidecars/external-provisioner-$provisioner_version-$gov"
-# One build at a time: e2e.sh starts one in the background when the suite
-# starts, and the test that needs the binary runs this again, which waits
-# here for that build and then finds the binary cached.
+dir="$KUBE_CACHE_DIR/sidecars/external-provisioner-$provisioner_version-kube$kube-$gov"
+# One build at a time: e2e.sh builds them after Kubernetes, and a test that
+# needs a binary runs this again (a narrowed run may not have), which waits
+# here for a build in progress and then finds the binary cached.
 mkdir -p "$KUBE_CACHE_DIR/sidecars"
 exec 9>"$KUBE_CACHE_DIR/sidecars/.lock"
 if ! flock -n 9; then
@@ -32,22 +39,16 @@ if [[ -x $dir/csi-provisioner ]]; then
 	exit 0
 fi
 
-log "building csi-provisioner $provisioner_version into $dir (cold: ~4 min on 2 cores)"
+log "building csi-provisioner $provisioner_version against kubernetes $kube into $dir"
 start=$(date +%s)
 tmp="$dir.tmp.$$"
 rm -rf "$tmp"
-mkdir -p "$tmp/src"
-trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-# Its go.mod has replace directives, so `go install module@version` refuses
-# it: build it as the main module, from the module cache's verified copy.
-src=$(GOFLAGS=-mod=mod go mod download -json "$provisioner_module@$provisioner_version" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
-[[ -d $src ]] || die "cannot download $provisioner_module@$provisioner_version"
-cp -r "$src/." "$tmp/src/"
-chmod -R u+w "$tmp/src"
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
 (
-	cd "$tmp/src"
+	cd "$cluster_dir"
 	GOFLAGS=-mod=mod CGO_ENABLED=0 GOWORK=off \
-		go build -trimpath -ldflags "-s -w -X main.version=$provisioner_version" -o "$tmp/csi-provisioner" ./cmd/csi-provisioner
+		go build -trimpath -ldflags "-s -w -X main.version=$provisioner_version" -o "$tmp/csi-provisioner" "$provisioner_module/cmd/csi-provisioner"
 )
 [[ -x $tmp/csi-provisioner ]] || die "the build of csi-provisioner produced nothing"
 mkdir -p "$dir"

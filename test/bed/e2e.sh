@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # e2e.sh: the one entry point of the end-to-end tests (the Makefile calls it).
-#   setup.sh (packages) -> build-kube.sh (cached) ->
-#   images.sh all (cached) ->
+#   setup.sh (packages) -> build-kube.sh, build-sidecars.sh (cached) ->
+#   images.sh all (cached) -> go test -c (the suite's compile) ->
 #   go test -tags e2e -json ./test/e2e/... | testsummary -v (the suite brings
 #   the bed up and down; when a test failed, test/bed/diagnose.sh first),
 #   then TestNodes on a bed of three nodes (E2E_SUITES) ->
@@ -52,17 +52,11 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/mc-e2e.XXXXXX")
 testsummary=$work/testsummary
 failures=$work/failures
 export DIAGNOSE_SUMMARY=$work/diagnose-summary
-sidecars_pid= # the background build of the CSI sidecars, if running
-sidecars_log=$work/build-sidecars.log
 status=0
 finish() {
 	local rc=$? t0 clean=ok
 	((status != 0)) || status=$rc
 	trap - EXIT INT TERM
-	if [[ -n $sidecars_pid ]]; then
-		kill -TERM -- "-$sidecars_pid" 2>/dev/null
-		wait "$sidecars_pid" 2>/dev/null
-	fi
 	if [[ ${BED_KEEP:-0} != 1 ]]; then
 		log "=== teardown check"
 		t0=$(now)
@@ -138,8 +132,14 @@ if [[ -e $BED_DIR/env || -e $BED_DIR/state ]] || bed_leftovers; then
 	"$here/down.sh"
 fi
 step build-kube "build kubernetes $(kube_version)" "$here/build-kube.sh" >/dev/null
+# The CSI sidecars, against Kubernetes' libraries: seconds after its build.
+step build-sidecars "build CSI sidecars" "$here/build-sidecars.sh" >/dev/null
 step images "images" "$here/images.sh" all
 step build-tools "build testsummary" go build -o "$testsummary" ./test/tools/testsummary
+# The suite's test binary, compiled here (the suites' go test then only
+# links it): cold, beside the stages .ci/run starts next, this compile took
+# minutes longer, and vet compiled the same packages again beside it.
+step build-tests "build the e2e suite" go test -c -tags "e2e${E2E_TAGS:+,$E2E_TAGS}" -o "$work/tests/" ./test/e2e/...
 # After the builds: buildah creates /etc/cni/net.d on its first run, which is
 # the image builder's doing, not the bed's.
 "$here/sysctl-snapshot.sh" "$snapshot"
@@ -156,28 +156,6 @@ if [[ -n ${E2E_RUN:-}${E2E_TAGS:-} ]]; then
 else
 	suites=${E2E_SUITES:-one nodes}
 fi
-# The CSI sidecars (cached by version; a cold build takes minutes of CPU)
-# build in the background while the whole one-node suite runs, which waits
-# on the CPU much of the time; TestCSI waits for the build when it needs the
-# binary (build-sidecars.sh holds a lock). A narrowed run builds them only
-# if a test asks.
-if [[ -z ${E2E_RUN:-}${E2E_TAGS:-} && " $suites " == *" one "* ]]; then
-	# In a process group of its own, so that finish can stop all of it.
-	setsid "$here/build-sidecars.sh" >"$sidecars_log" 2>&1 &
-	sidecars_pid=$!
-fi
-# finish_sidecars waits for the background build (it never outlives this
-# script) and shows its log when it failed.
-finish_sidecars() {
-	local src=0
-	[[ -n $sidecars_pid ]] || return 0
-	wait "$sidecars_pid" || src=$?
-	sidecars_pid=
-	if ((src != 0)); then
-		log "build-sidecars.sh (background) failed (exit $src):"
-		tail -n 20 "$sidecars_log" >&2
-	fi
-}
 # go test's timeouts (of the tests, the bed's coming up and going aside) end
 # a hang with Go's goroutine dump well before CI's 90 minutes: the suites
 # take about 11 and 5 minutes.
@@ -214,5 +192,4 @@ for suite in $suites; do
 	esac
 	((rc == 0)) || after_failure
 done
-finish_sidecars
 exit "$rc"

@@ -78,9 +78,9 @@ func TestCSI(t *testing.T) {
 }
 
 // csiProvisioner returns the external-provisioner's binary, built by
-// test/bed/build-sidecars.sh. The whole suite's e2e.sh starts that build
-// when the suite starts (a cold build takes minutes); this call waits for
-// it (the script holds a lock) and then finds the binary cached.
+// test/bed/build-sidecars.sh. e2e.sh builds it before the suite starts; a
+// run that skipped it builds it now (the script holds a lock, so a build in
+// progress is waited for, then found cached).
 func csiProvisioner(t *testing.T, root string) string {
 	t.Helper()
 	start := time.Now()
@@ -634,8 +634,8 @@ spec:
 	}
 }
 
-// testCSIProvisioning runs the real external-provisioner (built from its
-// module, test/bed/build-sidecars.sh) and the driver's controller on the
+// testCSIProvisioning runs the real external-provisioner (built against the
+// bed's Kubernetes libraries, test/bed/build-sidecars.sh) and the driver's controller on the
 // node: a claim of a StorageClass naming the administrator's GlusterFS
 // volume is bound to a new directory of it, two pods share it read-write,
 // and deleting the claim deletes the directory.
