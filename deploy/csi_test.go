@@ -24,6 +24,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/node/volume"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/logging"
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
@@ -41,7 +42,7 @@ type csiOverlay struct {
 // when a kustomization there renders a DaemonSet and is not listed here.
 var csiOverlays = []csiOverlay{
 	{"csi/glusterfs", "glusterfs", true},
-	{"csi/cephfs", "cephfs", false},
+	{"csi/cephfs", "cephfs", true},
 }
 
 const (
@@ -328,10 +329,11 @@ func checkDriverMounts(t *testing.T, name string, pod corev1.PodSpec, c corev1.C
 	return mounts
 }
 
-// TestCSIController: the glusterfs overlay's controller runs one driver
-// in --controller mode, not registered with the kubelet, serving its
-// socket in an emptyDir the external-provisioner alone shares, on a node
-// of the glusterfs mount pod, never two at once.
+// TestCSIController: each overlay's controller runs one driver in
+// --controller mode, not registered with the kubelet, serving its socket
+// in an emptyDir the external-provisioner alone shares, on a node of its
+// file system's mount pod, never two at once; the cephfs one with the
+// secrets directory for the provisioner secret's key.
 func TestCSIController(t *testing.T) {
 	for _, o := range csiOverlays {
 		t.Run(o.overlay, func(t *testing.T) {
@@ -366,7 +368,13 @@ func TestCSIController(t *testing.T) {
 			args := parseArgs(t, drv.Args)
 			expect(args["filesystem"] == o.fs && args["controller"] == "true" && args["register"] == "false",
 				"driver args %v: want --filesystem=%s --controller --register=false", drv.Args, o.fs)
-			checkDriverMounts(t, d.Name, pod, *drv, args)
+			mounts := checkDriverMounts(t, d.Name, pod, *drv, args)
+			secrets := mounts[cmpOr(args["secrets-dir"], volume.DefaultSecretsDir)]
+			if o.fs == "cephfs" {
+				expect(secrets != nil && !secrets.ReadOnly, "the secrets directory %s is not mounted writable at its node path", cmpOr(args["secrets-dir"], volume.DefaultSecretsDir))
+			} else {
+				expect(secrets == nil, "mounts the secrets directory: %s volumes have no secrets", o.fs)
+			}
 			nn := slices.IndexFunc(drv.Env, func(e corev1.EnvVar) bool {
 				return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
 			})
@@ -397,9 +405,9 @@ func TestCSIController(t *testing.T) {
 			expect(sv != "" && sv == shared(prov) && slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == sv && v.EmptyDir != nil }),
 				"the socket %s is not in an emptyDir both containers mount", sock)
 
-			// On a node of the glusterfs mount pod, by the labels
-			// deploy/glusterfs gives its pods.
-			mp := daemonSet(t, "glusterfs").Spec.Template
+			// On a node of the file system's mount pod, by the labels
+			// deploy/<fs> gives its pods.
+			mp := daemonSet(t, o.fs).Spec.Template
 			aff := pod.Affinity
 			ok := aff != nil && aff.PodAffinity != nil && len(aff.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) == 1
 			if ok {
@@ -410,7 +418,7 @@ func TestCSIController(t *testing.T) {
 					ok = ok && mp.Labels[k] == v
 				}
 			}
-			expect(ok, "not required on a node of the glusterfs mount pod (its labels %v): %+v", mp.Labels, aff)
+			expect(ok, "not required on a node of the %s mount pod (its labels %v): %+v", o.fs, mp.Labels, aff)
 		})
 	}
 }
@@ -491,7 +499,8 @@ func TestCSIContainersHardening(t *testing.T) {
 }
 
 // TestCSIProvisionerRBAC: the provisioner's account has exactly the
-// external-provisioner's standard rules, cluster-wide and (its leader
+// external-provisioner's standard rules (and, for cephfs, reading the
+// provisioner secrets StorageClasses name), cluster-wide and (its leader
 // election's Lease) in its namespace, bound to it alone, and mounts no
 // token by default.
 func TestCSIProvisionerRBAC(t *testing.T) {
@@ -515,6 +524,9 @@ func TestCSIProvisionerRBAC(t *testing.T) {
 				rule("storage.k8s.io", "csinodes", "get", "list", "watch"),
 				rule("", "nodes", "get", "list", "watch"),
 				rule("storage.k8s.io", "volumeattachments", "get", "list", "watch"),
+			}
+			if o.fs == "cephfs" {
+				want = append(want, rule("", "secrets", "get"))
 			}
 			if !reflect.DeepEqual(c.clusterRole.Rules, want) {
 				t.Errorf("ClusterRole rules\n%+v\nwant exactly\n%+v", c.clusterRole.Rules, want)
@@ -743,6 +755,7 @@ func TestCSIExamples(t *testing.T) {
 	}
 	for _, tc := range []struct{ overlay, file string }{
 		{"csi/glusterfs", "storageclass-example.yaml"},
+		{"csi/cephfs", "storageclass-example.yaml"},
 		{"csi/cephfs", "persistentvolume-example.yaml"},
 	} {
 		k, err := os.ReadFile(filepath.Join(tc.overlay, "kustomization.yaml"))
@@ -771,13 +784,23 @@ func TestCSIExamples(t *testing.T) {
 					t.Errorf("StorageClass %s: provisioner %s, want %s", obj.Name, obj.Provisioner, o.driverName())
 				}
 				known := []string{glusterfs.KeyServer, glusterfs.KeyServers, glusterfs.KeyVolume, glusterfs.KeyMountOptions}
+				named := obj.Parameters[glusterfs.KeyVolume] != "" && obj.Parameters[glusterfs.KeyServer]+obj.Parameters[glusterfs.KeyServers] != ""
+				if o.fs == "cephfs" {
+					// And the secrets the external-provisioner hands
+					// CreateVolume and the kubelet NodeStage.
+					known = []string{cephfs.KeyMonitors, cephfs.KeyFS, cephfs.KeySubvolumeGroup, cephfs.KeyUser, cephfs.KeyMountOptions,
+						"csi.storage.k8s.io/provisioner-secret-name", "csi.storage.k8s.io/provisioner-secret-namespace",
+						"csi.storage.k8s.io/node-stage-secret-name", "csi.storage.k8s.io/node-stage-secret-namespace"}
+					named = obj.Parameters[cephfs.KeyMonitors] != "" && obj.Parameters[cephfs.KeyFS] != "" &&
+						obj.Parameters["csi.storage.k8s.io/provisioner-secret-name"] != "" && obj.Parameters["csi.storage.k8s.io/node-stage-secret-name"] != ""
+				}
 				for k := range obj.Parameters {
 					if !slices.Contains(known, k) {
 						t.Errorf("StorageClass %s: parameter %q is not one CreateVolume reads (%v)", obj.Name, k, known)
 					}
 				}
-				if obj.Parameters[glusterfs.KeyVolume] == "" || obj.Parameters[glusterfs.KeyServer]+obj.Parameters[glusterfs.KeyServers] == "" {
-					t.Errorf("StorageClass %s does not name the administrator's volume: %v", obj.Name, obj.Parameters)
+				if !named {
+					t.Errorf("StorageClass %s does not name the administrator's volume and its secrets: %v", obj.Name, obj.Parameters)
 				}
 			case *corev1.PersistentVolume:
 				s := obj.Spec.CSI

@@ -72,6 +72,7 @@ type cephServer struct {
 	keyring  string // the client's keyring
 	key      string // the client's bare key
 	otherKey string // a valid key that is not the client's
+	adminKey string // client.admin's bare key (the CSI controller's)
 }
 
 // startCephServer builds and imports the Ceph server image (cached by its
@@ -121,7 +122,8 @@ spec:
 	s.keyring = bed.MustExec(t, s.ns, "ceph-server", "server", "cat", "/export/ceph.client."+cephClientID+".keyring")
 	s.key = strings.TrimSpace(bed.MustExec(t, s.ns, "ceph-server", "server", "cat", "/export/client."+cephClientID+".key"))
 	s.otherKey = strings.TrimSpace(bed.MustExec(t, s.ns, "ceph-server", "server", "ceph-authtool", "--gen-print-key"))
-	if !strings.Contains(s.keyring, "[client."+cephClientID+"]") || !strings.Contains(s.conf, "mon_host") || s.otherKey == "" || s.key == "" || !strings.Contains(s.keyring, s.key) {
+	s.adminKey = strings.TrimSpace(bed.MustExec(t, s.ns, "ceph-server", "server", "cat", "/export/client.admin.key"))
+	if !strings.Contains(s.keyring, "[client."+cephClientID+"]") || !strings.Contains(s.conf, "mon_host") || s.otherKey == "" || s.key == "" || s.adminKey == "" || !strings.Contains(s.keyring, s.key) {
 		t.Fatalf("exports: ceph.conf %q, keyring %d bytes, key %d bytes, another key %q", s.conf, len(s.keyring), len(s.key), s.otherKey)
 	}
 	return s

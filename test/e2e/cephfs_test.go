@@ -75,17 +75,24 @@ func TestCephFS(t *testing.T) {
 	t.Run("WrongKeyFails", c.testWrongKey)
 	t.Run("ScopedDaemonOutlivesMountPod", c.testOutlivesMountPod)
 	t.Run("KilledDaemonComesBack", c.testRecovery)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csiDriver := filepath.Join(root, "deploy/csi/cephfs/csidriver.yaml")
+	bed.ApplyFile(t, csiDriver)
+	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
+	bin := buildCmd(t, "csi-driver")
 	t.Run("CSIStaticVolume", func(t *testing.T) {
-		root, err := framework.RepoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		csiDriver := filepath.Join(root, "deploy/csi/cephfs/csidriver.yaml")
-		bed.ApplyFile(t, csiDriver)
-		t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
-		bin := buildCmd(t, "csi-driver")
 		for _, mode := range execModes {
 			t.Run(string(mode), func(t *testing.T) { c.testCSIVolume(t, bin, mode) })
+		}
+	})
+	t.Run("CSISanity", func(t *testing.T) { c.testCSISanity(t, bin) })
+	t.Run("CSIProvisioning", func(t *testing.T) {
+		provisioner := csiProvisioner(t, root)
+		for _, mode := range execModes {
+			t.Run(string(mode), func(t *testing.T) { c.testCSIProvisioning(t, bin, provisioner, mode) })
 		}
 	})
 }

@@ -39,6 +39,9 @@ const envSanityChild = "MOUNTCONTAINERS_E2E_CSI_SANITY"
 type sanityChild struct {
 	Socket, Staging, Target string
 	Params                  map[string]string
+	// ControllerSecrets go with CreateVolume, DeleteVolume and
+	// ValidateVolumeCapabilities, NodeSecrets with NodeStageVolume.
+	ControllerSecrets, NodeSecrets map[string]string
 }
 
 // TestCSI proves the GlusterFS CSI driver (cmd/csi-driver) on the bed's
@@ -99,17 +102,25 @@ func csiProvisioner(t *testing.T, root string) string {
 // on, through each exec path; csi-sanity runs in a process of its own (this
 // test binary again, envSanityChild), one per path.
 func (g *glusterEnv) testCSISanity(t *testing.T, bin string) {
-	bed := g.bed
+	runCSISanity(t, g.bed, "", sanityChild{Params: map[string]string{"server": g.bed.Env.NodeName, "volume": glusterVolume}},
+		func(t *testing.T, logPath, dir string, mode mcexec.ExecMode) string {
+			return startCSIDriver(t, bin, logPath, dir, mode, g.bed)
+		})
+}
+
+// runCSISanity runs csi-sanity with child's parameters and secrets against
+// the driver start starts in dir (its socket returned), once through each
+// exec path, and asserts from the driver's log that every staging mount
+// took that path. name tells the driver's log apart ("" for GlusterFS's).
+func runCSISanity(t *testing.T, bed *framework.Bed, name string, child sanityChild, start func(t *testing.T, logPath, dir string, mode mcexec.ExecMode) string) {
 	for _, mode := range execModes {
 		t.Run(string(mode), func(t *testing.T) {
-			dir := filepath.Join(bed.Env.KubeletRoot, "plugins", "csi-sanity-"+string(mode))
+			dir := filepath.Join(bed.Env.KubeletRoot, "plugins", "csi-sanity-"+name+string(mode))
 			t.Cleanup(func() { _ = os.RemoveAll(dir) })
-			logPath := filepath.Join(bed.Env.LogDir, "csi-driver-sanity-"+string(mode)+".log")
-			sock := startCSIDriver(t, bin, logPath, dir, mode, bed)
-			child := sanityChild{
-				Socket: sock, Staging: filepath.Join(dir, "staging"), Target: filepath.Join(dir, "target"),
-				Params: map[string]string{"server": bed.Env.NodeName, "volume": glusterVolume},
-			}
+			logPath := filepath.Join(bed.Env.LogDir, "csi-driver-sanity-"+name+string(mode)+".log")
+			child := child
+			child.Socket = start(t, logPath, dir, mode)
+			child.Staging, child.Target = filepath.Join(dir, "staging"), filepath.Join(dir, "target")
 			cfg, err := json.Marshal(child)
 			if err != nil {
 				t.Fatal(err)
@@ -118,9 +129,9 @@ func (g *glusterEnv) testCSISanity(t *testing.T, bin string) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCSI$", "-test.count=1", "-test.v", "-test.timeout=15m")
 			cmd.Env = append(os.Environ(), envSanityChild+"="+string(cfg))
-			start := time.Now()
+			started := time.Now()
 			out, err := cmd.CombinedOutput()
-			t.Logf("csi-sanity through %s (%s):\n%s", mode, time.Since(start).Round(time.Millisecond), sanityLines(out))
+			t.Logf("csi-sanity through %s (%s):\n%s", mode, time.Since(started).Round(time.Millisecond), sanityLines(out))
 			if err != nil {
 				t.Fatalf("csi-sanity through %s: %v\n%s", mode, err, out)
 			}
@@ -143,6 +154,20 @@ func runSanityChild(t *testing.T, raw string) {
 	cfg.Address = c.Socket
 	cfg.StagingPath, cfg.TargetPath = c.Staging, c.Target
 	cfg.TestVolumeParameters = c.Params
+	if c.ControllerSecrets != nil || c.NodeSecrets != nil {
+		// csi-sanity reads them from a YAML file only; JSON is YAML.
+		data, err := json.Marshal(sanity.CSISecrets{
+			CreateVolumeSecret: c.ControllerSecrets, DeleteVolumeSecret: c.ControllerSecrets,
+			ControllerValidateVolumeCapabilitiesSecret: c.ControllerSecrets, NodeStageVolumeSecret: c.NodeSecrets,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.SecretsFile = filepath.Join(t.TempDir(), "secrets.yaml")
+		if err := os.WriteFile(cfg.SecretsFile, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg.IdempotentCount = 2
 	res := csitest.Sanity(t, cfg)
 	if res.Passed == 0 || res.NodeLifecycle == 0 {
@@ -184,13 +209,23 @@ func startCSIDriver(t *testing.T, bin, logPath, dir string, mode mcexec.ExecMode
 // log.
 func startProvisioningDriver(t *testing.T, bed *framework.Bed, bin, provisioner, name string, mode mcexec.ExecMode) string {
 	t.Helper()
+	return startProvisioner(t, bed, bin, provisioner, name, mode, csiGlusterDriver, "--filesystem", "glusterfs", "--allowed-servers", bed.Env.HostName)
+}
+
+// startProvisioner starts the CSI driver of driver with args (its file
+// system, ...), its controller on, registered with the kubelet, its
+// commands placed in mode, and the external-provisioner beside it, both
+// logging to the bed's log directory under name; it stops them when the
+// test ends and returns the driver's log.
+func startProvisioner(t *testing.T, bed *framework.Bed, bin, provisioner, name string, mode mcexec.ExecMode, driver string, args ...string) string {
+	t.Helper()
 	logPath := filepath.Join(bed.Env.LogDir, "csi-driver-"+name+".log")
-	sock := filepath.Join(bed.Env.KubeletRoot, "plugins", csiGlusterDriver, "csi.sock")
-	startDriverProcess(t, bin, logPath, sock,
-		"--filesystem", "glusterfs", "--node-id", bed.Env.NodeName, "--kubelet-dir", bed.Env.KubeletRoot, "--controller",
-		"--allowed-servers", bed.Env.HostName, "--registration-dir", bed.Env.RegistrationDir,
-		"--runtime-endpoint", bed.Env.CRIEndpoint, "--exec-mode", string(mode), "--log-format", "json", "--log-level", "debug")
-	waitCSINode(t, bed, csiGlusterDriver)
+	sock := filepath.Join(bed.Env.KubeletRoot, "plugins", driver, "csi.sock")
+	startDriverProcess(t, bin, logPath, sock, append(args,
+		"--node-id", bed.Env.NodeName, "--kubelet-dir", bed.Env.KubeletRoot, "--controller",
+		"--registration-dir", bed.Env.RegistrationDir,
+		"--runtime-endpoint", bed.Env.CRIEndpoint, "--exec-mode", string(mode), "--log-format", "json", "--log-level", "debug")...)
+	waitCSINode(t, bed, driver)
 	startSidecar(t, provisioner, filepath.Join(bed.Env.LogDir, "csi-provisioner-"+name+".log"),
 		"--csi-address="+sock, "--kubeconfig="+bed.Env.Kubeconfig, "--leader-election=false", "--timeout=2m", "--v=3")
 	return logPath

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/volume"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
@@ -110,7 +111,11 @@ func (c controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeReque
 	if limit := req.GetCapacityRange().GetLimitBytes(); limit < 0 || capacity < 0 || (limit > 0 && limit < capacity) {
 		return nil, status.Errorf(codes.OutOfRange, "CreateVolume: capacity range %d to %d bytes", capacity, limit)
 	}
-	if d.FS.Name() != glusterfs.FSType {
+	switch d.FS.Name() {
+	case glusterfs.FSType:
+	case cephfs.FSType:
+		return d.createCephVolume(ctx, req, capacity)
+	default:
 		return nil, status.Errorf(codes.Unimplemented, "CreateVolume: %s provisions no %s volumes", d.Name, d.FS.Name())
 	}
 	params := req.GetParameters()
@@ -237,6 +242,9 @@ func (c controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeReque
 	if err := required("DeleteVolume", "volume ID", req.GetVolumeId()); err != nil {
 		return nil, err
 	}
+	if d.FS.Name() == cephfs.FSType {
+		return d.deleteCephVolume(ctx, req)
+	}
 	id, ok := parseGlusterVolumeID(req.GetVolumeId())
 	if !ok {
 		// Not one of ours, so gone already: the call succeeds.
@@ -264,17 +272,7 @@ func (c controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.Val
 	if len(req.GetVolumeCapabilities()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "ValidateVolumeCapabilities: volume capabilities missing")
 	}
-	id, ok := parseGlusterVolumeID(req.GetVolumeId())
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "no volume %s", req.GetVolumeId())
-	}
-	err := d.withVolume(ctx, id.params(), func(root *os.Root) error {
-		if _, err := root.Lstat(metadataDir + "/" + id.dir); err != nil {
-			return status.Errorf(codes.NotFound, "no volume %s", req.GetVolumeId())
-		}
-		return nil
-	})
-	if err != nil {
+	if err := d.volumeExists(ctx, req); err != nil {
 		return nil, err
 	}
 	for _, vc := range req.GetVolumeCapabilities() {
@@ -285,6 +283,24 @@ func (c controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.Val
 	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
 		VolumeContext: req.GetVolumeContext(), VolumeCapabilities: req.GetVolumeCapabilities(), Parameters: req.GetParameters(),
 	}}, nil
+}
+
+// volumeExists answers ValidateVolumeCapabilities's first question:
+// NotFound unless the volume exists.
+func (d *Driver) volumeExists(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) error {
+	if d.FS.Name() == cephfs.FSType {
+		return d.cephVolumeExists(ctx, req)
+	}
+	id, ok := parseGlusterVolumeID(req.GetVolumeId())
+	if !ok {
+		return status.Errorf(codes.NotFound, "no volume %s", req.GetVolumeId())
+	}
+	return d.withVolume(ctx, id.params(), func(root *os.Root) error {
+		if _, err := root.Lstat(metadataDir + "/" + id.dir); err != nil {
+			return status.Errorf(codes.NotFound, "no volume %s", req.GetVolumeId())
+		}
+		return nil
+	})
 }
 
 // withVolume mounts the administrator's volume that params name through

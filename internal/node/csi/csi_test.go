@@ -66,6 +66,8 @@ type env struct {
 	// made, as one whose call timed out) or an umount of dir with their
 	// error.
 	mountFails, umountFails func(dir string) error
+	// other, when set, runs the commands other than mount and umount.
+	other func(argv []string) *runtimeapi.ExecSyncResponse
 }
 
 // glusterTable is the node's mount table as it would be if the fake's
@@ -207,6 +209,10 @@ func (e *env) exec(_ context.Context, req *runtimeapi.ExecSyncRequest) (*runtime
 		}
 		if err := unix.Unmount(dir, flags); err != nil {
 			return fail(err)
+		}
+	default:
+		if e.other != nil {
+			return e.other(argv), nil
 		}
 	}
 	return &runtimeapi.ExecSyncResponse{}, nil

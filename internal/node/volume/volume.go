@@ -15,6 +15,7 @@
 package volume
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -436,14 +437,7 @@ func (v *Mounter) run(ctx context.Context, name string, args ...string) (where s
 	defer cancel()
 	cmd = v.Exec.CommandContext(ctx, name, args...)
 	out, err := cmd.CombinedOutput()
-	where = "on the node"
-	if dec, ok := v.Exec.DecisionOf(cmd); ok {
-		if dec.OnHost() {
-			where = fmt.Sprintf("on the node (%s: %s)", v.Plugin, dec.Reason)
-		} else {
-			where = fmt.Sprintf("in %s's mount pod %s via %s", v.Plugin, dec.Registration, dec.Via)
-		}
-	}
+	where = v.where(cmd)
 	if err == nil {
 		return where, cmd, nil
 	}
@@ -454,6 +448,63 @@ func (v *Mounter) run(ctx context.Context, name string, args ...string) (where s
 		return where, cmd, fmt.Errorf("%s not found %s", name, where)
 	}
 	return where, cmd, fmt.Errorf("%s failed %s: %v: %s", name, where, err, strings.TrimSpace(string(out)))
+}
+
+// where says where cmd ran, for messages.
+func (v *Mounter) where(cmd utilexec.Cmd) string {
+	dec, ok := v.Exec.DecisionOf(cmd)
+	switch {
+	case !ok:
+		return "on the node"
+	case dec.OnHost():
+		return fmt.Sprintf("on the node (%s: %s)", v.Plugin, dec.Reason)
+	}
+	return fmt.Sprintf("in %s's mount pod %s via %s", v.Plugin, dec.Registration, dec.Via)
+}
+
+// maxStderr bounds what an error quotes of a command's standard error.
+const maxStderr = 1024
+
+// RunWithSecret runs a utility through the plugin's executor, bounded by
+// the timeout, handing it secret through a file that only root can read in
+// the secrets directory (named after id, as a mount's is after its
+// target): args gets the file's path and returns the arguments. The file
+// is removed when the command has ended. It returns the command's standard
+// output. An error says where the command ran, quotes the end of its
+// standard error and wraps the executor's error (a non-zero exit is a
+// utilexec.ExitError). The secret is never in an argv, an environment or
+// a message.
+func (v *Mounter) RunWithSecret(ctx context.Context, id string, secret []byte, name string, args func(secretFile string) []string) (out []byte, err error) {
+	file, err := writeSecret(v.secretsDir(), id, secret, v.inMemory())
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if rerr := removeSecret(v.secretsDir(), id); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, v.TimeoutOrDefault())
+	defer cancel()
+	cmd := v.Exec.CommandContext(ctx, name, args(file)...)
+	var stderr bytes.Buffer
+	cmd.SetStderr(&stderr)
+	out, err = cmd.Output()
+	if err == nil {
+		return out, nil
+	}
+	where := v.where(cmd)
+	switch {
+	case ctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
+		return nil, fmt.Errorf("%s timed out after %s %s: %w", name, v.TimeoutOrDefault(), where, err)
+	case errors.Is(err, utilexec.ErrExecutableNotFound):
+		return nil, fmt.Errorf("%s not found %s: %w", name, where, err)
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if len(msg) > maxStderr {
+		msg = "..." + msg[len(msg)-maxStderr:]
+	}
+	return nil, fmt.Errorf("%s failed %s: %w: %s", name, where, err, msg)
 }
 
 func suffix(prefix string, err error) string {

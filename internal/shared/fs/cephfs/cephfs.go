@@ -140,7 +140,7 @@ func (FS) Mount(ctx context.Context, vals map[string]string, env fs.Env) (fs.Mou
 		opts = append(opts, "ceph.client_fs="+v)
 	}
 	if v, ok := vals[KeyPath]; ok && v != "/" {
-		if len(v) > 1024 || !cephPathRE.MatchString(v) || path.Clean(v) != v || slices.Contains(strings.Split(v, "/"), "..") {
+		if !pathOK(v) {
 			return fs.Mount{}, fs.BadOption(KeyPath, "%q: want a clean absolute path of letters, digits, '.', '-', '_' and '/'", v)
 		}
 		opts = append(opts, "ceph.client_mountpoint="+v)
@@ -162,6 +162,12 @@ func (FS) Mount(ctx context.Context, vals map[string]string, env fs.Env) (fs.Mou
 		Pod:     fs.PodOf(vals),
 		Secret:  &fs.Secret{Option: cephKeyOption, Data: key},
 	}, nil
+}
+
+// pathOK says whether v is a path option may name: clean, absolute, of
+// letters, digits, '.', '-', '_' and '/', without "..".
+func pathOK(v string) bool {
+	return len(v) <= 1024 && cephPathRE.MatchString(v) && path.Clean(v) == v && !slices.Contains(strings.Split(v, "/"), "..")
 }
 
 // parseMonitors returns the monitors of vals as ceph-fuse connects to them,
