@@ -67,6 +67,7 @@ FUZZ_TARGETS := \
 	./internal/shared/fs/glusterfs:FuzzParseOptions:30000x \
 	./internal/shared/fs:FuzzServerPolicy:20000x \
 	./internal/shared/fs/cephfs:FuzzCephFSOptions:30000x \
+	./internal/shared/fs/cephfs:FuzzCephAdmin:50000x \
 	./internal/node/flexvolume:FuzzDecodeSettings:25000x \
 	./internal/node/shim:FuzzArgv:5000x \
 	./internal/node/shim:FuzzDecodeMapping:12000x \

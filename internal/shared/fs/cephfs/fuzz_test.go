@@ -116,3 +116,56 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// FuzzCephAdmin: a volume ID the controller accepts names monitors, a
+// file system, a group and a subvolume that the ceph tool cannot take for
+// anything but those (no argument starts with '-' or holds a space), and
+// it is the ID the controller would make for them again; the parameters
+// it names are checked as a StorageClass's (an allowed monitor, a key),
+// the key never in an argument or an error; a path the tool prints is
+// taken only when clean and below /volumes/.
+func FuzzCephAdmin(f *testing.F) {
+	f.Add("10.0.0.7:6789/cephfs/csi/pvc-1", "AQBh9xlmAAAAABAAx8Yd1u8TZ6lIbI6bQ1lCmA==", "admin", "/volumes/csi/pvc-1/0f1e")
+	f.Add("10.0.0.7,mon-b.example/fs.x/grp_1/v-0123", "AQBh9xlmAAAAABAAx8Yd1u8TZ6lIbI6bQ1lCmA==", "client.prov", "/volumes/../etc")
+	f.Add("127.0.0.1/cephfs/csi/pvc-1", "--keyring=/x", "-n", "/volumes/a\n/b")
+	f.Add("10.0.0.7/-fs/--size/pvc", "x", "", "")
+	f.Fuzz(func(t *testing.T, id, key, user, path string) {
+		env := fs.Env{Servers: fstest.Must(fs.ParseAllowedServers(fstest.CephAllowed)), Resolver: fstest.HashResolver{}}
+		if p, err := ParsePath([]byte(path)); err == nil {
+			if !strings.HasPrefix(p, "/volumes/") || !pathOK(p) {
+				t.Fatalf("ParsePath(%q) = %q", path, p)
+			}
+		}
+		params, name, ok := ParseVolumeID(id)
+		if !ok {
+			return
+		}
+		secrets := map[string]string{SecretKey: key}
+		if user != "" {
+			secrets[SecretUser] = user
+		}
+		a, err := ParseAdmin(context.Background(), params, secrets, env)
+		if err != nil {
+			var oe *fs.OptionError
+			if !errors.As(err, &oe) || (len(key) > 3 && strings.Contains(err.Error(), key)) {
+				t.Fatalf("ParseAdmin(%v): %v", params, err)
+			}
+			return
+		}
+		if got := a.VolumeID(name); got != id {
+			t.Fatalf("ParseVolumeID(%q) then VolumeID: %q", id, got)
+		}
+		for _, cmd := range [][]string{a.GroupCreate(), a.Create(name, 1), a.GetPath(name), a.Info(name), a.Remove(name)} {
+			for _, arg := range cmd {
+				if arg == "" || strings.ContainsAny(arg, " \t\n=") || (strings.HasPrefix(arg, "-") && arg != "--group_name" && arg != "--size" && arg != "--mode") {
+					t.Fatalf("command %q of ID %q: argument %q", cmd, id, arg)
+				}
+			}
+			for _, arg := range a.Args("/run/k", cmd...) {
+				if strings.Contains(arg, key) {
+					t.Fatalf("the key %q is in argument %q", key, arg)
+				}
+			}
+		}
+	})
+}
