@@ -220,3 +220,19 @@ spec:
 		}
 	}
 }
+
+// conformanceVars makes the provisioner secret (client.admin's key) beside
+// the node-stage secret (the client's) in the test's namespace, and returns
+// test/conformance/cephfs's variables.
+func (c *cephfsEnv) conformanceVars(t *testing.T) map[string]string {
+	t.Helper()
+	const adminSecret = "ceph-admin-conformance"
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: adminSecret, Namespace: c.ns}, StringData: map[string]string{"key": c.srv.adminKey}}
+	if _, err := c.bed.Client.CoreV1().Secrets(c.ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{
+		"CEPH_MONITORS": c.bed.Env.NodeIP + ":6789", "CEPH_USER": cephClientID,
+		"SECRETS_NAMESPACE": c.ns, "PROVISIONER_SECRET": adminSecret, "NODE_STAGE_SECRET": cephfsSecret,
+	}
+}

@@ -52,23 +52,20 @@ func e2eImageNames(bed *framework.Bed) map[string]string {
 
 // TestConformance runs Kubernetes' own storage end-to-end tests, the
 // External Storage part of e2e.test at the bed's Kubernetes version (built
-// from its module, test/bed/build-e2e-test.sh), against the GlusterFS CSI
-// driver on the bed's node: the driver registered with the kubelet, its
-// controller and the real external-provisioner beside it, the real mount
-// pod and GlusterFS server, once through each exec path (asserted from the
-// driver's log). The driver's definition is test/conformance/glusterfs.
-// Every spec's outcome is logged (JUnit in the bed's log directory), every
-// skip with its reason; one failed spec fails the test.
+// from its module, test/bed/build-e2e-test.sh), against each CSI driver on
+// the bed's node (CONFORMANCE_DRIVERS narrows: glusterfs, cephfs): the
+// driver registered with the kubelet, its controller and the real
+// external-provisioner beside it, the real mount pod and server (GlusterFS,
+// Ceph), once through each exec path (asserted from the driver's log). A
+// driver's definition is test/conformance/<fs>. Every spec's outcome is
+// logged (JUnit in the bed's log directory), every skip with its reason;
+// one failed spec fails the test.
 func TestConformance(t *testing.T) {
 	bed := framework.Current(t)
-	g := setupGlusterfs(t, bed)
 	root, err := framework.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	csiDriver := filepath.Join(root, "deploy/csi/glusterfs/csidriver.yaml")
-	bed.ApplyFile(t, csiDriver)
-	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
 	bin := buildCmd(t, "csi-driver")
 	provisioner := csiProvisioner(t, root)
 
@@ -101,30 +98,69 @@ func TestConformance(t *testing.T) {
 	if v := os.Getenv("CONFORMANCE_SUITES"); v != "" {
 		suites = v // e.g. subPath|volumes, while working on one
 	}
-	for _, mode := range execModes {
-		if v := os.Getenv("CONFORMANCE_EXEC_MODES"); v != "" && !slices.Contains(strings.Fields(v), string(mode)) {
+	c := conformance{root: root, e2eTest: e2eTest, set: set, suites: suites, skip: skip}
+	drivers := os.Getenv("CONFORMANCE_DRIVERS")
+	for _, fs := range []string{"glusterfs", "cephfs"} {
+		if drivers != "" && !slices.Contains(strings.Fields(drivers), fs) {
 			continue
 		}
-		t.Run(string(mode), func(t *testing.T) { g.testConformance(t, root, bin, provisioner, e2eTest, set, suites, skip, mode) })
+		t.Run(fs, func(t *testing.T) {
+			csiDriver := filepath.Join(root, "deploy/csi", fs, "csidriver.yaml")
+			// The file system's server and mount pod; start starts its
+			// driver and the external-provisioner, and returns the
+			// driver's log; vars are test/conformance/<fs>'s variables.
+			var start func(t *testing.T, mode mcexec.ExecMode) string
+			var vars map[string]string
+			switch fs {
+			case "glusterfs":
+				setupGlusterfs(t, bed)
+				start = func(t *testing.T, mode mcexec.ExecMode) string {
+					return startProvisioningDriver(t, bed, bin, provisioner, "conformance-"+string(mode), mode)
+				}
+				vars = map[string]string{"GLUSTER_SERVER": bed.Env.NodeName, "GLUSTER_VOLUME": glusterVolume}
+			case "cephfs":
+				cfs := setupCephFS(t, bed)
+				start = func(t *testing.T, mode mcexec.ExecMode) string {
+					return startProvisioner(t, bed, bin, provisioner, "conformance-cephfs-"+string(mode), mode, csiCephDriver, cfs.cephfsDriverArgs()...)
+				}
+				vars = cfs.conformanceVars(t)
+			}
+			bed.ApplyFile(t, csiDriver)
+			t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
+			for _, mode := range execModes {
+				if v := os.Getenv("CONFORMANCE_EXEC_MODES"); v != "" && !slices.Contains(strings.Fields(v), string(mode)) {
+					continue
+				}
+				t.Run(string(mode), func(t *testing.T) { c.run(t, bed, fs, start(t, mode), vars, mode) })
+			}
+		})
 	}
 }
 
-func (g *glusterEnv) testConformance(t *testing.T, root, bin, provisioner, e2eTest, set, suites, skip string, mode mcexec.ExecMode) {
-	bed := g.bed
-	logPath := startProvisioningDriver(t, bed, bin, provisioner, "conformance-"+string(mode), mode)
+// conformance is what every run of e2e.test shares.
+type conformance struct {
+	root, e2eTest, set, suites, skip string
+}
+
+// run runs e2e.test's External Storage specs against the driver of file
+// system fs, defined by test/conformance/<fs> with vars, whose log is
+// logPath, its commands placed in mode.
+func (c conformance) run(t *testing.T, bed *framework.Bed, fs, logPath string, vars map[string]string, mode mcexec.ExecMode) {
+	root, e2eTest, set, suites, skip := c.root, c.e2eTest, c.set, c.suites, c.skip
+	driver := map[string]string{"glusterfs": csiGlusterDriver, "cephfs": csiCephDriver}[fs]
 
 	// The driver's definition and StorageClass, for this bed.
 	dir := t.TempDir()
-	vars := map[string]string{"CONFORMANCE_DIR": dir, "GLUSTER_SERVER": bed.Env.NodeName, "GLUSTER_VOLUME": glusterVolume}
+	vars["CONFORMANCE_DIR"] = dir
 	for _, f := range []string{"driver.yaml", "storageclass.yaml"} {
-		raw, err := os.ReadFile(filepath.Join(root, "test/conformance/glusterfs", f))
+		raw, err := os.ReadFile(filepath.Join(root, "test/conformance", fs, f))
 		if err != nil {
 			t.Fatal(err)
 		}
 		expanded := os.Expand(string(raw), func(k string) string {
 			v, ok := vars[k]
 			if !ok {
-				t.Fatalf("test/conformance/glusterfs/%s names ${%s}, which the test does not set", f, k)
+				t.Fatalf("test/conformance/%s/%s names ${%s}, which the test does not set", fs, f, k)
 			}
 			return v
 		})
@@ -133,14 +169,14 @@ func (g *glusterEnv) testConformance(t *testing.T, root, bin, provisioner, e2eTe
 		}
 	}
 
-	reportDir := filepath.Join(bed.Env.LogDir, "conformance-"+string(mode))
+	reportDir := filepath.Join(bed.Env.LogDir, "conformance-"+fs+"-"+string(mode))
 	if err := os.MkdirAll(reportDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range bedSkips {
 		skip += "|" + regexp.QuoteMeta(b.spec)
 	}
-	focus := `External.Storage \[Driver: ` + regexp.QuoteMeta(csiGlusterDriver) + `\].* (` + suites + `) `
+	focus := `External.Storage \[Driver: ` + regexp.QuoteMeta(driver) + `\].* (` + suites + `) `
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e2eTest,
@@ -160,12 +196,12 @@ func (g *glusterEnv) testConformance(t *testing.T, root, bin, provisioner, e2eTe
 	runErr := cmd.Run()
 	elapsed := time.Since(start).Round(time.Second)
 
-	res, err := readJUnit(reportDir, csiGlusterDriver)
+	res, err := readJUnit(reportDir, driver)
 	if err != nil {
 		t.Fatalf("e2e.test (%v, %s; output %s): %v", runErr, elapsed, outPath, err)
 	}
-	t.Logf("External Storage (%s set) through %s in %s: %d passed, %d failed, %d skipped (JUnit and output in %s)",
-		set, mode, elapsed, len(res.passed), len(res.failed), res.skippedCount(), reportDir)
+	t.Logf("External Storage (%s set) of %s through %s in %s: %d passed, %d failed, %d skipped (JUnit and output in %s)",
+		set, driver, mode, elapsed, len(res.passed), len(res.failed), res.skippedCount(), reportDir)
 	for _, l := range res.skipLines() {
 		t.Log("  skipped: " + l)
 	}
