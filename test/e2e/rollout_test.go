@@ -875,11 +875,14 @@ func (r *rolloutEnv) testBadImage(t *testing.T) {
 	// The same image, but it requires a tool it lacks: mountpod serve exits.
 	r.patchDS(t, types.JSONPatchType, `[{"op":"add","path":"/spec/template/spec/containers/0/env/-","value":{"name":"MOUNTPOD_REQUIRE_TOOLS","value":"mount,no-such-tool-e2e"}}]`)
 
-	_, stderr, code := r.runRollout(t)
+	// A mount pod that cannot start is never Ready: the rollout's wait
+	// for it is a bound, not the verdict, so it is shorter than the other
+	// rollouts' (the flag given last counts).
+	_, stderr, code := r.runRollout(t, "--ready-timeout", "15s")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
-	for _, s := range []string{"wait-ready", "not Ready", "stays tainted", "--resume"} {
+	for _, s := range []string{"wait-ready", "not Ready after 15s", "stays tainted", "--resume"} {
 		if !strings.Contains(stderr, s) {
 			t.Errorf("message lacks %q", s)
 		}
