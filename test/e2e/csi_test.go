@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -112,34 +113,42 @@ func (g *glusterEnv) testCSISanity(t *testing.T, bin string) {
 // the driver start starts in dir (its socket returned), once through each
 // exec path, and asserts from the driver's log that every staging mount
 // took that path. name tells the driver's log apart ("" for GlusterFS's).
+//
+// The exec paths run at once, each with its own driver, directories and
+// csi-sanity process (its volumes' names are its own): the calls wait on
+// the servers much of the time, and the suite is shorter by one run.
 func runCSISanity(t *testing.T, bed *framework.Bed, name string, child sanityChild, start func(t *testing.T, logPath, dir string, mode mcexec.ExecMode) string) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, mode := range execModes {
-		t.Run(string(mode), func(t *testing.T) {
-			dir := filepath.Join(bed.Env.KubeletRoot, "plugins", "csi-sanity-"+name+string(mode))
-			t.Cleanup(func() { _ = os.RemoveAll(dir) })
-			logPath := filepath.Join(bed.Env.LogDir, "csi-driver-sanity-"+name+string(mode)+".log")
-			child := child
-			child.Socket = start(t, logPath, dir, mode)
-			child.Staging, child.Target = filepath.Join(dir, "staging"), filepath.Join(dir, "target")
-			cfg, err := json.Marshal(child)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCSI$", "-test.count=1", "-test.v", "-test.timeout=15m")
-			cmd.Env = append(os.Environ(), envSanityChild+"="+string(cfg))
-			started := time.Now()
-			out, err := cmd.CombinedOutput()
-			t.Logf("csi-sanity through %s (%s):\n%s", mode, time.Since(started).Round(time.Millisecond), sanityLines(out))
-			if err != nil {
-				t.Fatalf("csi-sanity through %s: %v\n%s", mode, err, out)
-			}
-			n := stagedVia(t, logPath, viaOf(t, mode))
-			if n == 0 {
-				t.Fatalf("the driver's log %s shows no staging mount", logPath)
-			}
-			t.Logf("%d staging mounts, every one in the mount pod via %s", n, viaOf(t, mode))
+		wg.Go(func() {
+			t.Run(string(mode), func(t *testing.T) {
+				dir := filepath.Join(bed.Env.KubeletRoot, "plugins", "csi-sanity-"+name+string(mode))
+				t.Cleanup(func() { _ = os.RemoveAll(dir) })
+				logPath := filepath.Join(bed.Env.LogDir, "csi-driver-sanity-"+name+string(mode)+".log")
+				child := child
+				child.Socket = start(t, logPath, dir, mode)
+				child.Staging, child.Target = filepath.Join(dir, "staging"), filepath.Join(dir, "target")
+				cfg, err := json.Marshal(child)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCSI$", "-test.count=1", "-test.v", "-test.timeout=15m")
+				cmd.Env = append(os.Environ(), envSanityChild+"="+string(cfg))
+				started := time.Now()
+				out, err := cmd.CombinedOutput()
+				t.Logf("csi-sanity through %s (%s):\n%s", mode, time.Since(started).Round(time.Millisecond), sanityLines(out))
+				if err != nil {
+					t.Fatalf("csi-sanity through %s: %v\n%s", mode, err, out)
+				}
+				n := stagedVia(t, logPath, viaOf(t, mode))
+				if n == 0 {
+					t.Fatalf("the driver's log %s shows no staging mount", logPath)
+				}
+				t.Logf("%d staging mounts, every one in the mount pod via %s", n, viaOf(t, mode))
+			})
 		})
 	}
 }
