@@ -7,6 +7,8 @@
 #   images.sh pause                        localhost/mountcontainers/pause:dev
 #   images.sh build NAME DOCKERFILE CONTEXT
 #                                          localhost/mountcontainers/NAME:dev
+#   images.sh provisioner              localhost/mountcontainers/csi-provisioner:dev from the
+#                                          binary build-sidecars.sh builds (cached there)
 #   images.sh import [NAME...]             import archives into the running bed's
 #                                          containerd (all current ones by default)
 #   images.sh sizes                        gzip and unpacked size of current images
@@ -228,6 +230,32 @@ build_pause() {
 	publish pause "$archive"
 }
 
+# build_provisioner: the external-provisioner that build-sidecars.sh builds
+# from its module, alone on an empty file system (as upstream's image, which
+# is distroless): deploy/csi's controllers run it as it is.
+build_provisioner() {
+	local dir key archive ctr mnt image=$IMAGE_PREFIX/csi-provisioner:dev
+	dir=$("$here/build-sidecars.sh")
+	[[ -x $dir/csi-provisioner ]] || die "build-sidecars.sh left no csi-provisioner in $dir"
+	key=$({ echo provisioner-v1; sha256sum <"$dir/csi-provisioner"; } | sha)
+	archive=$OCI_DIR/csi-provisioner-$key.tar
+	if [[ ! -f $archive ]]; then
+		ctr=$(bh from --quiet scratch)
+		mnt=$(bh mount "$ctr")
+		install -D -m 0755 "$dir/csi-provisioner" "$mnt/csi-provisioner"
+		bh umount "$ctr" >/dev/null
+		bh config --entrypoint '["/csi-provisioner"]' --cmd '' --user 65532:65532 "$ctr"
+		bh commit --quiet --rm "$ctr" "$image" >/dev/null
+		mkdir -p "$OCI_DIR"
+		push "$image" "$archive" "$image"
+		find "$OCI_DIR" -maxdepth 1 -name "csi-provisioner-*.tar" ! -name "csi-provisioner-$key.tar" -delete
+		log "built $image"
+	else
+		log "image $image cached ($archive)"
+	fi
+	publish csi-provisioner "$archive"
+}
+
 # context_key DOCKERFILE CONTEXT: hash of the Dockerfile, the base images and
 # every file of CONTEXT that git does not ignore. For the repository root the
 # test/, docs and CI files are left out: they do not go into product images.
@@ -364,6 +392,7 @@ main() {
 		build_pause
 		ensure_mountpod_dockerfile
 		build_image mountpod "$REPO_ROOT/images/Dockerfile" "$REPO_ROOT"
+		build_image csi-driver "$REPO_ROOT/images/csi-driver/Dockerfile" "$REPO_ROOT"
 		# The end-to-end suite's servers: built here with the others (the
 		# tests' own build of them is then a cache hit).
 		local server
@@ -374,6 +403,7 @@ main() {
 	base) build_base ;;
 	golang) build_golang ;;
 	pause) build_pause ;;
+	provisioner) build_provisioner ;;
 	build)
 		(($# == 4)) || die "usage: images.sh build NAME DOCKERFILE CONTEXT"
 		build_image "$2" "$3" "$4"
@@ -383,7 +413,7 @@ main() {
 		import "$@"
 		;;
 	sizes) sizes ;;
-	*) die "usage: images.sh [all|base|golang|pause|build NAME DOCKERFILE CONTEXT|import [NAME...]|sizes]" ;;
+	*) die "usage: images.sh [all|base|golang|pause|provisioner|build NAME DOCKERFILE CONTEXT|import [NAME...]|sizes]" ;;
 	esac
 }
 

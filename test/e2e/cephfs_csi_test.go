@@ -13,12 +13,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
-	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 
 // cephfsDriverArgs are the CephFS CSI driver's arguments on the bed, its
@@ -125,25 +123,9 @@ spec:
   resources: {requests: {storage: 1Gi}}
 `, sc, csiCephDriver, bed.Env.NodeIP+":6789", group, cephClientID, adminSecret, c.ns, cephfsSecret, claim))
 	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "storageclass", sc) })
-	start := time.Now()
-	var pvName string
-	if err := framework.Poll(ctx, "claim "+claim+" bound", 250*time.Millisecond, 2*time.Minute,
-		func(ctx context.Context) (bool, string, error) {
-			pvc, err := bed.Client.CoreV1().PersistentVolumeClaims(c.ns).Get(ctx, claim, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			pvName = pvc.Spec.VolumeName
-			return pvc.Status.Phase == corev1.ClaimBound, string(pvc.Status.Phase), nil
-		}); err != nil {
-		t.Fatal(err)
-	}
-	pv, err := bed.Client.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pv := waitClaimBound(t, bed, c.ns, claim)
+	pvName := pv.Name
 	handle, attrs := pv.Spec.CSI.VolumeHandle, pv.Spec.CSI.VolumeAttributes
-	t.Logf("claim %s bound to %s (volume %s, path %s) %s after apply", claim, pvName, handle, attrs["path"], time.Since(start).Round(time.Millisecond))
 	subvolume := handle[strings.LastIndex(handle, "/")+1:]
 	if want := bed.Env.NodeIP + ":6789/cephfs/" + group + "/" + subvolume; handle != want || !strings.HasPrefix(attrs["path"], "/volumes/"+group+"/"+subvolume+"/") {
 		t.Fatalf("the provisioned volume %s: handle %q, attributes %v; want %q and a path of that subvolume", pvName, handle, attrs, want)
@@ -155,25 +137,7 @@ spec:
 
 	// Two pods share it read-write, the second as another user.
 	for i, pod := range []string{"writer-" + string(mode), "reader-" + string(mode)} {
-		bed.Apply(t, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %[1]s
-  namespace: %[2]s
-spec:
-  terminationGracePeriodSeconds: 1
-  securityContext: {runAsUser: %[5]d}
-  containers:
-    - name: main
-      image: %[3]s
-      imagePullPolicy: Never
-      command: ["sleep", "infinity"]
-      volumeMounts:
-        - {name: data, mountPath: /data}
-  volumes:
-    - name: data
-      persistentVolumeClaim: {claimName: %[4]s}
-`, pod, c.ns, bed.Env.BaseImage, claim, 1000+i))
+		bed.Apply(t, claimPod(pod, c.ns, bed.Env.BaseImage, claim, 1000+i))
 	}
 	writer := bed.WaitPod(t, c.ns, "writer-"+string(mode), true, 3*time.Minute)
 	reader := bed.WaitPod(t, c.ns, "reader-"+string(mode), true, 3*time.Minute)
@@ -186,21 +150,12 @@ spec:
 		t.Fatalf("the driver's log %s shows %d staging mounts for two pods on one node; want 1, via %s", logPath, n, viaOf(t, mode))
 	}
 
+	if n := ranVia(t, logPath, viaOf(t, mode)); n < 4 {
+		t.Fatalf("the driver's log %s records %d runs of the ceph tool; want at least 4 (info, subvolumegroup create, create, getpath), each via %s", logPath, n, viaOf(t, mode))
+	}
+
 	// Deleted: the claim's volume and its subvolume go.
-	for _, p := range []*corev1.Pod{writer, reader} {
-		if err := bed.Client.CoreV1().Pods(c.ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		bed.WaitPodGone(t, c.ns, p.Name, p.UID, 2*time.Minute)
-	}
-	bed.Kubectl(t, "-n", c.ns, "delete", "pvc", claim, "--wait")
-	if err := framework.Poll(ctx, "volume "+pvName+" deleted", 250*time.Millisecond, 2*time.Minute,
-		func(ctx context.Context) (bool, string, error) {
-			_, err := bed.Client.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err), nil
-		}); err != nil {
-		t.Fatal(err)
-	}
+	deleteClaim(t, bed, c.ns, claim, pvName, writer, reader)
 	if left := c.subvolumes(t, group); len(left) != 0 {
 		t.Errorf("subvolumes left in group %s after the claim was deleted: %v", group, left)
 	}

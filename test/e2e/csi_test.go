@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,9 +50,10 @@ type sanityChild struct {
 // node, with the real mount pod of deploy/glusterfs and the real GlusterFS
 // server, once through each exec path, which the driver's log must show
 // every staging mount took: csi-sanity's specs (Sanity), the real kubelet's
-// calls on a static volume (Volumes) and the real external-provisioner's on
-// dynamic ones (Provisioning). One server, mount pod and driver build serve
-// all three.
+// calls on a static volume (Volumes), the real external-provisioner's on
+// dynamic ones (Provisioning), and deploy/csi/glusterfs applied as it is,
+// its DaemonSets restarted under a writer (Deployed). One server and mount
+// pod serve all four.
 func TestCSI(t *testing.T) {
 	if cfg := os.Getenv(envSanityChild); cfg != "" {
 		runSanityChild(t, cfg)
@@ -77,6 +79,13 @@ func TestCSI(t *testing.T) {
 		provisioner := csiProvisioner(t, root)
 		for _, mode := range execModes {
 			t.Run(string(mode), func(t *testing.T) { g.testCSIProvisioning(t, bin, provisioner, mode) })
+		}
+	})
+	// Last: deleting the deployed driver deletes its CSIDriver object.
+	t.Run("Deployed", func(t *testing.T) {
+		csiImages(t, root)
+		for _, mode := range execModes {
+			t.Run(string(mode), func(t *testing.T) { g.testCSIDeployed(t, mode) })
 		}
 	})
 }
@@ -281,17 +290,36 @@ func startDriverProcess(t *testing.T, bin, logPath, sock string, args ...string)
 // fails t unless every one ran via via.
 func stagedVia(t *testing.T, logPath string, via mcexec.Via) int {
 	t.Helper()
-	f, err := os.Open(logPath)
+	data, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	return recordsVia(t, logPath, data, "staged", via)
+}
+
+// ranVia returns how many runs of a utility (the CephFS controller's
+// ceph tool) the driver's log records, and fails t unless every one ran
+// via via.
+func ranVia(t *testing.T, logPath string, via mcexec.Via) int {
+	t.Helper()
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recordsVia(t, logPath, data, "ran", via)
+}
+
+// recordsVia returns how many records msg the driver's log (JSON, from
+// where) holds that did work (a staging mount found in place did none), and
+// fails t unless every one of them says it ran via via.
+func recordsVia(t *testing.T, where string, log []byte, msg string, via mcexec.Via) int {
+	t.Helper()
 	n := 0
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(log))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		var r struct{ Msg, Message, Dir string }
-		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Msg != "staged" {
+		var r struct{ Msg, Message, Dir, Command string }
+		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Msg != msg {
 			continue
 		}
 		if strings.Contains(r.Message, "is already mounted") {
@@ -299,7 +327,7 @@ func stagedVia(t *testing.T, logPath string, via mcexec.Via) int {
 		}
 		n++
 		if !strings.Contains(r.Message, "via "+string(via)) {
-			t.Errorf("the staging mount of %s did not run via %s: %s", r.Dir, via, r.Message)
+			t.Errorf("%s: %s %s%s did not run via %s: %s", where, msg, r.Dir, r.Command, via, r.Message)
 		}
 	}
 	return n
@@ -709,26 +737,10 @@ spec:
   resources: {requests: {storage: 1Gi}}
 `, sc, csiGlusterDriver, bed.Env.NodeName, glusterVolume, claim, g.ns))
 	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "storageclass", sc) })
-	start := time.Now()
-	var pvName string
-	if err := framework.Poll(ctx, "claim "+claim+" bound", 250*time.Millisecond, 2*time.Minute,
-		func(ctx context.Context) (bool, string, error) {
-			c, err := bed.Client.CoreV1().PersistentVolumeClaims(g.ns).Get(ctx, claim, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			pvName = c.Spec.VolumeName
-			return c.Status.Phase == corev1.ClaimBound, string(c.Status.Phase), nil
-		}); err != nil {
-		t.Fatal(err)
-	}
-	pv, err := bed.Client.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pv := waitClaimBound(t, bed, g.ns, claim)
+	pvName := pv.Name
 	handle := pv.Spec.CSI.VolumeHandle
 	dir := pv.Spec.CSI.VolumeAttributes["subdir"]
-	t.Logf("claim %s bound to %s (volume %s) %s after apply", claim, pvName, handle, time.Since(start).Round(time.Millisecond))
 	if dir == "" || !strings.HasSuffix(handle, "/"+glusterVolume+"/"+dir) {
 		t.Fatalf("the provisioned volume %s: handle %q, directory %q; want a directory of %s", pvName, handle, dir, glusterVolume)
 	}
@@ -737,24 +749,7 @@ spec:
 
 	// Two pods share it read-write.
 	for _, name := range []string{"writer-" + string(mode), "reader-" + string(mode)} {
-		bed.Apply(t, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata:
-  name: %[1]s
-  namespace: %[2]s
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: main
-      image: %[3]s
-      imagePullPolicy: Never
-      command: ["sleep", "infinity"]
-      volumeMounts:
-        - {name: data, mountPath: /data}
-  volumes:
-    - name: data
-      persistentVolumeClaim: {claimName: %[4]s}
-`, name, g.ns, bed.Env.BaseImage, claim))
+		bed.Apply(t, claimPod(name, g.ns, bed.Env.BaseImage, claim, 0))
 	}
 	writer := bed.WaitPod(t, g.ns, "writer-"+string(mode), true, 3*time.Minute)
 	reader := bed.WaitPod(t, g.ns, "reader-"+string(mode), true, 3*time.Minute)
@@ -771,25 +766,88 @@ spec:
 	}
 
 	// Deleted: the claim's volume and its directory go.
-	for _, p := range []*corev1.Pod{writer, reader} {
-		if err := bed.Client.CoreV1().Pods(g.ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+	deleteClaim(t, bed, g.ns, claim, pvName, writer, reader)
+	if _, _, err := bed.Exec(ctx, 20*time.Second, g.ns, "glusterfs-server", "server", "test", "-e", brickDir); err == nil {
+		t.Errorf("the volume's directory %s is left on the brick after its claim was deleted", brickDir)
+	}
+	if left := csiMounts(t, bed.Env.KubeletRoot, csiGlusterDriver); len(left) != 0 {
+		t.Errorf("mounts left on the node: %v", left)
+	}
+}
+
+// waitClaimBound waits for claim in ns to be bound and returns its volume.
+func waitClaimBound(t *testing.T, bed *framework.Bed, ns, claim string) *corev1.PersistentVolume {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	var pvName string
+	if err := framework.Poll(ctx, "claim "+claim+" bound", 250*time.Millisecond, 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			c, err := bed.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			pvName = c.Spec.VolumeName
+			return c.Status.Phase == corev1.ClaimBound, string(c.Status.Phase), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	pv, err := bed.Client.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.CSI == nil {
+		t.Fatalf("claim %s bound to %s, which is not a CSI volume", claim, pvName)
+	}
+	t.Logf("claim %s bound to %s (volume %s, attributes %v) %s after it was asked for", claim, pvName, pv.Spec.CSI.VolumeHandle, pv.Spec.CSI.VolumeAttributes, time.Since(start).Round(time.Millisecond))
+	return pv
+}
+
+// claimPod is the manifest of a pod that mounts claim at /data and sleeps,
+// as user uid when uid is not 0.
+func claimPod(name, ns, image, claim string, uid int) string {
+	sc := ""
+	if uid != 0 {
+		sc = fmt.Sprintf("\n  securityContext: {runAsUser: %d}", uid)
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  terminationGracePeriodSeconds: 1%[5]s
+  containers:
+    - name: main
+      image: %[3]s
+      imagePullPolicy: Never
+      command: ["sleep", "infinity"]
+      volumeMounts:
+        - {name: data, mountPath: /data}
+  volumes:
+    - name: data
+      persistentVolumeClaim: {claimName: %[4]s}
+`, name, ns, image, claim, sc)
+}
+
+// deleteClaim deletes pods, then claim, and waits for its volume pvName
+// to be deleted (by the driver's DeleteVolume: the classes are Delete).
+func deleteClaim(t *testing.T, bed *framework.Bed, ns, claim, pvName string, pods ...*corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	for _, p := range pods {
+		if err := bed.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		bed.WaitPodGone(t, g.ns, p.Name, p.UID, 2*time.Minute)
+		bed.WaitPodGone(t, ns, p.Name, p.UID, 2*time.Minute)
 	}
-	bed.Kubectl(t, "-n", g.ns, "delete", "pvc", claim, "--wait")
+	bed.Kubectl(t, "-n", ns, "delete", "pvc", claim, "--wait")
 	if err := framework.Poll(ctx, "volume "+pvName+" deleted", 250*time.Millisecond, 2*time.Minute,
 		func(ctx context.Context) (bool, string, error) {
 			_, err := bed.Client.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err), nil
 		}); err != nil {
 		t.Fatal(err)
-	}
-	if _, _, err := bed.Exec(ctx, 20*time.Second, g.ns, "glusterfs-server", "server", "test", "-e", brickDir); err == nil {
-		t.Errorf("the volume's directory %s is left on the brick after its claim was deleted", brickDir)
-	}
-	if left := csiMounts(t, bed.Env.KubeletRoot, csiGlusterDriver); len(left) != 0 {
-		t.Errorf("mounts left on the node: %v", left)
 	}
 }
 

@@ -58,12 +58,32 @@ func (d *Driver) cephAdmin(ctx context.Context, call string, params, secrets map
 }
 
 // ceph runs the ceph tool in the mount pod with a's key; the key's file is
-// named after the subvolume, whose calls the caller serialises.
+// named after the subvolume, whose calls the caller serialises. Each run
+// is a record "ran": the command's words up to its first option (e.g.
+// "ceph fs subvolume create"), the subvolume and where it ran; never its
+// arguments, whose --keyfile names the key's file.
 func (d *Driver) ceph(ctx context.Context, a cephfs.Admin, name string, cmd []string) ([]byte, error) {
 	id := filepath.Join(d.WorkDir, "ceph-"+a.FS+"-"+a.Group+"-"+name)
-	return d.Volumes.RunWithSecret(ctx, id, a.Key, "ceph", func(keyfile string) []string {
+	out, where, err := d.Volumes.RunWithSecret(ctx, id, a.Key, "ceph", func(keyfile string) []string {
 		return a.Args(keyfile, cmd...)
 	})
+	if where != "" {
+		d.Log.InfoContext(ctx, "ran", "command", commandWords("ceph", cmd), "subvolume", name, "message", where, "ok", err == nil)
+	}
+	return out, err
+}
+
+// commandWords names a command by its tool and its words up to the first
+// option or positional value of the caller's: "ceph fs subvolume create".
+func commandWords(tool string, args []string) string {
+	words := []string{tool}
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") || len(words) == 4 {
+			break
+		}
+		words = append(words, a)
+	}
+	return strings.Join(words, " ")
 }
 
 // notFound says whether err is the ceph tool's exit for what is not there.

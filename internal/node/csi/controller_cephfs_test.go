@@ -2,6 +2,7 @@ package csi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -252,7 +253,26 @@ func TestCephFSController(t *testing.T) {
 	if len(f.problems) != 0 {
 		t.Errorf("what the driver handed the ceph tool:\n%s", strings.Join(f.problems, "\n"))
 	}
-	if log := e.log.String(); strings.Contains(log, key) {
+	log := e.log.String()
+	if strings.Contains(log, key) {
 		t.Errorf("the driver's log holds the key:\n%s", log)
+	}
+	// Each run of the tool is a record naming the command and where it
+	// ran, without its arguments (the key file's path among them).
+	ran := map[string]int{}
+	for _, line := range strings.Split(log, "\n") {
+		var r struct{ Msg, Command, Message, Subvolume string }
+		if json.Unmarshal([]byte(line), &r) != nil || r.Msg != "ran" {
+			continue
+		}
+		ran[r.Command]++
+		if r.Subvolume != "pvc-1" || !strings.Contains(r.Message, "mount pod") || strings.Contains(line, "keyfile") || strings.Contains(line, secrets) {
+			t.Errorf("record of a run: %s; want the subvolume pvc-1, where it ran and no argument", line)
+		}
+	}
+	for _, c := range []string{"ceph fs subvolume info", "ceph fs subvolumegroup create", "ceph fs subvolume create", "ceph fs subvolume getpath", "ceph fs subvolume rm"} {
+		if ran[c] == 0 {
+			t.Errorf("no record of %q among the runs %v", c, ran)
+		}
 	}
 }

@@ -470,14 +470,15 @@ const maxStderr = 1024
 // the secrets directory (named after id, as a mount's is after its
 // target): args gets the file's path and returns the arguments. The file
 // is removed when the command has ended. It returns the command's standard
-// output. An error says where the command ran, quotes the end of its
+// output and where it ran (as in messages: "in P's mount pod NS/NAME via
+// cri-exec-sync"). An error says where the command ran, quotes the end of its
 // standard error and wraps the executor's error (a non-zero exit is a
 // utilexec.ExitError). The secret is never in an argv, an environment or
 // a message.
-func (v *Mounter) RunWithSecret(ctx context.Context, id string, secret []byte, name string, args func(secretFile string) []string) (out []byte, err error) {
+func (v *Mounter) RunWithSecret(ctx context.Context, id string, secret []byte, name string, args func(secretFile string) []string) (out []byte, where string, err error) {
 	file, err := writeSecret(v.secretsDir(), id, secret, v.inMemory())
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer func() {
 		if rerr := removeSecret(v.secretsDir(), id); rerr != nil {
@@ -490,21 +491,21 @@ func (v *Mounter) RunWithSecret(ctx context.Context, id string, secret []byte, n
 	var stderr bytes.Buffer
 	cmd.SetStderr(&stderr)
 	out, err = cmd.Output()
+	where = v.where(cmd)
 	if err == nil {
-		return out, nil
+		return out, where, nil
 	}
-	where := v.where(cmd)
 	switch {
 	case ctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
-		return nil, fmt.Errorf("%s timed out after %s %s: %w", name, v.TimeoutOrDefault(), where, err)
+		return nil, where, fmt.Errorf("%s timed out after %s %s: %w", name, v.TimeoutOrDefault(), where, err)
 	case errors.Is(err, utilexec.ErrExecutableNotFound):
-		return nil, fmt.Errorf("%s not found %s: %w", name, where, err)
+		return nil, where, fmt.Errorf("%s not found %s: %w", name, where, err)
 	}
 	msg := strings.TrimSpace(stderr.String())
 	if len(msg) > maxStderr {
 		msg = "..." + msg[len(msg)-maxStderr:]
 	}
-	return nil, fmt.Errorf("%s failed %s: %w: %s", name, where, err, msg)
+	return nil, where, fmt.Errorf("%s failed %s: %w: %s", name, where, err, msg)
 }
 
 func suffix(prefix string, err error) string {
