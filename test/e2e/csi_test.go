@@ -500,6 +500,24 @@ spec:
 	if restarts := podRestarts(t, bed, g.ns, name); restarts != 0 {
 		t.Errorf("the workload's containers restarted %d times", restarts)
 	}
+	// The node's own bind of the published target, from which the kubelet
+	// binds a container it starts (a restarted one), is the new mount too.
+	published := 0
+	for _, m := range csiMounts(t, bed.Env.KubeletRoot, csiGlusterDriver) {
+		if !strings.HasSuffix(m, "/mount") {
+			continue
+		}
+		published++
+		var st syscall.Stat_t
+		if dev := hostMountDev(t, m); dev != hostMountDev(t, staging) {
+			t.Errorf("the node's published target %s after the recovery is device %s; want the new staging mount's %s", m, dev, hostMountDev(t, staging))
+		} else if err := syscall.Stat(m, &st); err != nil {
+			t.Errorf("the node's published target %s after the recovery: %v", m, err)
+		}
+	}
+	if published != 1 {
+		t.Errorf("published targets of the pod on the node: %d; want 1", published)
+	}
 
 	// Deleted: nothing of the volume is left on the node.
 	if err := bed.Client.CoreV1().Pods(g.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
