@@ -132,9 +132,8 @@ func (c controller) CreateVolume(ctx context.Context, req *csi.CreateVolumeReque
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	err = d.withVolume(ctx, params, func(root *os.Root) error {
-		return createDir(root, id.dir, capacity)
+	err = d.withVolume(ctx, "CreateVolume", params, unlock, func(_ context.Context, root *os.Root) error {
+		return createDirOf(root, id.dir, capacity)
 	})
 	if err != nil {
 		return nil, err
@@ -165,6 +164,10 @@ func glusterIDOf(params map[string]string, dir string) (glusterVolumeID, error) 
 // createDir makes the volume's directory and its capacity record; a
 // volume made before with the same capacity is made already, with another
 // one it is AlreadyExists.
+// createDirOf is createDir; a test holds it as a server that does not
+// answer lookups would.
+var createDirOf = createDir
+
 func createDir(root *os.Root, dir string, capacity int64) error {
 	if err := root.MkdirAll(metadataDir, 0o700); err != nil {
 		return status.Errorf(codes.Internal, "create %s: %v", metadataDir, err)
@@ -254,8 +257,7 @@ func (c controller) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeReque
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	err = d.withVolume(ctx, id.params(), func(root *os.Root) error {
+	err = d.withVolume(ctx, "DeleteVolume", id.params(), unlock, func(ctx context.Context, root *os.Root) error {
 		return deleteDir(ctx, root, id.dir)
 	})
 	if err != nil {
@@ -295,7 +297,7 @@ func (d *Driver) volumeExists(ctx context.Context, req *csi.ValidateVolumeCapabi
 	if !ok {
 		return status.Errorf(codes.NotFound, "no volume %s", req.GetVolumeId())
 	}
-	return d.withVolume(ctx, id.params(), func(root *os.Root) error {
+	return d.withVolume(ctx, "ValidateVolumeCapabilities", id.params(), nil, func(_ context.Context, root *os.Root) error {
 		if _, err := root.Lstat(metadataDir + "/" + id.dir); err != nil {
 			return status.Errorf(codes.NotFound, "no volume %s", req.GetVolumeId())
 		}
@@ -306,7 +308,21 @@ func (d *Driver) volumeExists(ctx context.Context, req *csi.ValidateVolumeCapabi
 // withVolume mounts the administrator's volume that params name through
 // the mount pod, at a new directory below WorkDir, runs f on it (an
 // os.Root: no name f opens leaves it), and unmounts it.
-func (d *Driver) withVolume(ctx context.Context, params map[string]string, f func(*os.Root) error) (err error) {
+//
+// f's lookups are the volume's server's to answer, and a server that
+// answers statfs may still not answer them: f runs aside, and the call
+// ends with its context (the driver's timeout when it has no deadline),
+// DeadlineExceeded or Canceled, while f keeps running. release (nil: none)
+// is the caller's locks: it is called once f has ended and the volume is
+// unmounted, so the volume's other calls are Aborted meanwhile, never
+// queued behind a lookup that does not end. f gets the bounded context.
+func (d *Driver) withVolume(ctx context.Context, call string, params map[string]string, release func(), f func(context.Context, *os.Root) error) (err error) {
+	handedOff := false
+	defer func() {
+		if !handedOff && release != nil {
+			release()
+		}
+	}()
 	m, err := d.mountOf(ctx, params, nil, nil)
 	if err != nil {
 		return err
@@ -321,27 +337,49 @@ func (d *Driver) withVolume(ctx context.Context, params map[string]string, f fun
 	if err != nil {
 		return status.Errorf(codes.Internal, "create a mount point: %v", err)
 	}
-	defer func() {
-		if _, uerr := d.Volumes.Unmount(context.WithoutCancel(ctx), dir); uerr != nil {
-			err = errors.Join(err, status.Errorf(codes.Internal, "%v", uerr))
-			return // a mount point stays until it is unmounted
+	cleanup := func(ctx context.Context) error {
+		if _, err := d.Volumes.Unmount(ctx, dir); err != nil {
+			return status.Errorf(codes.Internal, "%v", err) // a mount point stays until it is unmounted
 		}
-		if rerr := os.Remove(dir); rerr != nil {
-			err = errors.Join(err, status.Errorf(codes.Internal, "remove mount point: %v", rerr))
+		if err := os.Remove(dir); err != nil {
+			return status.Errorf(codes.Internal, "remove mount point: %v", err)
 		}
-	}()
+		return nil
+	}
 	// Unrecorded: the recovery must not make a mount again that the
 	// controller unmounts when the call ends (or CleanWorkDir when the
 	// controller stopped first).
 	if _, err := d.Volumes.MountWith(ctx, m, dir, volume.MountOptions{Unrecorded: true}); err != nil {
-		return status.Errorf(codes.Internal, "mount %s: %v", m.Describe(), err)
+		return errors.Join(status.Errorf(codes.Internal, "mount %s: %v", m.Describe(), err), cleanup(context.WithoutCancel(ctx)))
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return status.Errorf(codes.Internal, "open %s: %v", dir, err)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.Volumes.TimeoutOrDefault())
+		defer cancel()
 	}
-	defer root.Close()
-	return f(root)
+	done := make(chan error, 1)
+	handedOff = true
+	go func() {
+		if release != nil {
+			defer release()
+		}
+		err := func() error {
+			root, err := os.OpenRoot(dir)
+			if err != nil {
+				return status.Errorf(codes.Internal, "open %s: %v", dir, err)
+			}
+			defer root.Close()
+			return f(ctx, root)
+		}()
+		done <- errors.Join(err, cleanup(context.WithoutCancel(ctx)))
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return status.Errorf(codeOf(ctx.Err()), "%s: the work on %s mounted at %s has not ended (%v): its server does not answer; the volume's other calls wait for it, and are Aborted when their own deadlines pass first",
+			call, m.Describe(), dir, ctx.Err())
+	}
 }
 
 // workDirPrefix starts the names of the controller's mount points below

@@ -846,3 +846,104 @@ func TestSocketOwnerAndMode(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateVolumeLookupDoesNotHoldTheCall: CreateVolume's directory work
+// on the administrator's volume (held here, as a server that answers
+// statfs but not lookups would hold it) does not hold the call past its
+// context; the volume's next call is Aborted while the work still runs;
+// once it ends, the volume is unmounted, the lock given back, and a retry
+// finds the directory made. No clock decides: the contexts are ended by
+// the test.
+func TestCreateVolumeLookupDoesNotHoldTheCall(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	e := newEnv(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	csi.HoldCreateDir(t, func() {
+		once.Do(func() {
+			close(started)
+			<-release
+		})
+	})
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+	})
+	ctl := csiapi.NewControllerClient(e.conn(t))
+	req := &csiapi.CreateVolumeRequest{Name: "pvc-1", Parameters: map[string]string{"server": server, "volume": "v"},
+		VolumeCapabilities: []*csiapi.VolumeCapability{{
+			AccessType: &csiapi.VolumeCapability_Mount{Mount: &csiapi.VolumeCapability_MountVolume{}},
+			AccessMode: &csiapi.VolumeCapability_AccessMode{Mode: csiapi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+		}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := ctl.CreateVolume(ctx, req)
+		first <- err
+	}()
+	select {
+	case <-started:
+	case err := <-first:
+		t.Fatalf("CreateVolume ended before its directory work: %v", err)
+	case <-time.After(hangGuard):
+		t.Fatal("CreateVolume did not reach its directory work within a minute")
+	}
+	cancel()
+	select {
+	case err := <-first:
+		if c := status.Code(err); c != codes.Canceled && c != codes.DeadlineExceeded {
+			t.Fatalf("CreateVolume whose directory work hangs, its context ended: %v; want Canceled or DeadlineExceeded", err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("CreateVolume whose directory work hangs, its context ended: no answer within a minute")
+	}
+	// The driver's own answer (the client saw only its cancellation) says
+	// why.
+	for deadline := time.Now().Add(hangGuard); !strings.Contains(e.log.String(), "does not answer"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the driver logged no answer to the held CreateVolume saying its server does not answer:\n%s", e.log.String())
+		}
+	}
+	// The volume's next call waits for the lock only as long as its
+	// context.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	second := make(chan error, 1)
+	go func() {
+		_, err := ctl.DeleteVolume(ctx2, &csiapi.DeleteVolumeRequest{VolumeId: server + "/v/pvc-1"})
+		second <- err
+	}()
+	cancel2()
+	select {
+	case err := <-second:
+		if c := status.Code(err); c != codes.Aborted && c != codes.Canceled {
+			t.Fatalf("DeleteVolume while CreateVolume's work hangs: %v; want Aborted (or Canceled)", err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("DeleteVolume of the volume while CreateVolume's work hangs: no answer within a minute")
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.d.WorkDir, "v-*")); len(left) != 1 {
+		t.Fatalf("mount points below %s while the work hangs: %v; want the one in use", e.d.WorkDir, left)
+	}
+	// The work ends: the volume is unmounted, and a retry finds the
+	// directory made.
+	released = true
+	close(release)
+	var vol *csiapi.CreateVolumeResponse
+	var err error
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(10 * time.Millisecond) {
+		vol, err = ctl.CreateVolume(context.Background(), req)
+		if status.Code(err) != codes.Aborted || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || vol.GetVolume().GetVolumeContext()["subdir"] != "pvc-1" {
+		t.Fatalf("CreateVolume's retry after the work ended: %v, %v; want the volume pvc-1", vol, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.d.WorkDir, "v-*")); len(left) != 0 {
+		t.Errorf("mount points left below %s: %v", e.d.WorkDir, left)
+	}
+}
