@@ -133,12 +133,16 @@ bench: ## Run the benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: demo
-demo: ## Run the demo: a pod mounts a GlusterFS volume through the mount pod on a node without mount.glusterfs (root; tears down).
+demo: ## Run the demo: a claim provisioned by the GlusterFS CSI driver, mounted by a pod through the mount pod on a node without mount.glusterfs (root; tears down).
 	test/demo/demo.sh
 
 .PHONY: demo-keep
 demo-keep: ## Run the demo and leave the bed, pods and volume running, with instructions to look around.
 	DEMO_KEEP=1 test/demo/demo.sh
+
+.PHONY: demo-flexvolume
+demo-flexvolume: ## Run the Flexvolume demo: a pod's inline flexVolume mounted through the mount pod (root; tears down).
+	DEMO_FLAVOR=flexvolume test/demo/demo.sh
 
 .PHONY: image
 image: ## Build the mount-pod image from images/Dockerfile with docker or buildah.

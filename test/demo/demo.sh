@@ -2,13 +2,19 @@
 # demo.sh: the MountContainers user story on real parts, on this machine.
 #
 # A node without mount.glusterfs mounts a GlusterFS volume for a workload
-# pod through an unmodified kubelet: the kubelet calls the Flexvolume driver
-# that the glusterfs mount pod installed, and the driver runs mount(8) in
-# that pod, where mount.glusterfs lives; the FUSE daemon it starts runs in a
-# scope of its own, so the mount outlives the pod.
+# pod through an unmodified kubelet. With DEMO_FLAVOR=csi (the default) the
+# volume is a claim, provisioned by the CSI driver of deploy/csi/glusterfs
+# (its controller and the upstream external-provisioner) as a directory of
+# the server's volume, and the kubelet calls the driver's node plugin; with
+# DEMO_FLAVOR=flexvolume it is an inline flexVolume, and the kubelet calls
+# the Flexvolume driver that the glusterfs mount pod installed. Either
+# driver runs mount(8) in the mount pod, where mount.glusterfs lives; the
+# FUSE daemon it starts runs in a scope of its own, so the mount outlives
+# the pod.
 #
 #   sudo test/demo/demo.sh            (make demo)       everything, then tear down
 #   sudo DEMO_KEEP=1 test/demo/demo.sh (make demo-keep)  leave it running
+#   sudo DEMO_FLAVOR=flexvolume test/demo/demo.sh (make demo-flexvolume)
 #
 # On a fresh Debian 12 machine as root: installs the missing packages
 # (test/bed/setup.sh; never a gluster package on the host), builds the
@@ -22,6 +28,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 export BED_DIR=${BED_DIR:-/var/tmp/mountcontainers-bed}
 KEEP=${DEMO_KEEP:-0}
+FLAVOR=${DEMO_FLAVOR:-csi}
+case $FLAVOR in csi | flexvolume) ;; *) echo "demo.sh: DEMO_FLAVOR is csi or flexvolume, not \"$FLAVOR\"" >&2; exit 2 ;; esac
 NS=glusterfs-demo
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mc-demo.XXXXXX")
 
@@ -57,6 +65,7 @@ teardown() {
 		echo "${B}[teardown] deleting the workload, the pods and the test bed${N}"
 		if [[ -n ${KUBECTL:-} ]]; then
 			"$KUBECTL" delete pod -n "$NS" demo-workload --wait --timeout=60s --ignore-not-found >/dev/null 2>&1 || true
+			"$KUBECTL" delete pvc -n "$NS" demo-claim --wait --timeout=60s --ignore-not-found >/dev/null 2>&1 || true
 		fi
 		"$repo/test/bed/down.sh" >"$WORK/down.log" 2>&1 || { echo "${R}    down.sh failed; log: $WORK/down.log${N}"; }
 		say "test bed torn down (test/bed/down.sh)"
@@ -71,13 +80,13 @@ trap 'echo; echo "${R}interrupted${N}"; exit 130' INT TERM
 export PATH=/usr/local/go/bin:$PATH
 cd "$repo"
 
-echo "${B}MountContainers demo: a GlusterFS volume for a pod on a node without mount.glusterfs${N}"
+echo "${B}MountContainers demo: a GlusterFS volume for a pod on a node without mount.glusterfs ($FLAVOR)${N}"
 
 step "Installing what is missing (Debian packages; never a gluster package on the host)"
 quiet test/bed/setup.sh
 say "containerd, runc, etcd, buildah, debootstrap, ... present"
 
-step "Building the binaries (mountpod, kubelet-exec-shim and its helper, flexvolume-driver)"
+step "Building the binaries (mountpod, kubelet-exec-shim and its helper, flexvolume-driver, csi-driver)"
 quiet env CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/...
 say "$(cd bin && echo *)"
 
@@ -90,6 +99,11 @@ quiet test/bed/images.sh all
 quiet test/bed/images.sh build glusterfs-server test/images/glusterfs-server/Dockerfile test/images/glusterfs-server
 say "mount pod (images/Dockerfile): mountpod + mount.glusterfs + the driver and shim it installs"
 say "GlusterFS server (test/images/glusterfs-server/Dockerfile)"
+if [[ $FLAVOR == csi ]]; then
+	quiet test/bed/images.sh provisioner
+	say "CSI driver (images/csi-driver/Dockerfile): one static binary, no storage tools"
+	say "external-provisioner $(awk '$2 == "github.com/kubernetes-csi/external-provisioner/v6" {print $3}' test/cluster/go.mod) from its Go module (test/bed/build-sidecars.sh)"
+fi
 
 step "Starting the single-node Kubernetes test bed (real kubelet, containerd, etcd, apiserver)"
 bed_up=1
@@ -127,31 +141,94 @@ step "kubelet-exec-shim status (the shim the mount pod installed on the host)"
 "$BED_DIR/shim-bin/kubelet-exec-shim" --registration-dir "$REGISTRATION_DIR" \
 	--runtime-endpoint "$CRI_ENDPOINT" status | sed 's/^/    /'
 
-step "Starting a workload pod with a GlusterFS flexVolume"
-cat >"$WORK/workload.yaml" <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: demo-workload, namespace: $NS}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: main
-      image: $BASE_IMAGE
-      imagePullPolicy: Never
-      command: [sleep, infinity]
-      volumeMounts: [{name: data, mountPath: /data}]
-  volumes:
-    - name: data
-      flexVolume:
-        driver: mountcontainers.io/glusterfs
-        options: {server: "$NODE_NAME", volume: gv0}
-YAML
-sed 's/^/    | /' "$WORK/workload.yaml" | sed -n '/volumes:/,$p'
-quiet K apply -f "$WORK/workload.yaml"
-K wait --for=condition=Ready -n "$NS" pod/demo-workload --timeout=180s >/dev/null ||
-	{ K describe pod -n "$NS" demo-workload | tail -15; exit 1; }
-uid=$(K get pod -n "$NS" demo-workload -o jsonpath='{.metadata.uid}')
-say "pod demo-workload Running"
+if [[ $FLAVOR == csi ]]; then
+	step "Deploying the GlusterFS CSI driver from deploy/csi/glusterfs"
+	say "${D}kubectl apply -k  (overlay of deploy/csi/glusterfs: the bed's kubelet dir, the local images)${N}"
+	quiet K apply -k "$WORK/manifests/csi-glusterfs"
+	quiet K rollout status -n mountcontainers ds/csi-glusterfs-node --timeout=180s
+	quiet K rollout status -n mountcontainers deploy/csi-glusterfs-controller --timeout=180s
+	for _ in $(seq 240); do
+		[[ $(K get csinode "$NODE_NAME" -o jsonpath='{.spec.drivers[*].name}' 2>/dev/null) == *glusterfs.mountcontainers.io* ]] && break
+		sleep 0.5
+	done
+	say "node plugin registered with the kubelet: CSINode $NODE_NAME lists $(K get csinode "$NODE_NAME" -o jsonpath='{.spec.drivers[*].name}')"
+	say "controller (driver + external-provisioner) Ready; both find the tools only in the mount pod"
+
+	step "A StorageClass (deploy/csi/glusterfs/storageclass-example.yaml, the bed's server) and a claim"
+	sed -e "s/^  server: .*/  server: $NODE_NAME/" -e "s/^  volume: .*/  volume: gv0/" \
+		deploy/csi/glusterfs/storageclass-example.yaml >"$WORK/storageclass.yaml"
+	cat >"$WORK/claim.yaml" <<-YAML
+		apiVersion: v1
+		kind: PersistentVolumeClaim
+		metadata: {name: demo-claim, namespace: $NS}
+		spec:
+		  accessModes: [ReadWriteMany]
+		  storageClassName: glusterfs-csi
+		  resources: {requests: {storage: 1Gi}}
+	YAML
+	grep -v '^ *#' "$WORK/storageclass.yaml" | sed 's/^/    | /'
+	quiet K apply -f "$WORK/storageclass.yaml" -f "$WORK/claim.yaml"
+	quiet K wait --for=jsonpath='{.status.phase}'=Bound -n "$NS" pvc/demo-claim --timeout=120s
+	pv=$(K get pvc -n "$NS" demo-claim -o jsonpath='{.spec.volumeName}')
+	subdir=$(K get pv "$pv" -o jsonpath='{.spec.csi.volumeAttributes.subdir}')
+	say "claim demo-claim Bound to $pv: the directory $subdir of gv0, made by CreateVolume through the mount pod"
+
+	step "Starting a workload pod with the claim"
+	cat >"$WORK/workload.yaml" <<-YAML
+		apiVersion: v1
+		kind: Pod
+		metadata: {name: demo-workload, namespace: $NS}
+		spec:
+		  terminationGracePeriodSeconds: 1
+		  containers:
+		    - name: main
+		      image: $BASE_IMAGE
+		      imagePullPolicy: Never
+		      command: [sleep, infinity]
+		      volumeMounts: [{name: data, mountPath: /data}]
+		  volumes:
+		    - name: data
+		      persistentVolumeClaim: {claimName: demo-claim}
+	YAML
+	sed 's/^/    | /' "$WORK/workload.yaml" | sed -n '/volumes:/,$p'
+	quiet K apply -f "$WORK/workload.yaml"
+	K wait --for=condition=Ready -n "$NS" pod/demo-workload --timeout=180s >/dev/null ||
+		{ K describe pod -n "$NS" demo-workload | tail -15; exit 1; }
+	uid=$(K get pod -n "$NS" demo-workload -o jsonpath='{.metadata.uid}')
+	say "pod demo-workload Running"
+	brick_file=/bricks/gv0/$subdir/hello.txt
+	dir=$(findmnt -rn -o TARGET -t fuse.glusterfs | grep -m1 "/plugins/kubernetes.io/csi/glusterfs.mountcontainers.io/.*/globalmount$" || true)
+	dir_label="the staging mount ${dir#"$KUBELET_ROOT"/}"
+else
+	step "Starting a workload pod with a GlusterFS flexVolume"
+	cat >"$WORK/workload.yaml" <<-YAML
+	apiVersion: v1
+	kind: Pod
+	metadata: {name: demo-workload, namespace: $NS}
+	spec:
+	  terminationGracePeriodSeconds: 1
+	  containers:
+	    - name: main
+	      image: $BASE_IMAGE
+	      imagePullPolicy: Never
+	      command: [sleep, infinity]
+	      volumeMounts: [{name: data, mountPath: /data}]
+	  volumes:
+	    - name: data
+	      flexVolume:
+	        driver: mountcontainers.io/glusterfs
+	        options: {server: "$NODE_NAME", volume: gv0}
+	YAML
+	sed 's/^/    | /' "$WORK/workload.yaml" | sed -n '/volumes:/,$p'
+	quiet K apply -f "$WORK/workload.yaml"
+	K wait --for=condition=Ready -n "$NS" pod/demo-workload --timeout=180s >/dev/null ||
+		{ K describe pod -n "$NS" demo-workload | tail -15; exit 1; }
+	uid=$(K get pod -n "$NS" demo-workload -o jsonpath='{.metadata.uid}')
+	say "pod demo-workload Running"
+	brick_file=/bricks/gv0/hello.txt
+	dir=$KUBELET_ROOT/pods/$uid/volumes/mountcontainers.io~glusterfs/data
+	dir_label=".../pods/$uid/volumes/mountcontainers.io~glusterfs/data"
+fi
 
 step "The workload writes and reads a file on the GlusterFS volume"
 msg="hello from demo-workload at $(date +%T)"
@@ -159,10 +236,9 @@ msg="hello from demo-workload at $(date +%T)"
 got=$(K exec -n "$NS" demo-workload -- sh -c 'printf "%s\n" "$1" > /data/hello.txt && cat /data/hello.txt' sh "$msg")
 say "wrote and read back: \"$got\""
 [[ $got == "$msg" ]] || { echo "${R}read back differs${N}"; exit 1; }
-brick=$(K exec -n "$NS" glusterfs-server -- cat /bricks/gv0/hello.txt)
-say "on the server's brick: \"$brick\""
-dir=$KUBELET_ROOT/pods/$uid/volumes/mountcontainers.io~glusterfs/data
-say "host mount table: $(findmnt -n -o SOURCE,FSTYPE "$dir" | tr -s ' ') at .../pods/$uid/volumes/mountcontainers.io~glusterfs/data"
+brick=$(K exec -n "$NS" glusterfs-server -- cat "$brick_file")
+say "on the server's brick, $brick_file: \"$brick\""
+say "host mount table: $(findmnt -n -o SOURCE,FSTYPE "$dir" | tr -s ' ') at $dir_label"
 pid=$(pgrep -f "glusterfs.*$dir" | head -1 || true)
 if [[ -n $pid ]]; then
 	scope=$(grep -m1 -o '/[^:]*/mount-[0-9a-f]\{16\}$' "/proc/$pid/cgroup" || true)
@@ -200,6 +276,14 @@ fi
 
 step "Deleting the workload: the kubelet unmounts through the driver and the mount pod"
 quiet K delete pod -n "$NS" demo-workload --wait --timeout=120s
+if [[ $FLAVOR == csi ]]; then
+	quiet K delete pvc -n "$NS" demo-claim --wait --timeout=120s
+	for _ in $(seq 240); do K get pv "$pv" >/dev/null 2>&1 || break; sleep 0.5; done
+	if K get pv "$pv" >/dev/null 2>&1; then echo "${R}    the volume $pv is still there${N}"; exit 1; fi
+	if K exec -n "$NS" glusterfs-server -- test -e "/bricks/gv0/$subdir"; then echo "${R}    its directory is still on the brick${N}"; exit 1; fi
+	say "claim deleted: DeleteVolume removed the directory $subdir from gv0"
+fi
+for _ in $(seq 100); do findmnt -n "$dir" >/dev/null 2>&1 || break; sleep 0.2; done
 if findmnt -n "$dir" >/dev/null 2>&1; then echo "${R}    still mounted: $dir${N}"; exit 1; fi
 say "unmounted; nothing left mounted"
 echo "${D}    ... done in $(since "$step_start") s${N}"

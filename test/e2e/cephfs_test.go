@@ -95,6 +95,13 @@ func TestCephFS(t *testing.T) {
 			t.Run(string(mode), func(t *testing.T) { c.testCSIProvisioning(t, bin, provisioner, mode) })
 		}
 	})
+	// Last: deleting the deployed driver deletes its CSIDriver object.
+	t.Run("CSIDeployed", func(t *testing.T) {
+		csiImages(t, root)
+		for _, mode := range execModes {
+			t.Run(string(mode), func(t *testing.T) { c.csiDeployment().testCSIDeployed(t, mode) })
+		}
+	})
 }
 
 func setupCephFS(t *testing.T, bed *framework.Bed) *cephfsEnv {

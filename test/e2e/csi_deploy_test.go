@@ -8,21 +8,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/test/framework"
-)
-
-const (
-	csiGlusterNode       = "csi-glusterfs-node"
-	csiGlusterController = "csi-glusterfs-controller"
-	glusterMountpodDS    = "glusterfs-mountpod"
 )
 
 // csiImages builds the images deploy/csi runs (the driver from
@@ -36,29 +32,62 @@ func csiImages(t *testing.T, root string) {
 	run(t, 2*time.Minute, images, "import", "csi-driver", "csi-provisioner")
 }
 
-// testCSIDeployed applies deploy/csi/glusterfs as an administrator does
+// csiDeployment is what testCSIDeployed needs to know of a file system.
+type csiDeployment struct {
+	bed *framework.Bed
+	// fs names deploy/csi/FS, the overlay test/demo/manifests.sh writes
+	// (csi-FS) and the driver (FS.mountcontainers.io).
+	fs string
+	// mountpodDS and mountpodSelect are the file system's mount pod's
+	// DaemonSet and its pods' selector, in mountpodNS.
+	mountpodDS, mountpodSelect string
+	// manifestsEnv is test/demo/manifests.sh's environment for the bed.
+	manifestsEnv []string
+	// params sets the StorageClass parameters of deploy/csi/FS's example
+	// (its servers and names) to the bed's.
+	params func(ns string, params map[string]any)
+	// setup, when set, runs in the workloads' namespace before the claims
+	// (CephFS: the secrets the StorageClass names).
+	setup func(t *testing.T, ns string)
+	// read returns a file of the volume pv as the storage holds it (or,
+	// where the storage has no files to read, as pod in ns, which mounts
+	// pv at /data, reads it), an error when it cannot (not there yet).
+	read func(t *testing.T, ns, pod string, pv *corev1.PersistentVolume, name string) (string, error)
+	// gone reports whether the storage of pv is gone after its claim was
+	// deleted, and what is left when not.
+	gone func(t *testing.T, pv *corev1.PersistentVolume) (bool, string)
+}
+
+func (c *csiDeployment) driver() string { return c.fs + ".mountcontainers.io" }
+
+// testCSIDeployed applies deploy/csi/FS as an administrator does
 // (test/demo/manifests.sh's overlay points it at the bed's paths and
 // images, its driver's commands placed in mode), with the StorageClass of
-// deploy/csi/glusterfs/storageclass-example.yaml naming the bed's server
-// and volume: the node plugin registers with the kubelet, the controller
-// and the upstream external-provisioner provision a claim, and a workload
-// streams checksummed lines into it while first the node plugin's
-// DaemonSet and then the mount pod's are restarted (kubectl rollout
-// restart; the mount pod's set to RollingUpdate, as docs/upgrade.md allows
-// where every live mount is scoped): no line lost, no container
-// restarted, the workload's pod the same. A claim made after both
-// restarts is staged through the new pods, via mode. When the claims are
-// deleted, nothing of them is left on the node or the brick.
-func (g *glusterEnv) testCSIDeployed(t *testing.T, mode mcexec.ExecMode) {
-	bed := g.bed
+// deploy/csi/FS/storageclass-example.yaml naming the bed's servers: the
+// node plugin registers with the kubelet, the controller and the upstream
+// external-provisioner provision a claim, and a workload streams
+// checksummed lines into it while first the node plugin's DaemonSet and
+// then the mount pod's are restarted (kubectl rollout restart; the mount
+// pod's set to RollingUpdate, as docs/upgrade.md allows where every live
+// mount is scoped): no line lost, no container restarted, the workload's
+// pod the same. A claim made after both restarts is staged through the new
+// pods, via mode. When the claims are deleted, nothing of them is left on
+// the node or the storage.
+func (c *csiDeployment) testCSIDeployed(t *testing.T, mode mcexec.ExecMode) {
+	bed := c.bed
 	ctx := context.Background()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := t.TempDir()
-	cmd := exec.Command(filepath.Join(g.root, "test/demo/manifests.sh"), out)
-	cmd.Env = append(os.Environ(), "GLUSTER_NAMESPACE="+g.ns, "BED_DIR="+bed.Env.BedDir, "CSI_EXEC_MODE="+string(mode))
+	cmd := exec.Command(filepath.Join(root, "test/demo/manifests.sh"), out)
+	cmd.Env = append(append(os.Environ(), c.manifestsEnv...), "BED_DIR="+bed.Env.BedDir, "CSI_EXEC_MODE="+string(mode))
 	if o, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("manifests.sh: %v\n%s", err, o)
 	}
-	overlay := filepath.Join(out, "csi-glusterfs")
+	nodeDS, controller := "csi-"+c.fs+"-node", "csi-"+c.fs+"-controller"
+	overlay := filepath.Join(out, "csi-"+c.fs)
 	start := time.Now()
 	bed.ApplyKustomize(t, overlay)
 	t.Cleanup(func() {
@@ -68,13 +97,17 @@ func (g *glusterEnv) testCSIDeployed(t *testing.T, mode mcexec.ExecMode) {
 			t.Logf("delete %s: %v", overlay, r.Err)
 		}
 	})
-	node := bed.WaitPodsBySelector(t, mountpodNS, "app.kubernetes.io/instance="+csiGlusterNode, 1, true, 3*time.Minute)[0]
-	bed.WaitPodsBySelector(t, mountpodNS, "app.kubernetes.io/instance="+csiGlusterController, 1, true, 3*time.Minute)
-	waitCSINode(t, bed, csiGlusterDriver)
-	t.Logf("deploy/csi/glusterfs applied: node plugin %s registered, controller ready, %s after apply", node.Name, time.Since(start).Round(time.Millisecond))
+	node := bed.WaitPodsBySelector(t, mountpodNS, "app.kubernetes.io/instance="+nodeDS, 1, true, 3*time.Minute)[0]
+	bed.WaitPodsBySelector(t, mountpodNS, "app.kubernetes.io/instance="+controller, 1, true, 3*time.Minute)
+	waitCSINode(t, bed, c.driver())
+	t.Logf("deploy/csi/%s applied: node plugin %s registered, controller ready, %s after apply", c.fs, node.Name, time.Since(start).Round(time.Millisecond))
 
-	// The example StorageClass, its server and volume the bed's.
-	data, err := os.ReadFile(filepath.Join(g.root, "deploy/csi/glusterfs/storageclass-example.yaml"))
+	ns := bed.CreateNamespace(t, "csi-deployed")
+	if c.setup != nil {
+		c.setup(t, ns)
+	}
+	// The example StorageClass, its servers the bed's.
+	data, err := os.ReadFile(filepath.Join(root, "deploy/csi", c.fs, "storageclass-example.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,10 +115,9 @@ func (g *glusterEnv) testCSIDeployed(t *testing.T, mode mcexec.ExecMode) {
 	if err := yaml.UnmarshalStrict(data, &sc); err != nil {
 		t.Fatal(err)
 	}
-	scName := "glusterfs-csi-" + string(mode)
+	scName := c.fs + "-csi-" + string(mode)
 	sc["metadata"].(map[string]any)["name"] = scName
-	params := sc["parameters"].(map[string]any)
-	params["server"], params["volume"] = bed.Env.NodeName, glusterVolume
+	c.params(ns, sc["parameters"].(map[string]any))
 	data, err = yaml.Marshal(sc)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +125,6 @@ func (g *glusterEnv) testCSIDeployed(t *testing.T, mode mcexec.ExecMode) {
 	bed.Apply(t, string(data))
 	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "storageclass", scName) })
 
-	ns := bed.CreateNamespace(t, "csi-deployed")
 	claim := func(name string) *corev1.PersistentVolume {
 		bed.Apply(t, fmt.Sprintf(`apiVersion: v1
 kind: PersistentVolumeClaim
@@ -108,8 +139,6 @@ spec:
 		return waitClaimBound(t, bed, ns, name)
 	}
 	pv := claim("stream")
-	brickDir := g.brick + "/" + pv.Spec.CSI.VolumeAttributes["subdir"]
-
 	bed.Apply(t, writerDeployment(ns, bed.Env.BaseImage, `      - name: data
         persistentVolumeClaim: {claimName: stream}
       - name: scratch
@@ -118,8 +147,7 @@ spec:
 	w := bed.WaitPodsBySelector(t, ns, "app=writer", 1, true, 3*time.Minute)[0]
 	stream := func(t *testing.T) (int, map[string]int) {
 		t.Helper()
-		// Read on the brick: what the storage really holds.
-		out, _, err := bed.Exec(ctx, 30*time.Second, g.ns, "glusterfs-server", "server", "cat", brickDir+"/stream")
+		out, err := c.read(t, ns, w.Name, pv, "stream")
 		if err != nil {
 			return 0, nil // no stream yet
 		}
@@ -127,7 +155,7 @@ spec:
 	}
 	waitLines := func(t *testing.T, n int) {
 		t.Helper()
-		if err := framework.Poll(ctx, fmt.Sprintf("%d lines on the brick", n), 250*time.Millisecond, 2*time.Minute,
+		if err := framework.Poll(ctx, fmt.Sprintf("%d lines in the stored stream", n), 250*time.Millisecond, 2*time.Minute,
 			func(context.Context) (bool, string, error) {
 				got, _ := stream(t)
 				return got >= n, fmt.Sprintf("%d lines", got), nil
@@ -149,25 +177,25 @@ spec:
 		bed.Kubectl(t, "-n", mountpodNS, "rollout", "restart", "ds/"+ds)
 		bed.Kubectl(t, "-n", mountpodNS, "rollout", "status", "ds/"+ds, "--timeout=4m")
 		waitLines(t, before+20)
-		t.Logf("rollout restart of %s done and 20 more lines written %s after it began", ds, time.Since(start).Round(time.Millisecond))
+		t.Logf("rollout restart of %s done and 20 more lines stored %s after it began", ds, time.Since(start).Round(time.Millisecond))
 	}
-	oldMP := g.mountPod(t)
-	restart(csiGlusterNode)
-	bed.Kubectl(t, "-n", mountpodNS, "patch", "ds", glusterMountpodDS, "--type=merge",
+	oldMP := bed.WaitPodsBySelector(t, mountpodNS, c.mountpodSelect, 1, true, time.Minute)[0]
+	restart(nodeDS)
+	bed.Kubectl(t, "-n", mountpodNS, "patch", "ds", c.mountpodDS, "--type=merge",
 		"-p", `{"spec":{"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"maxUnavailable":1}}}}`)
 	t.Cleanup(func() {
-		bed.Kubectl(t, "-n", mountpodNS, "patch", "ds", glusterMountpodDS, "--type=json",
+		bed.Kubectl(t, "-n", mountpodNS, "patch", "ds", c.mountpodDS, "--type=json",
 			"-p", `[{"op":"replace","path":"/spec/updateStrategy","value":{"type":"OnDelete"}}]`)
 	})
-	restart(glusterMountpodDS)
-	if mp := g.mountPod(t); mp.UID == oldMP.UID {
+	restart(c.mountpodDS)
+	if mp := bed.WaitPodsBySelector(t, mountpodNS, c.mountpodSelect, 1, true, time.Minute)[0]; mp.UID == oldMP.UID {
 		t.Fatalf("the mount pod %s was not replaced", mp.Name)
 	}
-	newNode := bed.WaitPodsBySelector(t, mountpodNS, "app.kubernetes.io/instance="+csiGlusterNode, 1, true, time.Minute)[0]
+	newNode := bed.WaitPodsBySelector(t, mountpodNS, "app.kubernetes.io/instance="+nodeDS, 1, true, time.Minute)[0]
 	if newNode.UID == node.UID {
 		t.Fatalf("the node plugin's pod %s was not replaced", node.Name)
 	}
-	waitCSINode(t, bed, csiGlusterDriver)
+	waitCSINode(t, bed, c.driver())
 
 	n, writers := stream(t)
 	if len(writers) != 1 || writers[w.Name] != n {
@@ -179,7 +207,7 @@ spec:
 	if r := podRestarts(t, bed, ns, w.Name); r != 0 {
 		t.Errorf("the writer's containers restarted %d times", r)
 	}
-	t.Logf("brick stream: %d lines verified, none lost, through both restarts", n)
+	t.Logf("stored stream: %d lines verified, none lost, through both restarts", n)
 
 	// A claim after the restarts: staged by the new node plugin through
 	// the new mount pod.
@@ -187,8 +215,8 @@ spec:
 	bed.Apply(t, claimPod("after", ns, bed.Env.BaseImage, "after", 0))
 	after := bed.WaitPod(t, ns, "after", true, 3*time.Minute)
 	bed.MustExec(t, ns, "after", "main", "sh", "-c", "echo after > /data/after && sync")
-	if got := strings.TrimSpace(bed.MustExec(t, g.ns, "glusterfs-server", "server", "cat", g.brick+"/"+pv2.Spec.CSI.VolumeAttributes["subdir"]+"/after")); got != "after" {
-		t.Errorf("the claim made after the restarts holds %q on the brick, want %q", got, "after")
+	if got, err := c.read(t, ns, "after", pv2, "after"); err != nil || strings.TrimSpace(got) != "after" {
+		t.Errorf("the claim made after the restarts holds %q (%v) on the storage, want %q", got, err, "after")
 	}
 	if n := recordsVia(t, "node plugin "+newNode.Name, []byte(bed.Kubectl(t, "-n", mountpodNS, "logs", newNode.Name)), "staged", viaOf(t, mode)); n != 1 {
 		t.Fatalf("the new node plugin's log shows %d staging mounts; want 1 (the claim made after the restarts), via %s", n, viaOf(t, mode))
@@ -199,12 +227,73 @@ spec:
 	bed.WaitPodGone(t, ns, w.Name, w.UID, 2*time.Minute)
 	deleteClaim(t, bed, ns, "stream", pv.Name)
 	deleteClaim(t, bed, ns, "after", pv2.Name, after)
-	for _, dir := range []string{brickDir, g.brick + "/" + pv2.Spec.CSI.VolumeAttributes["subdir"]} {
-		if _, _, err := bed.Exec(ctx, 20*time.Second, g.ns, "glusterfs-server", "server", "test", "-e", dir); err == nil {
-			t.Errorf("the volume's directory %s is left on the brick after its claim was deleted", dir)
+	for _, p := range []*corev1.PersistentVolume{pv, pv2} {
+		if ok, left := c.gone(t, p); !ok {
+			t.Errorf("the storage of %s is left after its claim was deleted: %s", p.Name, left)
 		}
 	}
-	if left := csiMounts(t, bed.Env.KubeletRoot, csiGlusterDriver); len(left) != 0 {
+	if left := csiMounts(t, bed.Env.KubeletRoot, c.driver()); len(left) != 0 {
 		t.Errorf("mounts left on the node: %v", left)
+	}
+}
+
+// csiDeployment returns the GlusterFS CSI driver's deployment on g's
+// server and mount pod.
+func (g *glusterEnv) csiDeployment() *csiDeployment {
+	bed := g.bed
+	brickDir := func(pv *corev1.PersistentVolume) string {
+		return g.brick + "/" + pv.Spec.CSI.VolumeAttributes["subdir"]
+	}
+	return &csiDeployment{
+		bed: bed, fs: "glusterfs", mountpodDS: "glusterfs-mountpod", mountpodSelect: mountpodSelect,
+		manifestsEnv: []string{"GLUSTER_NAMESPACE=" + g.ns},
+		params: func(_ string, p map[string]any) {
+			p["server"], p["volume"] = bed.Env.NodeName, glusterVolume
+		},
+		// On the brick: what the storage really holds.
+		read: func(t *testing.T, _, _ string, pv *corev1.PersistentVolume, name string) (string, error) {
+			out, _, err := bed.Exec(context.Background(), 30*time.Second, g.ns, "glusterfs-server", "server", "cat", brickDir(pv)+"/"+name)
+			return out, err
+		},
+		gone: func(t *testing.T, pv *corev1.PersistentVolume) (bool, string) {
+			_, _, err := bed.Exec(context.Background(), 20*time.Second, g.ns, "glusterfs-server", "server", "test", "-e", brickDir(pv))
+			return err != nil, "the directory " + brickDir(pv) + " on the brick"
+		},
+	}
+}
+
+// csiDeployment returns the CephFS CSI driver's deployment on c's Ceph
+// server and mount pod: claims are subvolumes of group csi-deployed,
+// provisioned with client.admin's key, staged with the client's.
+func (c *cephfsEnv) csiDeployment() *csiDeployment {
+	bed := c.bed
+	const group = "csi-deployed"
+	return &csiDeployment{
+		bed: bed, fs: "cephfs", mountpodDS: "cephfs-mountpod", mountpodSelect: cephfsSelect,
+		manifestsEnv: []string{"CEPH_MONITORS=" + bed.Env.NodeIP, "CSI_SECRETS_DIR=" + c.secrets},
+		setup: func(t *testing.T, ns string) {
+			for name, key := range map[string]string{"ceph-provisioner": c.srv.adminKey, "ceph-node": c.srv.key} {
+				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: map[string]string{"key": key}}
+				if _, err := bed.Client.CoreV1().Secrets(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
+		params: func(ns string, p map[string]any) {
+			p["monitors"], p["subvolumeGroup"], p["user"] = bed.Env.NodeIP+":6789", group, cephClientID
+			p["csi.storage.k8s.io/provisioner-secret-namespace"], p["csi.storage.k8s.io/node-stage-secret-namespace"] = ns, ns
+		},
+		// CephFS's objects are no files to read on the server: read
+		// through the pod's mount.
+		read: func(t *testing.T, ns, pod string, _ *corev1.PersistentVolume, name string) (string, error) {
+			out, _, err := bed.Exec(context.Background(), 30*time.Second, ns, pod, "main", "cat", "/data/"+name)
+			return out, err
+		},
+		gone: func(t *testing.T, pv *corev1.PersistentVolume) (bool, string) {
+			h := pv.Spec.CSI.VolumeHandle
+			sub := h[strings.LastIndex(h, "/")+1:]
+			left := c.subvolumes(t, group)
+			return !slices.Contains(left, sub), fmt.Sprintf("subvolume %s in group %s (%v)", sub, group, left)
+		},
 	}
 }

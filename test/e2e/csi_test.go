@@ -85,7 +85,7 @@ func TestCSI(t *testing.T) {
 	t.Run("Deployed", func(t *testing.T) {
 		csiImages(t, root)
 		for _, mode := range execModes {
-			t.Run(string(mode), func(t *testing.T) { g.testCSIDeployed(t, mode) })
+			t.Run(string(mode), func(t *testing.T) { g.csiDeployment().testCSIDeployed(t, mode) })
 		}
 	})
 }
