@@ -264,16 +264,24 @@ func (g *glusterEnv) csiDeployment() *csiDeployment {
 
 // csiDeployment returns the CephFS CSI driver's deployment on c's Ceph
 // server and mount pod: claims are subvolumes of group csi-deployed,
-// provisioned with client.admin's key, staged with the client's.
+// provisioned as client.csi-provisioner (mon 'allow r' mgr 'allow rw', the
+// StorageClass example's user), staged with the client's key.
 func (c *cephfsEnv) csiDeployment() *csiDeployment {
 	bed := c.bed
 	const group = "csi-deployed"
 	return &csiDeployment{
 		bed: bed, fs: "cephfs", mountpodDS: "cephfs-mountpod", mountpodSelect: cephfsSelect,
 		manifestsEnv: []string{"CEPH_MONITORS=" + bed.Env.NodeIP, "CSI_SECRETS_DIR=" + c.secrets},
+		// The provisioner's user as deploy/csi/cephfs/storageclass-example.yaml
+		// makes it: the least the volumes module needs.
 		setup: func(t *testing.T, ns string) {
-			for name, key := range map[string]string{"ceph-provisioner": c.srv.adminKey, "ceph-node": c.srv.key} {
-				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: map[string]string{"key": key}}
+			key := strings.TrimSpace(bed.MustExec(t, c.srv.ns, "ceph-server", "server", "sh", "-c",
+				"ceph auth get-or-create client.csi-provisioner mon 'allow r' mgr 'allow rw' >/dev/null && ceph auth get-key client.csi-provisioner"))
+			for name, data := range map[string]map[string]string{
+				"ceph-provisioner": {"user": "csi-provisioner", "key": key},
+				"ceph-node":        {"key": c.srv.key},
+			} {
+				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, StringData: data}
 				if _, err := bed.Client.CoreV1().Secrets(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}

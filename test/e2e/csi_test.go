@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -452,9 +453,12 @@ spec:
 	p := bed.WaitPod(t, g.ns, name, true, 3*time.Minute)
 	t.Logf("pod %s running %s after apply", name, time.Since(start).Round(time.Millisecond))
 	staging := csiStagingMount(t, bed.Env.KubeletRoot, csiGlusterDriver)
-	// Figures (BENCHMARKS.md), not verdicts.
-	t.Logf("through %s: NodeStageVolume took %v ms, NodePublishVolume %v ms (the driver's log)", mode,
-		callTimes(t, logPath, "NodeStageVolume"), callTimes(t, logPath, "NodePublishVolume"))
+	// Figures (BENCHMARKS.md), not verdicts: each call against its raw
+	// operation in the same run.
+	stage, publish := callTimes(t, logPath, "NodeStageVolume"), callTimes(t, logPath, "NodePublishVolume")
+	rawMount, rawBind := g.rawMountTimes(t, 3)
+	t.Logf("through %s: NodeStageVolume took %v ms, NodePublishVolume %v ms (the driver's log); raw, the same mount(8) in the mount pod's namespace %v ms, a bind on the node %v ms: ratios %.2f and %.2f (medians)", mode,
+		stage, publish, rawMount, rawBind, median(stage)/median(rawMount), median(publish)/median(rawBind))
 	if n := stagedVia(t, logPath, viaOf(t, mode)); n != 1 {
 		t.Fatalf("the driver's log %s shows %d staging mounts; want 1, via %s", logPath, n, viaOf(t, mode))
 	}
@@ -536,6 +540,72 @@ spec:
 	if es, err := mountrecord.List(filepath.Join(bed.Env.RegistrationDir, mountrecord.Dir)); err != nil || hasRecord(es, staging) {
 		t.Errorf("the mount record of %s is left: %+v, %v", staging, es, err)
 	}
+}
+
+// rawMountTimes times the raw operations behind NodeStage and
+// NodePublish, n times each: mount(8) of the GlusterFS volume run directly
+// in the mount pod's mount namespace (nsenter; the node has no GlusterFS
+// client), without the driver, the resolver or an exec path, and a bind
+// of a directory on the node (mount --bind). Milliseconds.
+func (g *glusterEnv) rawMountTimes(t *testing.T, n int) (mountMs, bindMs []float64) {
+	t.Helper()
+	mp := g.mountPod(t)
+	pid := containerPID(t, g.bed.RunningContainerID(t, mp.UID, mp.Spec.Containers[0].Name, time.Minute))
+	dir, err := os.MkdirTemp(filepath.Join(g.bed.Env.KubeletRoot, "plugins"), "raw-mount-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	src, target := filepath.Join(dir, "src"), filepath.Join(dir, "target")
+	for _, d := range []string{src, target} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timed := func(name string, args ...string) float64 {
+		start := time.Now()
+		run(t, time.Minute, name, args...)
+		return float64(time.Since(start).Microseconds()) / 1000
+	}
+	ns := []string{"-t", strconv.Itoa(pid), "-m", "--"}
+	for range n {
+		mountMs = append(mountMs, timed("nsenter", append(ns, "mount", "-t", "glusterfs", g.bed.Env.NodeName+":/"+glusterVolume, target)...))
+		run(t, time.Minute, "nsenter", append(ns, "umount", target)...)
+		bindMs = append(bindMs, timed("mount", "--bind", src, target))
+		run(t, time.Minute, "umount", target)
+	}
+	return mountMs, bindMs
+}
+
+// containerPID returns the PID (on the node) of a process of the running
+// container id, found by the container's cgroup.
+func containerPID(t *testing.T, id string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup")); err == nil && strings.Contains(string(cg), id) {
+			return pid
+		}
+	}
+	t.Fatalf("no process of container %s", id)
+	return 0
+}
+
+// median is the median of xs (0 for none).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // waitCSINode waits until the kubelet lists driver in the node's CSINode:
