@@ -543,10 +543,10 @@ spec:
 }
 
 // rawMountTimes times the raw operations behind NodeStage and
-// NodePublish, n times each: mount(8) of the GlusterFS volume run directly
-// in the mount pod's mount namespace (nsenter; the node has no GlusterFS
-// client), without the driver, the resolver or an exec path, and a bind
-// of a directory on the node (mount --bind). Milliseconds.
+// NodePublish, n times each: the GlusterFS mount helper run directly in the
+// mount pod's mount namespace (nsenter; the node has no GlusterFS client),
+// without the driver, the resolver, an exec path or a scope, and a bind of
+// a directory on the node (mount --bind). Milliseconds.
 func (g *glusterEnv) rawMountTimes(t *testing.T, n int) (mountMs, bindMs []float64) {
 	t.Helper()
 	mp := g.mountPod(t)
@@ -569,7 +569,9 @@ func (g *glusterEnv) rawMountTimes(t *testing.T, n int) (mountMs, bindMs []float
 	}
 	ns := []string{"-t", strconv.Itoa(pid), "-m", "--"}
 	for range n {
-		mountMs = append(mountMs, timed("nsenter", append(ns, "mount", "-t", "glusterfs", g.bed.Env.NodeName+":/"+glusterVolume, target)...))
+		// The distribution's helper itself: /sbin/mount.glusterfs is
+		// mount-scope, which puts the daemon in a scope (images/Dockerfile).
+		mountMs = append(mountMs, timed("nsenter", append(ns, "/sbin/mount.glusterfs.distrib", g.bed.Env.NodeName+":/"+glusterVolume, target)...))
 		run(t, time.Minute, "nsenter", append(ns, "umount", target)...)
 		bindMs = append(bindMs, timed("mount", "--bind", src, target))
 		run(t, time.Minute, "umount", target)
