@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,36 +106,71 @@ func TestConformance(t *testing.T) {
 			continue
 		}
 		t.Run(fs, func(t *testing.T) {
-			csiDriver := filepath.Join(root, "deploy/csi", fs, "csidriver.yaml")
 			// The file system's server and mount pod; start starts its
-			// driver and the external-provisioner, and returns the
-			// driver's log; vars are test/conformance/<fs>'s variables.
-			var start func(t *testing.T, mode mcexec.ExecMode) string
+			// driver named name and the external-provisioner, and returns
+			// the driver's log; vars are test/conformance/<fs>'s variables.
+			var start func(t *testing.T, mode mcexec.ExecMode, name string) string
 			var vars map[string]string
 			switch fs {
 			case "glusterfs":
 				setupGlusterfs(t, bed)
-				start = func(t *testing.T, mode mcexec.ExecMode) string {
-					return startProvisioningDriver(t, bed, bin, provisioner, "conformance-"+string(mode), mode)
+				start = func(t *testing.T, mode mcexec.ExecMode, name string) string {
+					return startProvisioner(t, bed, bin, provisioner, "conformance-"+string(mode), mode, name,
+						"--filesystem", "glusterfs", "--allowed-servers", bed.Env.HostName, "--driver-name", name)
 				}
 				vars = map[string]string{"GLUSTER_SERVER": bed.Env.NodeName, "GLUSTER_VOLUME": glusterVolume}
 			case "cephfs":
 				cfs := setupCephFS(t, bed)
-				start = func(t *testing.T, mode mcexec.ExecMode) string {
-					return startProvisioner(t, bed, bin, provisioner, "conformance-cephfs-"+string(mode), mode, csiCephDriver, cfs.cephfsDriverArgs()...)
+				start = func(t *testing.T, mode mcexec.ExecMode, name string) string {
+					return startProvisioner(t, bed, bin, provisioner, "conformance-cephfs-"+string(mode), mode, name,
+						append(cfs.cephfsDriverArgs(), "--driver-name", name)...)
 				}
 				vars = cfs.conformanceVars(t)
 			}
-			bed.ApplyFile(t, csiDriver)
-			t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
-			for _, mode := range execModes {
-				if v := os.Getenv("CONFORMANCE_EXEC_MODES"); v != "" && !slices.Contains(strings.Fields(v), string(mode)) {
-					continue
+			// The exec paths at once, each its own driver: the suite
+			// mostly waits (for pods, provisioning, deletion), and one
+			// path after the other took twice as long.
+			t.Run("paths", func(t *testing.T) {
+				for _, mode := range execModes {
+					if v := os.Getenv("CONFORMANCE_EXEC_MODES"); v != "" && !slices.Contains(strings.Fields(v), string(mode)) {
+						continue
+					}
+					t.Run(string(mode), func(t *testing.T) {
+						t.Parallel()
+						name := conformanceDriverName(fs, mode)
+						applyCSIDriverNamed(t, bed, root, fs, name)
+						vars := maps.Clone(vars)
+						vars["DRIVER_NAME"] = name
+						c.run(t, bed, fs, name, start(t, mode, name), vars, mode)
+					})
 				}
-				t.Run(string(mode), func(t *testing.T) { c.run(t, bed, fs, start(t, mode), vars, mode) })
-			}
+			})
 		})
 	}
+}
+
+// conformanceDriverName is the name of the driver of file system fs whose
+// commands go through mode, in TestConformance: each exec path's driver
+// runs at once with the other's, so each has a name of its own.
+func conformanceDriverName(fs string, mode mcexec.ExecMode) string {
+	return fs + "-" + string(mode) + ".mountcontainers.io"
+}
+
+// applyCSIDriverNamed applies deploy/csi/<fs>/csidriver.yaml as the
+// CSIDriver object of the driver name, and deletes it when t ends.
+func applyCSIDriverNamed(t *testing.T, bed *framework.Bed, root, fs, name string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root, "deploy/csi", fs, "csidriver.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical := "name: " + fs + ".mountcontainers.io\n"
+	if !strings.Contains(string(raw), canonical) {
+		t.Fatalf("deploy/csi/%s/csidriver.yaml has no %q", fs, strings.TrimSpace(canonical))
+	}
+	manifest := strings.Replace(string(raw), canonical, "name: "+name+"\n", 1)
+	bed.Apply(t, manifest)
+	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "csidriver", name) })
 }
 
 // conformance is what every run of e2e.test shares.
@@ -143,11 +179,10 @@ type conformance struct {
 }
 
 // run runs e2e.test's External Storage specs against the driver of file
-// system fs, defined by test/conformance/<fs> with vars, whose log is
-// logPath, its commands placed in mode.
-func (c conformance) run(t *testing.T, bed *framework.Bed, fs, logPath string, vars map[string]string, mode mcexec.ExecMode) {
+// system fs named driver, defined by test/conformance/<fs> with vars, whose
+// log is logPath, its commands placed in mode.
+func (c conformance) run(t *testing.T, bed *framework.Bed, fs, driver, logPath string, vars map[string]string, mode mcexec.ExecMode) {
 	root, e2eTest, set, suites, skip := c.root, c.e2eTest, c.set, c.suites, c.skip
-	driver := map[string]string{"glusterfs": csiGlusterDriver, "cephfs": csiCephDriver}[fs]
 
 	// The driver's definition and StorageClass, for this bed.
 	dir := t.TempDir()
