@@ -4,7 +4,9 @@
 #   images.sh all (cached) -> go test -c (the suite's compile) ->
 #   go test -tags e2e -json ./test/e2e/... | testsummary -v (the suite brings
 #   the bed up and down; when a test failed, test/bed/diagnose.sh first),
-#   then TestNodes on a bed of three nodes (E2E_SUITES) ->
+#   then TestNodes on a bed of three nodes, then Kubernetes' External Storage
+#   suite against the CSI drivers (TestConformance, e2e.test built by
+#   build-e2e-test.sh, cached) on a bed of one (E2E_SUITES) ->
 #   down.sh again and check-clean.sh (nothing of the bed is left on the host).
 # Exits non-zero on any failure; prints timings and image sizes at the end,
 # and after a failure, last of all, the bed when the suite failed
@@ -146,15 +148,16 @@ step build-tests "build the e2e suite" go test -c -tags "e2e${E2E_TAGS:+,$E2E_TA
 # Built: .ci/run starts the stages it runs beside the suites now.
 [[ -z ${E2E_BUILT:-} ]] || touch "$E2E_BUILT"
 
-# Two suites, each on a bed of its own (E2E_SUITES picks): "one", every test
-# on a bed of one node; "nodes", TestNodes on a bed of three (build tag
-# e2e_nodes, BED_NODES=3). E2E_RUN or E2E_TAGS (e2e_load is the load test,
-# make e2e-load) narrow the first and leave the second out unless E2E_SUITES
-# names it.
+# Three suites, each on a bed of its own (E2E_SUITES picks): "one", every
+# test on a bed of one node; "nodes", TestNodes on a bed of three (build tag
+# e2e_nodes, BED_NODES=3); "conformance", TestConformance (build tag
+# e2e_conformance; CONFORMANCE_SET=all is make conformance). E2E_RUN or
+# E2E_TAGS (e2e_load is the load test, make e2e-load) narrow the first and
+# leave the others out unless E2E_SUITES names them.
 if [[ -n ${E2E_RUN:-}${E2E_TAGS:-} ]]; then
 	suites=${E2E_SUITES:-one}
 else
-	suites=${E2E_SUITES:-one nodes}
+	suites=${E2E_SUITES:-one nodes conformance}
 fi
 # go test's timeouts (of the tests, the bed's coming up and going aside) end
 # a hang with Go's goroutine dump well before CI's 90 minutes: the suites
@@ -183,9 +186,12 @@ for suite in $suites; do
 			-timeout "${E2E_NODES_TIMEOUT:-${E2E_TIMEOUT:-20m}}" -run '^TestNodes$' ./test/e2e/ || rc=$?
 		;;
 	conformance)
-		# Kubernetes' External Storage suite against the CSI driver
-		# (CONFORMANCE_SET=all: everything it qualifies for; make
-		# conformance).
+		# Kubernetes' External Storage suite against the CSI drivers
+		# (CONFORMANCE_SET=all: everything they qualify for; make
+		# conformance). e2e.test first (cached by its version), so that
+		# the suite's time is the suite's.
+		step build-e2e-test "build e2e.test $(kube_version)" "$here/build-e2e-test.sh" >/dev/null || rc=$?
+		((rc == 0)) || { after_failure; continue; }
 		step "$key" "conformance (External Storage)" run_suite 1 -tags e2e,e2e_conformance -count=1 -v \
 			-timeout "${E2E_CONFORMANCE_TIMEOUT:-100m}" -run '^TestConformance$' ./test/e2e/ || rc=$?
 		;;
