@@ -192,7 +192,9 @@ for suite in $suites; do
 		# the suite's time is the suite's.
 		step build-e2e-test "build e2e.test $(kube_version)" "$here/build-e2e-test.sh" >/dev/null || rc=$?
 		((rc == 0)) || { after_failure; continue; }
-		step "$key" "conformance (External Storage)" run_suite 1 -tags e2e,e2e_conformance -count=1 -v \
+		# -parallel 4: two drivers, two exec paths each, at once (go test's
+		# default is GOMAXPROCS, 2 here).
+		step "$key" "conformance (External Storage)" run_suite 1 -tags e2e,e2e_conformance -count=1 -v -parallel 4 \
 			-timeout "${E2E_CONFORMANCE_TIMEOUT:-100m}" -run '^TestConformance$' ./test/e2e/ || rc=$?
 		;;
 	esac
