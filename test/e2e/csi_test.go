@@ -710,7 +710,104 @@ func (c *cephfsEnv) testCSIVolume(t *testing.T, bin string, mode mcexec.ExecMode
 	waitCSINode(t, bed, csiCephDriver)
 
 	name := "csi-cephfs-" + string(mode)
-	bed.Apply(t, fmt.Sprintf(`apiVersion: v1
+	bed.Apply(t, c.staticCSIVolume(name, cephfsSecret))
+	p := bed.WaitPod(t, c.ns, name, true, 3*time.Minute)
+	staging := csiStagingMount(t, bed.Env.KubeletRoot, csiCephDriver)
+	t.Logf("through %s: NodeStageVolume took %v ms, NodePublishVolume %v ms (the driver's log)", mode,
+		callTimes(t, logPath, "NodeStageVolume"), callTimes(t, logPath, "NodePublishVolume"))
+	if n := stagedVia(t, logPath, viaOf(t, mode)); n != 1 {
+		t.Fatalf("the driver's log %s shows %d staging mounts; want 1, via %s", logPath, n, viaOf(t, mode))
+	}
+	content := "written through the CephFS CSI driver " + string(mode)
+	if got := bed.MustExec(t, c.ns, name, "main", "sh", "-c", `printf '%s' "$1" > /data/csi-`+string(mode)+` && cat /data/csi-`+string(mode), "sh", content); got != content {
+		t.Fatalf("read back %q, want %q", got, content)
+	}
+	if data := containerMount(t, bed, c.ns, name, "main", "/data"); data.fstype != "fuse.ceph-fuse" || data.dev != hostMountDev(t, staging) {
+		t.Fatalf("the workload's /data is %+v; want the staging mount %s (fuse.ceph-fuse)", data, staging)
+	}
+	keyFile := volume.SecretFile(c.secrets, staging)
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the key file %s: %v, %v; want mode 0600", keyFile, fi, err)
+	}
+	c.assertKeyNowhere(t)
+	if data, err := os.ReadFile(logPath); err != nil || strings.Contains(string(data), c.srv.key) {
+		t.Errorf("the driver's log %s holds the key (%v)", logPath, err)
+	}
+
+	if err := bed.Client.CoreV1().Pods(c.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bed.WaitPodGone(t, c.ns, name, p.UID, 2*time.Minute)
+	bed.Kubectl(t, "-n", c.ns, "delete", "pvc", name, "--wait")
+	bed.Kubectl(t, "delete", "pv", name+"-"+c.ns, "--wait")
+	if err := framework.Poll(ctx, "no mount of "+csiCephDriver+" left on the node", 250*time.Millisecond, 2*time.Minute,
+		func(context.Context) (bool, string, error) {
+			left := csiMounts(t, bed.Env.KubeletRoot, csiCephDriver)
+			return len(left) == 0, fmt.Sprint(left), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(keyFile); !os.IsNotExist(err) {
+		t.Errorf("the key file %s is left after NodeUnstage: %v", keyFile, err)
+	}
+
+	// A node-stage secret with the wrong key: the pod never runs, the
+	// kubelet's FailedMount says why (ceph-fuse's own reason, from the
+	// mount in the mount pod via mode) without the key, and nothing is
+	// left.
+	wrong := "csi-cephfs-wrong-" + string(mode)
+	bed.Apply(t, c.staticCSIVolume(wrong, cephfsWrong))
+	var msg string
+	if err := framework.Poll(ctx, "a FailedMount event of "+wrong, 500*time.Millisecond, 3*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			evs, err := bed.Client.CoreV1().Events(c.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + wrong + ",reason=FailedMount"})
+			if err != nil {
+				return false, "", err
+			}
+			for _, ev := range evs.Items {
+				if strings.Contains(ev.Message, "failed to fetch mon config") && strings.Contains(ev.Message, "via "+string(viaOf(t, mode))) {
+					msg = ev.Message
+					return true, "", nil
+				}
+			}
+			return false, fmt.Sprintf("%d events", len(evs.Items)), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("FailedMount: %s", msg)
+	if strings.Contains(msg, c.srv.otherKey) || strings.Contains(msg, c.srv.key) {
+		t.Errorf("the event quotes a key")
+	}
+	wp, err := bed.Client.CoreV1().Pods(c.ns).Get(ctx, wrong, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wp.Status.Phase == corev1.PodRunning {
+		t.Errorf("a pod with a wrong key is Running")
+	}
+	if err := bed.Client.CoreV1().Pods(c.ns).Delete(ctx, wrong, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bed.WaitPodGone(t, c.ns, wrong, wp.UID, 2*time.Minute)
+	bed.Kubectl(t, "-n", c.ns, "delete", "pvc", wrong, "--wait")
+	bed.Kubectl(t, "delete", "pv", wrong+"-"+c.ns, "--wait")
+	if err := framework.Poll(ctx, "nothing left of the wrong key's staging", 250*time.Millisecond, 90*time.Second,
+		func(context.Context) (bool, string, error) {
+			mounts, keys := csiMounts(t, bed.Env.KubeletRoot, csiCephDriver), c.secretFiles(t)
+			return len(mounts)+len(keys) == 0, fmt.Sprintf("mounts %v, key files %v", mounts, keys), nil
+		}); err != nil {
+		t.Error(err)
+	}
+	if data, err := os.ReadFile(logPath); err != nil || strings.Contains(string(data), c.srv.otherKey) {
+		t.Errorf("the driver's log %s holds the wrong key (%v)", logPath, err)
+	}
+}
+
+// staticCSIVolume is the manifest of a static CephFS PersistentVolume of
+// the CSI driver, its claim and a pod that mounts it, all named name (the
+// volume name-NAMESPACE), staged with the key of Secret secret.
+func (c *cephfsEnv) staticCSIVolume(name, secret string) string {
+	return fmt.Sprintf(`apiVersion: v1
 kind: PersistentVolume
 metadata:
   name: %[1]s-%[2]s
@@ -754,46 +851,7 @@ spec:
   volumes:
     - name: data
       persistentVolumeClaim: {claimName: %[1]s}
-`, name, c.ns, csiCephDriver, bed.Env.NodeIP+":6789", cephClientID, cephfsSecret, bed.Env.BaseImage))
-	p := bed.WaitPod(t, c.ns, name, true, 3*time.Minute)
-	staging := csiStagingMount(t, bed.Env.KubeletRoot, csiCephDriver)
-	t.Logf("through %s: NodeStageVolume took %v ms, NodePublishVolume %v ms (the driver's log)", mode,
-		callTimes(t, logPath, "NodeStageVolume"), callTimes(t, logPath, "NodePublishVolume"))
-	if n := stagedVia(t, logPath, viaOf(t, mode)); n != 1 {
-		t.Fatalf("the driver's log %s shows %d staging mounts; want 1, via %s", logPath, n, viaOf(t, mode))
-	}
-	content := "written through the CephFS CSI driver " + string(mode)
-	if got := bed.MustExec(t, c.ns, name, "main", "sh", "-c", `printf '%s' "$1" > /data/csi-`+string(mode)+` && cat /data/csi-`+string(mode), "sh", content); got != content {
-		t.Fatalf("read back %q, want %q", got, content)
-	}
-	if data := containerMount(t, bed, c.ns, name, "main", "/data"); data.fstype != "fuse.ceph-fuse" || data.dev != hostMountDev(t, staging) {
-		t.Fatalf("the workload's /data is %+v; want the staging mount %s (fuse.ceph-fuse)", data, staging)
-	}
-	keyFile := volume.SecretFile(c.secrets, staging)
-	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("the key file %s: %v, %v; want mode 0600", keyFile, fi, err)
-	}
-	c.assertKeyNowhere(t)
-	if data, err := os.ReadFile(logPath); err != nil || strings.Contains(string(data), c.srv.key) {
-		t.Errorf("the driver's log %s holds the key (%v)", logPath, err)
-	}
-
-	if err := bed.Client.CoreV1().Pods(c.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	bed.WaitPodGone(t, c.ns, name, p.UID, 2*time.Minute)
-	bed.Kubectl(t, "-n", c.ns, "delete", "pvc", name, "--wait")
-	bed.Kubectl(t, "delete", "pv", name+"-"+c.ns, "--wait")
-	if err := framework.Poll(ctx, "no mount of "+csiCephDriver+" left on the node", 250*time.Millisecond, 2*time.Minute,
-		func(context.Context) (bool, string, error) {
-			left := csiMounts(t, bed.Env.KubeletRoot, csiCephDriver)
-			return len(left) == 0, fmt.Sprint(left), nil
-		}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Lstat(keyFile); !os.IsNotExist(err) {
-		t.Errorf("the key file %s is left after NodeUnstage: %v", keyFile, err)
-	}
+`, name, c.ns, csiCephDriver, c.bed.Env.NodeIP+":6789", cephClientID, secret, c.bed.Env.BaseImage)
 }
 
 // testCSIProvisioning runs the real external-provisioner (built against the
