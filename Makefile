@@ -97,7 +97,7 @@ fuzz-long: ## Fuzz every target longer: FUZZLONG times its count (default 30, ab
 	@$(FUZZ_ENV) FUZZ_ALL= FUZZLONG='$(FUZZLONG)' test/fuzz.sh
 
 .PHONY: e2e
-e2e: ## Run the end-to-end suites on a real Kubernetes of one node, then of three (root; installs, builds and caches the bed; test/README.md).
+e2e: ## Run the end-to-end suites on a real Kubernetes of one node, then of three, then Kubernetes' External Storage suite against the CSI drivers (root; installs, builds and caches the bed; test/README.md).
 	test/bed/e2e.sh
 
 .PHONY: e2e-nodes
