@@ -141,6 +141,33 @@ step "kubelet-exec-shim status (the shim the mount pod installed on the host)"
 "$BED_DIR/shim-bin/kubelet-exec-shim" --registration-dir "$REGISTRATION_DIR" \
 	--runtime-endpoint "$CRI_ENDPOINT" status | sed 's/^/    /'
 
+# start_workload VOLUME: start pod demo-workload, its volume "data" VOLUME
+# (the source's YAML, indented six spaces), and wait until it runs; sets uid.
+start_workload() {
+	cat >"$WORK/workload.yaml" <<-YAML
+		apiVersion: v1
+		kind: Pod
+		metadata: {name: demo-workload, namespace: $NS}
+		spec:
+		  terminationGracePeriodSeconds: 1
+		  containers:
+		    - name: main
+		      image: $BASE_IMAGE
+		      imagePullPolicy: Never
+		      command: [sleep, infinity]
+		      volumeMounts: [{name: data, mountPath: /data}]
+		  volumes:
+		    - name: data
+	YAML
+	printf '%s\n' "$1" >>"$WORK/workload.yaml"
+	sed 's/^/    | /' "$WORK/workload.yaml" | sed -n '/volumes:/,$p'
+	quiet K apply -f "$WORK/workload.yaml"
+	K wait --for=condition=Ready -n "$NS" pod/demo-workload --timeout=180s >/dev/null ||
+		{ K describe pod -n "$NS" demo-workload | tail -15; exit 1; }
+	uid=$(K get pod -n "$NS" demo-workload -o jsonpath='{.metadata.uid}')
+	say "pod demo-workload Running"
+}
+
 if [[ $FLAVOR == csi ]]; then
 	step "Deploying the GlusterFS CSI driver from deploy/csi/glusterfs"
 	say "${D}kubectl apply -k  (overlay of deploy/csi/glusterfs: the bed's kubelet dir, the local images)${N}"
@@ -174,57 +201,15 @@ if [[ $FLAVOR == csi ]]; then
 	say "claim demo-claim Bound to $pv: the directory $subdir of gv0, made by CreateVolume through the mount pod"
 
 	step "Starting a workload pod with the claim"
-	cat >"$WORK/workload.yaml" <<-YAML
-		apiVersion: v1
-		kind: Pod
-		metadata: {name: demo-workload, namespace: $NS}
-		spec:
-		  terminationGracePeriodSeconds: 1
-		  containers:
-		    - name: main
-		      image: $BASE_IMAGE
-		      imagePullPolicy: Never
-		      command: [sleep, infinity]
-		      volumeMounts: [{name: data, mountPath: /data}]
-		  volumes:
-		    - name: data
-		      persistentVolumeClaim: {claimName: demo-claim}
-	YAML
-	sed 's/^/    | /' "$WORK/workload.yaml" | sed -n '/volumes:/,$p'
-	quiet K apply -f "$WORK/workload.yaml"
-	K wait --for=condition=Ready -n "$NS" pod/demo-workload --timeout=180s >/dev/null ||
-		{ K describe pod -n "$NS" demo-workload | tail -15; exit 1; }
-	uid=$(K get pod -n "$NS" demo-workload -o jsonpath='{.metadata.uid}')
-	say "pod demo-workload Running"
+	start_workload "      persistentVolumeClaim: {claimName: demo-claim}"
 	brick_file=/bricks/gv0/$subdir/hello.txt
 	dir=$(findmnt -rn -o TARGET -t fuse.glusterfs | grep -m1 "/plugins/kubernetes.io/csi/glusterfs.mountcontainers.io/.*/globalmount$" || true)
 	dir_label="the staging mount ${dir#"$KUBELET_ROOT"/}"
 else
 	step "Starting a workload pod with a GlusterFS flexVolume"
-	cat >"$WORK/workload.yaml" <<-YAML
-	apiVersion: v1
-	kind: Pod
-	metadata: {name: demo-workload, namespace: $NS}
-	spec:
-	  terminationGracePeriodSeconds: 1
-	  containers:
-	    - name: main
-	      image: $BASE_IMAGE
-	      imagePullPolicy: Never
-	      command: [sleep, infinity]
-	      volumeMounts: [{name: data, mountPath: /data}]
-	  volumes:
-	    - name: data
-	      flexVolume:
-	        driver: mountcontainers.io/glusterfs
-	        options: {server: "$NODE_NAME", volume: gv0}
-	YAML
-	sed 's/^/    | /' "$WORK/workload.yaml" | sed -n '/volumes:/,$p'
-	quiet K apply -f "$WORK/workload.yaml"
-	K wait --for=condition=Ready -n "$NS" pod/demo-workload --timeout=180s >/dev/null ||
-		{ K describe pod -n "$NS" demo-workload | tail -15; exit 1; }
-	uid=$(K get pod -n "$NS" demo-workload -o jsonpath='{.metadata.uid}')
-	say "pod demo-workload Running"
+	start_workload "      flexVolume:
+        driver: mountcontainers.io/glusterfs
+        options: {server: \"$NODE_NAME\", volume: gv0}"
 	brick_file=/bricks/gv0/hello.txt
 	dir=$KUBELET_ROOT/pods/$uid/volumes/mountcontainers.io~glusterfs/data
 	dir_label=".../pods/$uid/volumes/mountcontainers.io~glusterfs/data"

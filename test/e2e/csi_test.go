@@ -524,19 +524,7 @@ spec:
 	}
 
 	// Deleted: nothing of the volume is left on the node.
-	if err := bed.Client.CoreV1().Pods(g.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	bed.WaitPodGone(t, g.ns, name, p.UID, 2*time.Minute)
-	bed.Kubectl(t, "-n", g.ns, "delete", "pvc", name, "--wait")
-	bed.Kubectl(t, "delete", "pv", name+"-"+g.ns, "--wait")
-	if err := framework.Poll(ctx, "no mount of "+csiGlusterDriver+" left on the node", 250*time.Millisecond, 2*time.Minute,
-		func(context.Context) (bool, string, error) {
-			left := csiMounts(t, bed.Env.KubeletRoot, csiGlusterDriver)
-			return len(left) == 0, fmt.Sprint(left), nil
-		}); err != nil {
-		t.Fatal(err)
-	}
+	deleteStaticCSIVolume(t, bed, g.ns, name, p, csiGlusterDriver)
 	if es, err := mountrecord.List(filepath.Join(bed.Env.RegistrationDir, mountrecord.Dir)); err != nil || hasRecord(es, staging) {
 		t.Errorf("the mount record of %s is left: %+v, %v", staging, es, err)
 	}
@@ -734,19 +722,7 @@ func (c *cephfsEnv) testCSIVolume(t *testing.T, bin string, mode mcexec.ExecMode
 		t.Errorf("the driver's log %s holds the key (%v)", logPath, err)
 	}
 
-	if err := bed.Client.CoreV1().Pods(c.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	bed.WaitPodGone(t, c.ns, name, p.UID, 2*time.Minute)
-	bed.Kubectl(t, "-n", c.ns, "delete", "pvc", name, "--wait")
-	bed.Kubectl(t, "delete", "pv", name+"-"+c.ns, "--wait")
-	if err := framework.Poll(ctx, "no mount of "+csiCephDriver+" left on the node", 250*time.Millisecond, 2*time.Minute,
-		func(context.Context) (bool, string, error) {
-			left := csiMounts(t, bed.Env.KubeletRoot, csiCephDriver)
-			return len(left) == 0, fmt.Sprint(left), nil
-		}); err != nil {
-		t.Fatal(err)
-	}
+	deleteStaticCSIVolume(t, bed, c.ns, name, p, csiCephDriver)
 	if _, err := os.Lstat(keyFile); !os.IsNotExist(err) {
 		t.Errorf("the key file %s is left after NodeUnstage: %v", keyFile, err)
 	}
@@ -785,18 +761,9 @@ func (c *cephfsEnv) testCSIVolume(t *testing.T, bin string, mode mcexec.ExecMode
 	if wp.Status.Phase == corev1.PodRunning {
 		t.Errorf("a pod with a wrong key is Running")
 	}
-	if err := bed.Client.CoreV1().Pods(c.ns).Delete(ctx, wrong, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	bed.WaitPodGone(t, c.ns, wrong, wp.UID, 2*time.Minute)
-	bed.Kubectl(t, "-n", c.ns, "delete", "pvc", wrong, "--wait")
-	bed.Kubectl(t, "delete", "pv", wrong+"-"+c.ns, "--wait")
-	if err := framework.Poll(ctx, "nothing left of the wrong key's staging", 250*time.Millisecond, 90*time.Second,
-		func(context.Context) (bool, string, error) {
-			mounts, keys := csiMounts(t, bed.Env.KubeletRoot, csiCephDriver), c.secretFiles(t)
-			return len(mounts)+len(keys) == 0, fmt.Sprintf("mounts %v, key files %v", mounts, keys), nil
-		}); err != nil {
-		t.Error(err)
+	deleteStaticCSIVolume(t, bed, c.ns, wrong, wp, csiCephDriver)
+	if left := c.secretFiles(t); len(left) != 0 {
+		t.Errorf("key files left in %s: %v", c.secrets, left)
 	}
 	if data, err := os.ReadFile(logPath); err != nil || strings.Contains(string(data), c.srv.otherKey) {
 		t.Errorf("the driver's log %s holds the wrong key (%v)", logPath, err)
@@ -920,6 +887,27 @@ spec:
 	}
 	if left := csiMounts(t, bed.Env.KubeletRoot, csiGlusterDriver); len(left) != 0 {
 		t.Errorf("mounts left on the node: %v", left)
+	}
+}
+
+// deleteStaticCSIVolume deletes pod p, then the static volume name (its
+// claim name, its PersistentVolume name-NS), and waits until no mount of
+// driver is left on the node.
+func deleteStaticCSIVolume(t *testing.T, bed *framework.Bed, ns, name string, p *corev1.Pod, driver string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := bed.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bed.WaitPodGone(t, ns, p.Name, p.UID, 2*time.Minute)
+	bed.Kubectl(t, "-n", ns, "delete", "pvc", name, "--wait")
+	bed.Kubectl(t, "delete", "pv", name+"-"+ns, "--wait")
+	if err := framework.Poll(ctx, "no mount of "+driver+" left on the node", 250*time.Millisecond, 2*time.Minute,
+		func(context.Context) (bool, string, error) {
+			left := csiMounts(t, bed.Env.KubeletRoot, driver)
+			return len(left) == 0, fmt.Sprint(left), nil
+		}); err != nil {
+		t.Fatal(err)
 	}
 }
 
