@@ -506,22 +506,7 @@ spec:
 	}
 	// The node's own bind of the published target, from which the kubelet
 	// binds a container it starts (a restarted one), is the new mount too.
-	published := 0
-	for _, m := range csiMounts(t, bed.Env.KubeletRoot, csiGlusterDriver) {
-		if !strings.HasSuffix(m, "/mount") {
-			continue
-		}
-		published++
-		var st syscall.Stat_t
-		if dev := hostMountDev(t, m); dev != hostMountDev(t, staging) {
-			t.Errorf("the node's published target %s after the recovery is device %s; want the new staging mount's %s", m, dev, hostMountDev(t, staging))
-		} else if err := syscall.Stat(m, &st); err != nil {
-			t.Errorf("the node's published target %s after the recovery: %v", m, err)
-		}
-	}
-	if published != 1 {
-		t.Errorf("published targets of the pod on the node: %d; want 1", published)
-	}
+	assertPublishedIs(t, bed, csiGlusterDriver, staging)
 
 	// Deleted: nothing of the volume is left on the node.
 	deleteStaticCSIVolume(t, bed, g.ns, name, p, csiGlusterDriver)
@@ -722,6 +707,36 @@ func (c *cephfsEnv) testCSIVolume(t *testing.T, bin string, mode mcexec.ExecMode
 		t.Errorf("the driver's log %s holds the key (%v)", logPath, err)
 	}
 
+	// The ceph-fuse daemon dies: the mount pod makes the staging mount
+	// again (its key file is still on the tmpfs) and puts it back in the
+	// running container and in the node's published bind.
+	pids := cephFuseProcesses(t, staging)
+	if len(pids) != 1 {
+		t.Fatalf("ceph-fuse processes serving %s: %v; want one", staging, pids)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.Poll(ctx, "the workload writes its volume again", 200*time.Millisecond, 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			_, se, err := bed.Exec(ctx, 20*time.Second, c.ns, name, "main", "sh", "-c", "echo after > /data/after-"+string(mode))
+			return err == nil, se, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ceph-fuse %d killed: the workload wrote its volume again %s later", pids[0], time.Since(killed).Round(time.Millisecond))
+	if now := cephFuseProcesses(t, staging); len(now) != 1 || now[0] == pids[0] {
+		t.Errorf("ceph-fuse processes serving %s after the kill of %d: %v; want one new", staging, pids[0], now)
+	}
+	if data := containerMount(t, bed, c.ns, name, "main", "/data"); data.dev != hostMountDev(t, staging) {
+		t.Errorf("the workload's /data after the recovery is %+v; want the new staging mount (device %s)", data, hostMountDev(t, staging))
+	}
+	assertPublishedIs(t, bed, csiCephDriver, staging)
+	if restarts := podRestarts(t, bed, c.ns, name); restarts != 0 {
+		t.Errorf("the workload's containers restarted %d times", restarts)
+	}
+
 	deleteStaticCSIVolume(t, bed, c.ns, name, p, csiCephDriver)
 	if _, err := os.Lstat(keyFile); !os.IsNotExist(err) {
 		t.Errorf("the key file %s is left after NodeUnstage: %v", keyFile, err)
@@ -887,6 +902,29 @@ spec:
 	}
 	if left := csiMounts(t, bed.Env.KubeletRoot, csiGlusterDriver); len(left) != 0 {
 		t.Errorf("mounts left on the node: %v", left)
+	}
+}
+
+// assertPublishedIs checks that the one published target of driver on the
+// node is a bind of the staging mount staging (the same device) and
+// answers.
+func assertPublishedIs(t *testing.T, bed *framework.Bed, driver, staging string) {
+	t.Helper()
+	published := 0
+	for _, m := range csiMounts(t, bed.Env.KubeletRoot, driver) {
+		if !strings.HasSuffix(m, "/mount") {
+			continue
+		}
+		published++
+		var st syscall.Stat_t
+		if dev, want := hostMountDev(t, m), hostMountDev(t, staging); dev != want {
+			t.Errorf("the node's published target %s is device %s; want the staging mount's %s", m, dev, want)
+		} else if err := syscall.Stat(m, &st); err != nil {
+			t.Errorf("the node's published target %s: %v", m, err)
+		}
+	}
+	if published != 1 {
+		t.Errorf("published targets of %s on the node: %d; want 1", driver, published)
 	}
 }
 
