@@ -338,3 +338,105 @@ func TestHelperOOMScoreAdj(t *testing.T) {
 	}
 	scopetest.RemoveOnceEmpty(t, parent, plugin, target)
 }
+
+// TestHelperGlusterfs runs the binary as /sbin/mount.glusterfs: it never
+// runs the diverted script; glusterfs (from PATH) gets the translated
+// arguments, one argument per value, and runs (with the daemon it leaves)
+// in the mount target's scope, as the helper's child; a client that exits
+// 0 without a FUSE mount on the target, or fails, is a failed mount (exit
+// 1, as the script's); a refused option runs nothing and makes no scope.
+// (A mount that is made is the end-to-end suite's: every GlusterFS mount
+// there goes through this helper.)
+func TestHelperGlusterfs(t *testing.T) {
+	parent, env := scopetest.Parent(t)
+	bin := scopetest.Build(t, ".", "mount-scope")
+	target := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cgroup := "/" + parent + "/kubernetes.io~glusterfs/" + scope.Name(target)
+	sbin, pathDir := t.TempDir(), t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(sbin, "mount.glusterfs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sbin, "mount.glusterfs"+scope.DivertedSuffix), []byte("#!/bin/sh\necho SCRIPT RAN\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pathDir, "glusterfs"), []byte(`#!/bin/sh
+sleep 30 >/dev/null 2>&1 &
+echo $!
+for a; do printf '[%s]' "$a"; done; echo
+cat /proc/$$/cgroup
+exit "${GLUSTERFS_EXIT:-0}"
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, "MOUNTPOD_PLUGINS="+plugin, "PATH="+pathDir+":/usr/bin:/bin")
+
+	cmd := exec.Command(filepath.Join(sbin, "mount.glusterfs"), "srv1:/vol", target, "-o", "rw,log-level=ERROR,xlator-option=*dht*.x=$(touch${IFS}/tmp/x);*,backup-volfile-servers=srv2")
+	cmd.Env = env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, _ := cmd.Output()
+	lines := strings.SplitN(string(out), "\n", 3)
+	daemon, err := strconv.Atoi(lines[0])
+	if err != nil || len(lines) < 3 {
+		t.Fatalf("output %q (stderr %q): want the daemon's PID, the arguments, the cgroups", out, stderr.String())
+	}
+	t.Cleanup(func() { syscall.Kill(daemon, syscall.SIGKILL) })
+	if want := "[--log-level=ERROR][--xlator-option=*dht*.x=$(touch${IFS}/tmp/x);*][--process-name][fuse][--volfile-server=srv1][--volfile-server=srv2][--volfile-id=/vol][" + target + "]"; lines[1] != want {
+		t.Errorf("glusterfs got %s, want %s", lines[1], want)
+	}
+	if m, err := scope.ParseMembership(strings.NewReader(lines[2])); err != nil || !m.In(cgroup) {
+		t.Errorf("glusterfs's cgroups:\n%s\nwant %s everywhere (%v)", lines[2], cgroup, err)
+	}
+	if m, err := scope.ProcMembership(daemon); err != nil || !m.In(cgroup) {
+		t.Errorf("the daemon's cgroups = %v, %v; want %s everywhere", m, err, cgroup)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "nothing is mounted on "+target) || strings.Contains(string(out)+stderr.String(), "RAN") {
+		t.Errorf("a client that exits 0 without a mount: exit %d, stderr %q; want exit 1, nothing mounted, the script not run", code, stderr.String())
+	}
+	syscall.Kill(daemon, syscall.SIGKILL)
+	scopetest.RemoveOnceEmpty(t, parent, plugin, target)
+
+	// The client fails: its status is not the helper's, 1 is (the script's).
+	cmd = exec.Command(filepath.Join(sbin, "mount.glusterfs"), "srv1:/vol", target)
+	cmd.Env = append(slices.Clone(env), "GLUSTERFS_EXIT=7")
+	out, _ = cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "mounting glusterfs on "+target+" failed") {
+		t.Errorf("a failing client: exit %d, output %q; want exit 1, the mount named", code, out)
+	}
+	if first, _, _ := strings.Cut(string(out), "\n"); first != "" {
+		if pid, err := strconv.Atoi(first); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	scopetest.RemoveOnceEmpty(t, parent, plugin, target)
+
+	for _, tc := range []struct {
+		name   string
+		target string
+		opts   string
+		code   int
+		err    string
+	}{
+		{"unknown option", target, "bogus", 1, `invalid option "bogus"`},
+		{"no mount point", filepath.Join(t.TempDir(), "missing"), "ro", 1, "no such file"},
+		{"over /tmp", "/tmp", "ro", 2, "cannot mount over /tmp"},
+	} {
+		cmd = exec.Command(filepath.Join(sbin, "mount.glusterfs"), "srv1:/vol", tc.target, "-o", tc.opts)
+		cmd.Env = env
+		out, _ = cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != tc.code || !strings.Contains(string(out), tc.err) || strings.Contains(string(out), "[") || strings.Contains(string(out), "RAN") {
+			t.Errorf("%s: exit %d, output %q; want exit %d, %q, nothing run", tc.name, code, out, tc.code, tc.err)
+		}
+	}
+	mgr, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mgr.Close()
+	if l, err := mgr.List(plugin); err != nil || len(l) != 0 {
+		t.Errorf("scopes %v (%v) after refused mounts, want none", l, err)
+	}
+}

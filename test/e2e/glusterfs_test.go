@@ -5,6 +5,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -63,6 +65,7 @@ func TestGlusterfs(t *testing.T) {
 		}
 	})
 	t.Run("ExecSyncMountReturnsPromptly", g.testExecSync)
+	t.Run("HelperIsTheTranslationOfTheImagesScript", g.testHelperScript)
 	t.Run("DriverCalledAsTheKubeletCallsIt", func(t *testing.T) {
 		for _, mode := range execModes {
 			t.Run(string(mode), func(t *testing.T) { g.testDriverCalls(t, mode) })
@@ -412,6 +415,25 @@ func (g *glusterEnv) testExecSync(t *testing.T) {
 	}
 	t.Logf("ExecSync(umount) returned in %s", time.Since(start).Round(time.Millisecond))
 	x.verify(t, mountCtr, mcexec.ViaExecSync)
+}
+
+// testHelperScript: the mount pod's mount.glusterfs is the scope helper,
+// and the distribution's script behind it is the one the helper's
+// translation is held against (package clientargs' table test): a new
+// glusterfs-client in the image needs that test run against its script.
+func (g *glusterEnv) testHelperScript(t *testing.T) {
+	mp := g.mountPod(t)
+	data, err := os.ReadFile(filepath.Join(g.root, "internal/shared/fs/glusterfs/clientargs/testdata/mount.glusterfs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	want := hex.EncodeToString(sum[:])
+	out := g.bed.MustExec(t, mp.Namespace, mp.Name, "mount", "sh", "-c", "readlink /sbin/mount.glusterfs; sha256sum /sbin/mount.glusterfs.distrib")
+	lines := strings.Fields(out)
+	if len(lines) < 2 || lines[0] != "/usr/local/bin/mount-scope" || lines[1] != want {
+		t.Fatalf("in mount pod %s: %q; want /sbin/mount.glusterfs -> /usr/local/bin/mount-scope and the script's SHA-256 %s (clientargs/testdata): a changed script needs the translation checked against it", mp.Name, out, want)
+	}
 }
 
 // testDriverCalls runs the installed driver as the kubelet invokes it (its

@@ -64,7 +64,7 @@ func TestRunHelperCephFuse(t *testing.T) {
 	}
 
 	// Another helper still runs its diverted program.
-	other := filepath.Join(sbin, "mount.glusterfs")
+	other := filepath.Join(sbin, "mount.fuse3")
 	for _, p := range []string{other, other + DivertedSuffix} {
 		if err := os.WriteFile(p, nil, 0o755); err != nil {
 			t.Fatal(err)
@@ -73,7 +73,7 @@ func TestRunHelperCephFuse(t *testing.T) {
 	*got = nil
 	RunHelper(getenv, []string{other, "srv:/v", "/mnt/x", "-o", "ceph.id=a"}, env)
 	if want := []string{other + DivertedSuffix, other, "srv:/v", "/mnt/x", "-o", "ceph.id=a"}; !slices.Equal(*got, want) {
-		t.Errorf("mount.glusterfs executed %q, want %q", *got, want)
+		t.Errorf("mount.fuse3 executed %q, want %q", *got, want)
 	}
 }
 

@@ -28,12 +28,20 @@ func (e *commandError) Error() string { return e.err.Error() }
 func (e *commandError) Unwrap() error { return e.err }
 
 // ExitCode returns the exit code for an error of [RunHelper]: [ExitNotFound] or
-// [ExitCannotRun] when the command could not be found or executed,
-// [ExitFailed] for anything else.
+// [ExitCannotRun] when the command could not be found or executed, the
+// distribution helper's own status for a refusal of a translated helper
+// that has one (mount.glusterfs: 1, 2 or 32), [ExitFailed] for anything
+// else.
 func ExitCode(err error) int {
 	var ce *commandError
 	if errors.As(err, &ce) {
 		return ce.code
+	}
+	// A translated helper's refusal with the distribution helper's own
+	// exit status (clientargs.Error).
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		return coded.ExitCode()
 	}
 	return ExitFailed
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs/fuseargs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs/clientargs"
 )
 
 // DivertedSuffix is appended to a mount helper's path by the image's
@@ -187,10 +188,15 @@ func RealHelper(argv0 string) (string, error) {
 // was mounted: a mount that cannot get its scope fails rather than start a
 // daemon that would die with the mount pod.
 //
-// A helper of [translatedHelpers] (mount.fuse.ceph) is not run at all: its
-// arguments are translated and checked before anything else (a refused
-// mount neither gets a scope nor runs anything), and the program it would
-// have started (ceph-fuse, found on getenv("PATH")) is executed in its place.
+// A helper of [translatedHelpers] (mount.fuse.ceph, mount.glusterfs) is
+// not run at all: its arguments are translated and checked before anything
+// else (a refused mount neither gets a scope nor runs anything), and the
+// program it would have started (ceph-fuse, glusterfs, found on
+// getenv("PATH")) runs in its place. A helper with checks around the mount
+// (mount.glusterfs) starts the program as its child and waits for it: the
+// target is checked before (nothing runs when it fails) and the mount after
+// (a client that exited 0 without a mount that answers is a failure, and a
+// mount made is detached); RunHelper then returns nil for a mount made.
 func RunHelper(getenv func(string) string, argv []string, env []string) error {
 	if len(argv) == 0 {
 		return errors.New("mount helper: no arguments")
@@ -201,14 +207,22 @@ func RunHelper(getenv func(string) string, argv []string, env []string) error {
 		args   []string
 		target string
 		mount  bool
+		th     translatedHelper
+		mark   clientargs.Mark
 	)
-	if th, ok := translatedHelpers[name]; ok {
+	if t, ok := translatedHelpers[name]; ok {
 		var err error
+		th = t
 		if args, target, mount, err = th.translate(argv); err != nil {
 			return fmt.Errorf("mount helper %s: %w", name, err)
 		}
 		if path, err = lookPath(getenv, th.program); err != nil {
 			return err
+		}
+		if mount && th.checked {
+			if mark, err = clientargs.Check(target); err != nil {
+				return fmt.Errorf("mount helper %s: %w", name, err)
+			}
 		}
 	} else {
 		var err error
@@ -238,8 +252,34 @@ func RunHelper(getenv func(string) string, argv []string, env []string) error {
 			}
 		}
 	}
-	err := execve(path, args, env)
-	return &commandError{code: commandExitCode(err), err: fmt.Errorf("exec %s: %w", path, err)}
+	if !mount || !th.checked {
+		err := execve(path, args, env)
+		return &commandError{code: commandExitCode(err), err: fmt.Errorf("exec %s: %w", path, err)}
+	}
+	if err := runChild(path, args, env); err != nil {
+		return err
+	}
+	if err := clientargs.Verify(mark, clientargs.LogFile(args)); err != nil {
+		return fmt.Errorf("mount helper %s: %w", name, err)
+	}
+	return nil
+}
+
+// runChild runs path with args and env, with this process's standard
+// streams, and waits for it. A client that fails is the script's failure
+// (exit 1), with the client's own messages before it on stderr.
+var runChild = func(path string, args, env []string) error {
+	cmd := &exec.Cmd{Path: path, Args: args, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee):
+		return &commandError{code: 1, err: fmt.Errorf("mounting %s on %s failed: %s %v", filepath.Base(path), args[len(args)-1], filepath.Base(path), ee.ProcessState)}
+	default:
+		return &commandError{code: commandExitCode(err), err: fmt.Errorf("exec %s: %w", path, err)}
+	}
 }
 
 // execve replaces the process (a seam for the tests, which record the call).
@@ -278,14 +318,20 @@ type translatedHelper struct {
 	// (argv[0] program). mount is false for a call that is not a mount
 	// (no scope); target is then empty. An error means nothing runs.
 	translate func(argv []string) (args []string, target string, mount bool, err error)
+	// checked: a mount's target is checked before ([clientargs.Check]),
+	// program runs as a child and the mount is verified after it
+	// ([clientargs.Verify]); the mount's target is args' last.
+	checked bool
 }
 
 // translatedHelpers are the helpers mount-scope replaces rather than runs,
 // by the base name mount(8) runs them under. Each translation is its file
 // system's (mount.fuse.ceph: package fuseargs, beside package cephfs, which
-// makes the options it reads), and links the standard library only.
+// makes the options it reads; mount.glusterfs: package clientargs, beside
+// package glusterfs), and links the standard library only.
 var translatedHelpers = map[string]translatedHelper{
-	fuseargs.Helper: {program: fuseargs.Program, translate: fuseargs.Args},
+	fuseargs.Helper:   {program: fuseargs.Program, translate: fuseargs.Args},
+	clientargs.Helper: {program: clientargs.Program, translate: clientargs.Args, checked: true},
 }
 
 // HelperUsage is printed when the scope helper is run under its own name.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/fstest"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs/clientargs"
 )
 
 // optionSeeds are options a pod author (and the kubelet) may write.
@@ -71,7 +72,8 @@ var optionSeeds = []string{
 // object names one of its keys (or a required key it lacks); accepted
 // options hold only checked servers, volume and mount options (those that
 // size the client's caches, queues and threads within their bounds), make a
-// mount(8) command line whose only dashes are its own, and written back as
+// mount(8) command line whose only dashes are its own and that the mount
+// pod's mount.glusterfs translates (package clientargs), and written back as
 // JSON parse to the same options. Applied with the default allow-list, a
 // server accepted is never a loopback, unspecified, link-local, multicast
 // or broadcast address, whatever the names resolve to.
@@ -90,6 +92,7 @@ func FuzzParseOptions(f *testing.F) {
 			return
 		}
 		checkOptions(t, raw, o)
+		checkHelperTakes(t, o)
 		enc := encodeOptions(o)
 		back, err := ParseOptions(enc)
 		if err != nil || !reflect.DeepEqual(back, o) {
@@ -110,6 +113,39 @@ func FuzzParseOptions(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkHelperTakes: what mount(8) passes the mount pod's mount.glusterfs
+// for accepted options is translated, every server a --volfile-server.
+func checkHelperTakes(t *testing.T, o Options) {
+	t.Helper()
+	argv := []string{clientargs.Helper, o.Source(), "/mnt/x"}
+	if opts := o.RecordedOptions(); len(opts) > 0 {
+		argv = append(argv, "-o", strings.Join(opts, ","))
+	}
+	args, target, isMount, err := clientargs.Args(argv)
+	if err != nil || !isMount || target != "/mnt/x" {
+		t.Fatalf("ParseOptions accepts %+v, but the mount helper refuses %q: %v", o, argv, err)
+	}
+	n := 0
+	for _, a := range args {
+		if strings.HasPrefix(a, "--volfile-server=") {
+			n++
+		}
+	}
+	if want := len(o.Servers) + backupsIn(o.MountOptions); n != want {
+		t.Fatalf("%q gives the client %d servers (%q), want %d", argv, n, args, want)
+	}
+}
+
+// backupsIn counts the servers of a backup-volfile-servers mount option.
+func backupsIn(opts []string) int {
+	for _, o := range opts {
+		if v, ok := strings.CutPrefix(o, backupServersOption+"="); ok {
+			return len(strings.Split(v, ":"))
+		}
+	}
+	return 0
 }
 
 func errString(err error) string {
