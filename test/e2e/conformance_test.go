@@ -43,7 +43,7 @@ var bedSkips = []struct{ spec, why string }{
 // test/conformance/repo-list.yaml's registry) and the bed image each is.
 func e2eImageNames(bed *framework.Bed) map[string]string {
 	return map[string]string{
-		"localhost/e2e/busybox:1.37.0-1":        bed.Env.BaseImage,
+		"localhost/e2e/busybox:1.37.0-1":        "localhost/mountcontainers/e2e-busybox:dev",
 		"localhost/e2e/nginx:1.15-4":            bed.Env.BaseImage,
 		"localhost/e2e/glibc-dns-testing:2.0.0": bed.Env.BaseImage,
 		"localhost/e2e/agnhost:2.63.0":          "localhost/mountcontainers/e2e-agnhost:dev",
@@ -80,7 +80,9 @@ func TestConformance(t *testing.T) {
 	t.Logf("e2e.test ready %s after the test asked for it", time.Since(start).Round(time.Millisecond))
 	run(t, 10*time.Minute, filepath.Join(root, "test/bed/images.sh"), "build", "e2e-agnhost",
 		filepath.Join(root, "test/images/e2e-agnhost/Dockerfile"), filepath.Join(e2eDir, "agnhost"))
-	run(t, 2*time.Minute, filepath.Join(root, "test/bed/images.sh"), "import", "e2e-agnhost")
+	run(t, 10*time.Minute, filepath.Join(root, "test/bed/images.sh"), "build", "e2e-busybox",
+		filepath.Join(root, "test/images/e2e-busybox/Dockerfile"), filepath.Join(root, "test/images/e2e-busybox"))
+	run(t, 2*time.Minute, filepath.Join(root, "test/bed/images.sh"), "import", "e2e-agnhost", "e2e-busybox")
 	for name, from := range e2eImageNames(bed) {
 		run(t, time.Minute, "ctr", "-a", bed.Env.CRISocket, "-n", "k8s.io", "images", "tag", "--force", from, name)
 	}
