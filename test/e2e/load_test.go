@@ -99,6 +99,7 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	mpPID := mountpodPID(t, mp.UID)
 	cpu0 := podCPU(t, mp.UID)
 	label := "e2e-load=" + string(mode)
+	anonIdle := procStatusBytes(mpPID, "RssAnon")
 
 	// What the node holds while the pods start, sampled: FUSE daemons of
 	// the wave and their memory, the mount pod's memory. The daemons are
@@ -206,8 +207,8 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	}
 	t.Logf("%d pods Running in %s through %s; driver mount p50 %s, p99 %s, max %s; at most %d mounts at once",
 		len(pods), allRunning.Round(time.Millisecond), mode, pct(50), pct(99), pct(100), maxOverlap(calls))
-	t.Logf("mount pod: peak RSS of mountpod %.1f MiB, peak memory of its cgroup %.1f MiB, CPU %s during the wave; %d FUSE daemons using %.1f MiB RSS in all (%.1f MiB each), at the peak %d using %.1f MiB",
-		mib(peak.mountpodHWM), mib(peak.podMemory), cpu.Round(time.Millisecond), daemons, mib(daemonRSS), mib(daemonRSS)/float64(max(daemons, 1)),
+	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB, CPU %s during the wave; %d FUSE daemons using %.1f MiB RSS in all (%.1f MiB each), at the peak %d using %.1f MiB",
+		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), mib(peak.podMemory), cpu.Round(time.Millisecond), daemons, mib(daemonRSS), mib(daemonRSS)/float64(max(daemons, 1)),
 		peak.daemons, mib(peak.daemonRSS))
 
 	// All deleted at once: every volume unmounted, nothing left behind.
@@ -416,6 +417,7 @@ func waitAllRunning(t *testing.T, bed *framework.Bed, ns, label string, n int, t
 // loadPeak is what the node held at most during a wave.
 type loadPeak struct {
 	mountpodHWM, podMemory int64 // bytes
+	mountpodAnon           int64 // RssAnon: mountpod's own memory, not its binary's pages
 	daemons                int
 	daemonRSS              int64
 }
@@ -423,6 +425,9 @@ type loadPeak struct {
 func (p *loadPeak) sample(g *glusterEnv, uid types.UID, pid int, parent string) {
 	if v := procStatusBytes(pid, "VmHWM"); v > p.mountpodHWM {
 		p.mountpodHWM = v
+	}
+	if v := procStatusBytes(pid, "RssAnon"); v > p.mountpodAnon {
+		p.mountpodAnon = v
 	}
 	if v := podMemoryUsage(uid); v > p.podMemory {
 		p.podMemory = v
