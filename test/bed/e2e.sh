@@ -59,6 +59,9 @@ finish() {
 	local rc=$? t0 clean=ok
 	((status != 0)) || status=$rc
 	trap - EXIT INT TERM
+	# e2e.test's build beside the suites, when the conformance suite did
+	# not run: it ends with this run.
+	[[ -z ${e2e_build_pid:-} ]] || kill -- "-$e2e_build_pid" 2>/dev/null || true
 	if [[ ${BED_KEEP:-0} != 1 ]]; then
 		log "=== teardown check"
 		t0=$(now)
@@ -162,6 +165,16 @@ fi
 # go test's timeouts (of the tests, the bed's coming up and going aside) end
 # a hang with Go's goroutine dump well before CI's 90 minutes: the suites
 # take about 11 and 5 minutes.
+# Cold, e2e.test's build (8 to 12 minutes of CPU) runs beside the one-node
+# suite, which mostly waits on its Kubernetes: one after the other, a cold
+# .ci/run took 56 minutes. The conformance step's build-e2e-test.sh then
+# waits for it (its lock) and finds it cached; a build that failed here is
+# done again there, its errors in the step's output.
+e2e_build_pid=
+if [[ " $suites " == *" one "* && " $suites " == *" conformance "* ]]; then
+	setsid "$here/build-e2e-test.sh" >"$work/build-e2e-test.log" 2>&1 &
+	e2e_build_pid=$!
+fi
 rc=0
 for suite in $suites; do
 	case $suite in
@@ -190,6 +203,10 @@ for suite in $suites; do
 		# (CONFORMANCE_SET=all: everything they qualify for; make
 		# conformance). e2e.test first (cached by its version), so that
 		# the suite's time is the suite's.
+		if [[ -n $e2e_build_pid ]]; then
+			wait "$e2e_build_pid" || { log "e2e.test's build beside the suites failed; building it again:"; tail -n 20 "$work/build-e2e-test.log" >&2; }
+			e2e_build_pid=
+		fi
 		step build-e2e-test "build e2e.test $(kube_version)" "$here/build-e2e-test.sh" >/dev/null || rc=$?
 		((rc == 0)) || { after_failure; continue; }
 		# -parallel 4: two drivers, two exec paths each, at once (go test's
