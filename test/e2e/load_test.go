@@ -26,6 +26,7 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 
@@ -37,9 +38,11 @@ const (
 	loadVolumes = 20
 )
 
-// TestLoad creates loadPods workload pods at once, twice: with the driver
-// placing its commands through the mount pod's exec socket, then through
-// CRI ExecSync. Every pod must mount its volume with no failed attempt (no
+// TestLoad creates loadPods workload pods at once, three times: with the
+// driver placing its commands through the mount pod's exec socket, the
+// same with the mount pod running the distribution's mount.glusterfs
+// script instead of mount-scope's translation (the before, in the same
+// run; MOUNTPOD_HELPER_SCRIPTS), then through CRI ExecSync. Every pod must mount its volume with no failed attempt (no
 // FailedMount Event), write and read it back, and be Running; then all are
 // deleted at once and nothing of them may be left: no mount, FUSE daemon,
 // scope or mount record. The figures (time until all are Running, mount
@@ -74,17 +77,33 @@ func TestLoad(t *testing.T) {
 	var baseline time.Duration
 	t.Run("emptyDir", func(t *testing.T) { baseline = g.baselineWave(t) })
 
-	running := map[mcexec.ExecMode]time.Duration{}
+	running := map[string]time.Duration{}
 	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
 		t.Run(string(mode), func(t *testing.T) {
-			running[mode] = g.loadWave(t, mode, vols, parent)
+			running[string(mode)] = g.loadWave(t, mode, vols, parent, false)
+		})
+		if mode != mcexec.ModeSocket {
+			continue
+		}
+		// The before, in the same run: the distribution's mount.glusterfs
+		// script instead of mount-scope's translation.
+		t.Run(string(mode)+"-script", func(t *testing.T) {
+			g.setMountpodEnv(t, scope.EnvScripts, "mount.glusterfs")
+			defer g.setMountpodEnv(t, scope.EnvScripts, "")
+			running["script"] = g.loadWave(t, mode, vols, parent, true)
 		})
 	}
-	if s := running[mcexec.ModeSocket]; s > 0 && baseline > 0 {
-		t.Logf("time until all %d pods are Running: %s with a GlusterFS volume through the exec socket, %s with an emptyDir (%.2fx)",
-			loadPods, s.Round(time.Millisecond), baseline.Round(time.Millisecond), float64(s)/float64(baseline))
+	for _, w := range []struct{ key, what string }{
+		{string(mcexec.ModeSocket), "through the exec socket"},
+		{"script", "through the exec socket, with the distribution's mount.glusterfs script"},
+		{string(mcexec.ModeCRI), "through CRI ExecSync"},
+	} {
+		if s := running[w.key]; s > 0 && baseline > 0 {
+			t.Logf("time until all %d pods are Running: %s with a GlusterFS volume %s, %s with an emptyDir (%.2fx)",
+				loadPods, s.Round(time.Millisecond), w.what, baseline.Round(time.Millisecond), float64(s)/float64(baseline))
+		}
 	}
-	if s, c := running[mcexec.ModeSocket], running[mcexec.ModeCRI]; s > 0 && c > 0 {
+	if s, c := running[string(mcexec.ModeSocket)], running[string(mcexec.ModeCRI)]; s > 0 && c > 0 {
 		t.Logf("time until all %d pods are Running: %s through the exec socket, %s through CRI ExecSync (%.2fx)",
 			loadPods, s.Round(time.Millisecond), c.Round(time.Millisecond), float64(c)/float64(s))
 	}
@@ -92,7 +111,7 @@ func TestLoad(t *testing.T) {
 
 // loadWave runs one wave in mode and returns the time until all its pods
 // were Running.
-func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string, parent string) time.Duration {
+func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string, parent string, script bool) time.Duration {
 	bed := g.bed
 	logPath := g.setDriverMode(t, mode)
 	mp := g.mountPod(t)
@@ -181,6 +200,16 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	daemons, daemonRSS := fuseDaemonsOf(dirs)
 	if daemons != len(pods) {
 		t.Errorf("%d FUSE daemons serve the %d pods' volumes, want one each", daemons, len(pods))
+	}
+	// Who started them: the script runs /usr/sbin/glusterfs, mount-scope
+	// glusterfs from PATH under its plain name.
+	started := daemonsStartedAs(dirs)
+	want := "glusterfs"
+	if script {
+		want = "/usr/sbin/glusterfs"
+	}
+	if started[want] != daemons {
+		t.Errorf("the FUSE daemons were started as %v; want all %d as %q", started, daemons, want)
 	}
 
 	// The driver's own timing of each mount, and how many ran at once.
@@ -542,6 +571,73 @@ func glusterfsProcessesOf(procs []string, match func(target string) bool) (n int
 		rss += procStatusBytes(pid, "VmRSS")
 	}
 	return n, rss
+}
+
+// daemonsStartedAs counts the glusterfs processes serving dirs by their
+// argv[0].
+func daemonsStartedAs(dirs []string) map[string]int {
+	want := map[string]bool{}
+	for _, d := range dirs {
+		want[d] = true
+	}
+	n := map[string]int{}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		if filepath.Base(args[0]) == "glusterfs" && want[args[len(args)-1]] {
+			n[args[0]]++
+		}
+	}
+	return n
+}
+
+// setMountpodEnv sets name=value in the environment of the glusterfs mount
+// pod's DaemonSet (value "": removes it), replaces its pod, and returns
+// once the new pod is Ready and registered. Between waves: no volume is
+// mounted.
+func (g *glusterEnv) setMountpodEnv(t *testing.T, name, value string) {
+	t.Helper()
+	arg := name + "=" + value
+	if value == "" {
+		arg = name + "-"
+	}
+	g.bed.Kubectl(t, "-n", g.mountNS, "set", "env", "daemonset", "-l", mountpodSelect, arg)
+	g.bed.Kubectl(t, "-n", g.mountNS, "delete", "pod", "-l", mountpodSelect, "--wait", "--timeout=2m")
+	var uid types.UID
+	err := framework.Poll(context.Background(), "the glusterfs mount pod with "+arg+", registered", 500*time.Millisecond, 3*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			pods, err := g.bed.Client.CoreV1().Pods(g.mountNS).List(ctx, metav1.ListOptions{LabelSelector: mountpodSelect})
+			if err != nil || len(pods.Items) != 1 {
+				return false, fmt.Sprintf("pods %d (%v)", len(pods.Items), err), nil
+			}
+			p := pods.Items[0]
+			ready := p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
+					ready = false
+				}
+			}
+			has := ""
+			for _, c := range p.Spec.Containers {
+				for _, e := range c.Env {
+					if e.Name == name {
+						has = e.Value
+					}
+				}
+			}
+			reg, ok, rerr := registration.Read(g.bed.Env.RegistrationDir, glusterPlugin)
+			uid = p.UID
+			done := ready && has == value && ok && rerr == nil && reg.PodUID == string(p.UID)
+			return done, fmt.Sprintf("pod %s ready %v, %s=%q, registration %+v %v", p.Name, ready, name, has, reg, rerr), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("mount pod %s with %s", uid, arg)
 }
 
 // loadLeft is what a wave left behind.

@@ -77,6 +77,38 @@ func TestRunHelperCephFuse(t *testing.T) {
 	}
 }
 
+// TestRunHelperScripts: MOUNTPOD_HELPER_SCRIPTS makes a translated helper
+// run the distribution's script, as any other helper; a name it does not
+// translate is refused, whatever helper runs.
+func TestRunHelperScripts(t *testing.T) {
+	got := recordExec(t)
+	bin, sbin := fakeTools(t)
+	gluster := filepath.Join(sbin, "mount.glusterfs")
+	for _, p := range []string{gluster, gluster + DivertedSuffix} {
+		if err := os.WriteFile(p, nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"PATH": sbin + ":" + bin, EnvScopes: "false", EnvScripts: "mount.glusterfs"}
+	argv := []string{gluster, "srv:/v", "/mnt/x", "-o", "acl"}
+	RunHelper(getenvOf(env), argv, nil)
+	if want := append([]string{gluster + DivertedSuffix}, argv...); !slices.Equal(*got, want) {
+		t.Errorf("with %s=mount.glusterfs: executed %q, want the script %q", EnvScripts, *got, want)
+	}
+	// The other translated helper is still translated.
+	*got = nil
+	RunHelper(getenvOf(env), []string{filepath.Join(sbin, "mount.fuse.ceph"), "none", "/mnt/x", "-o", "ceph.id=a"}, nil)
+	if want := []string{filepath.Join(bin, "ceph-fuse"), "ceph-fuse", "--id=a", "/mnt/x"}; !slices.Equal(*got, want) {
+		t.Errorf("mount.fuse.ceph with %s=mount.glusterfs: executed %q, want %q", EnvScripts, *got, want)
+	}
+	*got = nil
+	env[EnvScripts] = "mount.glusterfs, mount.nfs"
+	err := RunHelper(getenvOf(env), argv, nil)
+	if *got != nil || err == nil || !strings.Contains(err.Error(), `"mount.nfs" is not a helper mount-scope translates`) || ExitCode(err) != ExitFailed {
+		t.Errorf("a misspelt %s: executed %q, %v (exit %d); want nothing run and the name refused", EnvScripts, *got, err, ExitCode(err))
+	}
+}
+
 // TestRunHelperCephFuseRefusals: a refused translation, a missing ceph-fuse
 // or a scope that cannot be had runs nothing.
 func TestRunHelperCephFuseRefusals(t *testing.T) {

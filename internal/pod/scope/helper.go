@@ -32,6 +32,12 @@ const (
 	EnvPlugin = "MOUNTPOD_SCOPE_PLUGIN"
 	// EnvPlugins is the mount pod's comma-separated list of plugins.
 	EnvPlugins = boundary.EnvPlugins
+	// EnvScripts lists, comma-separated, the helpers mount-scope
+	// translates (mount.glusterfs, mount.fuse.ceph) that are to run the
+	// distribution's script instead, as any other helper: a way back
+	// should a translation fail a mount the script makes, and the
+	// before of a measurement (TestLoad). Empty by default.
+	EnvScripts = "MOUNTPOD_HELPER_SCRIPTS"
 )
 
 // HelperConfig is what the mount helper needs to know.
@@ -210,7 +216,11 @@ func RunHelper(getenv func(string) string, argv []string, env []string) error {
 		th     translatedHelper
 		mark   clientargs.Mark
 	)
-	if t, ok := translatedHelpers[name]; ok {
+	scripts, err := scriptHelpers(getenv)
+	if err != nil {
+		return fmt.Errorf("mount helper %s: %w", name, err)
+	}
+	if t, ok := translatedHelpers[name]; ok && !scripts[name] {
 		var err error
 		th = t
 		if args, target, mount, err = th.translate(argv); err != nil {
@@ -280,6 +290,24 @@ var runChild = func(path string, args, env []string) error {
 	default:
 		return &commandError{code: commandExitCode(err), err: fmt.Errorf("exec %s: %w", path, err)}
 	}
+}
+
+// scriptHelpers reads [EnvScripts]: a name that is not a translated
+// helper's is refused, so that a misspelt name does not go unnoticed.
+func scriptHelpers(getenv func(string) string) (map[string]bool, error) {
+	v := getenv(EnvScripts)
+	if v == "" {
+		return nil, nil
+	}
+	m := map[string]bool{}
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		if _, ok := translatedHelpers[n]; !ok {
+			return nil, fmt.Errorf("%s=%q: %q is not a helper mount-scope translates (%s, %s)", EnvScripts, v, n, clientargs.Helper, fuseargs.Helper)
+		}
+		m[n] = true
+	}
+	return m, nil
 }
 
 // execve replaces the process (a seam for the tests, which record the call).
