@@ -88,20 +88,28 @@ func TestConformance(t *testing.T) {
 	}
 
 	set := os.Getenv("CONFORMANCE_SET")
-	skip := everyRunSkip
+	skip, only := everyRunSkip, ""
 	switch set {
 	case "", "every-run":
 		set = "every-run"
 	case "all":
 		skip = allSkip
+	case "all-but-serial":
+		// make conformance's first pass, the four runs at once: the
+		// [Serial] specs make cluster-wide objects (a
+		// CustomResourceDefinition of one name) that runs at once share.
+		skip = allSkip + `|\[Serial\]`
+	case "serial":
+		// Its second pass, one run at a time (e2e.sh: -parallel 1).
+		skip, only = allSkip, `.*\[Serial\]`
 	default:
-		t.Fatalf("CONFORMANCE_SET=%q: want every-run (the default) or all", set)
+		t.Fatalf("CONFORMANCE_SET=%q: want every-run (the default), all, all-but-serial or serial", set)
 	}
 	suites := conformanceSuites
 	if v := os.Getenv("CONFORMANCE_SUITES"); v != "" {
 		suites = v // e.g. subPath|volumes, while working on one
 	}
-	c := conformance{root: root, e2eTest: e2eTest, set: set, suites: suites, skip: skip}
+	c := conformance{root: root, e2eTest: e2eTest, set: set, suites: suites, skip: skip, only: only}
 	drivers := os.Getenv("CONFORMANCE_DRIVERS")
 	for _, fs := range []string{"glusterfs", "cephfs"} {
 		if drivers != "" && !slices.Contains(strings.Fields(drivers), fs) {
@@ -182,6 +190,7 @@ func applyCSIDriverNamed(t *testing.T, bed *framework.Bed, root, fs, name string
 // conformance is what every run of e2e.test shares.
 type conformance struct {
 	root, e2eTest, set, suites, skip string
+	only                             string // appended to the focus: what of the suites runs
 }
 
 // run runs e2e.test's External Storage specs against the driver of file
@@ -211,13 +220,16 @@ func (c conformance) run(t *testing.T, bed *framework.Bed, fs, driver, logPath s
 	}
 
 	reportDir := filepath.Join(bed.Env.LogDir, "conformance-"+fs+"-"+string(mode))
+	if set != "every-run" {
+		reportDir += "-" + set
+	}
 	if err := os.MkdirAll(reportDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range bedSkips {
 		skip += "|" + regexp.QuoteMeta(b.spec)
 	}
-	focus := `External.Storage \[Driver: ` + regexp.QuoteMeta(driver) + `\].* (` + suites + `) `
+	focus := `External.Storage \[Driver: ` + regexp.QuoteMeta(driver) + `\].* (` + suites + `) ` + c.only
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e2eTest,
