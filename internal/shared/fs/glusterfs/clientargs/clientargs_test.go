@@ -44,8 +44,8 @@ func newScript(t *testing.T) *script {
 	s := &script{dir: dir, path: filepath.Join(dir, "mount.glusterfs"), out: filepath.Join(dir, "argv")}
 	text := string(data)
 	for old, new := range map[string]string{
-		`prefix="/usr";`:                         `prefix="` + dir + `";`,
-		`UPDATEDBCONF=/etc/updatedb.conf`:        `UPDATEDBCONF=` + dir + `/updatedb.conf`,
+		`prefix="/usr";`:                        `prefix="` + dir + `";`,
+		`UPDATEDBCONF=/etc/updatedb.conf`:       `UPDATEDBCONF=` + dir + `/updatedb.conf`,
 		`GLUSTERD_WORKDIR="/var/lib/glusterd";`: `GLUSTERD_WORKDIR="` + dir + `/glusterd";`,
 	} {
 		if strings.Count(text, old) != 1 {
