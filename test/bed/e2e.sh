@@ -223,7 +223,9 @@ for suite in $suites; do
 			step "$key" "conformance (External Storage), all but [Serial]" conformance_pass all-but-serial 4 || rc=$?
 			((rc != 0)) || step "$key-serial" "conformance (External Storage), [Serial]" conformance_pass serial 1 || rc=$?
 		else
-			step "$key" "conformance (External Storage)" conformance_pass "${CONFORMANCE_SET:-every-run}" 4 || rc=$?
+			parallel=4
+			[[ ${CONFORMANCE_SET:-} != serial ]] || parallel=1
+			step "$key" "conformance (External Storage)" conformance_pass "${CONFORMANCE_SET:-every-run}" "$parallel" || rc=$?
 		fi
 		;;
 	esac
