@@ -62,6 +62,8 @@ finish() {
 	# e2e.test's build beside the suites, when the conformance suite did
 	# not run: it ends with this run.
 	[[ -z ${e2e_build_pid:-} ]] || kill -- "-$e2e_build_pid" 2>/dev/null || true
+	# The suite's compile beside the images, when a step before its end failed.
+	[[ -z ${tests_build_pid:-} ]] || kill -- "-$tests_build_pid" 2>/dev/null || true
 	if [[ ${BED_KEEP:-0} != 1 ]]; then
 		log "=== teardown check"
 		t0=$(now)
@@ -139,12 +141,24 @@ fi
 step build-kube "build kubernetes $(kube_version)" "$here/build-kube.sh" >/dev/null
 # The CSI sidecars, against Kubernetes' libraries: seconds after its build.
 step build-sidecars "build CSI sidecars" "$here/build-sidecars.sh" >/dev/null
+# The suite's test binary, compiled before the suites (their go test then
+# only links it): cold, beside the stages .ci/run starts once the builds are
+# done, this compile took minutes longer, and vet compiled the same packages
+# again beside it. It runs beside the image builds, which mostly fetch and
+# unpack packages (cold, 210 s of compile after 200 s of images, one after
+# the other); the build-tests step is what is left of it after them.
+setsid go test -c -tags "e2e${E2E_TAGS:+,$E2E_TAGS}" -o "$work/tests/" ./test/e2e/... >"$work/build-tests.log" 2>&1 &
+tests_build_pid=$!
 step images "images" "$here/images.sh" all
 step build-tools "build testsummary" go build -o "$testsummary" ./test/tools/testsummary
-# The suite's test binary, compiled here (the suites' go test then only
-# links it): cold, beside the stages .ci/run starts next, this compile took
-# minutes longer, and vet compiled the same packages again beside it.
-step build-tests "build the e2e suite" go test -c -tags "e2e${E2E_TAGS:+,$E2E_TAGS}" -o "$work/tests/" ./test/e2e/...
+wait_tests_build() {
+	local rc=0
+	wait "$tests_build_pid" || rc=$?
+	tests_build_pid=
+	((rc == 0)) || { cat "$work/build-tests.log" >&2; log "go test -c ./test/e2e/... failed (exit $rc)"; }
+	return "$rc"
+}
+step build-tests "build the e2e suite (its rest)" wait_tests_build
 # After the builds: buildah creates /etc/cni/net.d on its first run, which is
 # the image builder's doing, not the bed's.
 "$here/sysctl-snapshot.sh" "$snapshot"

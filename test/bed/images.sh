@@ -393,11 +393,12 @@ main() {
 		ensure_mountpod_dockerfile
 		build_image mountpod "$REPO_ROOT/images/Dockerfile" "$REPO_ROOT"
 		build_image csi-driver "$REPO_ROOT/images/csi-driver/Dockerfile" "$REPO_ROOT"
-		# The end-to-end suite's servers: built here with the others (the
-		# tests' own build of them is then a cache hit).
-		local server
-		for server in glusterfs-server ceph-server; do
-			build_image "$server" "$REPO_ROOT/test/images/$server/Dockerfile" "$REPO_ROOT/test/images/$server"
+		# The end-to-end suites' servers and the busybox stand-in of the
+		# conformance suite: built here with the others (the tests' own
+		# build of them is then a cache hit).
+		local name
+		for name in glusterfs-server ceph-server e2e-busybox; do
+			build_image "$name" "$REPO_ROOT/test/images/$name/Dockerfile" "$REPO_ROOT/test/images/$name"
 		done
 		;;
 	base) build_base ;;
