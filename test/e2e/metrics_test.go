@@ -120,7 +120,7 @@ func TestMetrics(t *testing.T) {
 	t.Logf("promlint: %d metric families, no problem", strings.Count(after, "# TYPE "))
 
 	// The workload goes before the mount pod does (its cleanup), so that
-	// its volume is unmounted through the pod.
+	// its volume is unmounted while the pod serves.
 	if err := bed.Client.CoreV1().Pods(g.ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,8 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The counters above are the exec service's: the driver's log says the
-	// mount and the unmount took the socket, in the mount container.
+	// mount took the socket, in the mount container (and the unmount was
+	// umount2 on the node).
 	checkDriverLog(t, driverLog, dir, mountCtr, mcexec.ViaSocket)
 }
 

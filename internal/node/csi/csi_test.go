@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,8 +61,9 @@ type env struct {
 
 	log syncBuffer // the driver's log (JSON)
 
-	mu    sync.Mutex
-	execs []string // argv[0] of each command run in the "mount pod"
+	mu      sync.Mutex
+	execs   []string // argv[0] of each command run in the "mount pod"
+	umounts []string // the directories of the driver's umount2 calls
 	// mountFails and umountFails, when set, fail a mount (after it is
 	// made, as one whose call timed out) or an umount of dir with their
 	// error.
@@ -124,7 +126,7 @@ func newEnv(t *testing.T, opts ...func(*env)) *env {
 	e.d = &csi.Driver{
 		Name: "glusterfs.mountcontainers.io", Version: "test", FS: glusterfs.FS{}, Exec: x, NodeID: "node-1",
 		Servers: servers, Resolver: fstest.Names, Controller: true, WorkDir: filepath.Join(base, "work"),
-		Volumes: &volume.Mounter{Plugin: plugin, Exec: x, Timeout: 10 * time.Second, SecretsDir: filepath.Join(base, "secrets"), MountTable: glusterTable},
+		Volumes: &volume.Mounter{Plugin: plugin, Exec: x, Timeout: 10 * time.Second, SecretsDir: filepath.Join(base, "secrets"), MountTable: glusterTable, Umount2: e.umount2},
 		Log:     slog.New(slog.NewJSONHandler(&e.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, o := range opts {
@@ -160,6 +162,22 @@ func (e *env) register(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.rt.SetContainers(critest.Container("ctr1", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
+}
+
+// umount2 is the driver's umount2(2) (an unmount is the node's, no exec):
+// umountFails's error for dir, if any, else the real unmount in the test's
+// mount namespace.
+func (e *env) umount2(dir string, flags int) error {
+	e.mu.Lock()
+	e.umounts = append(e.umounts, dir)
+	fails := e.umountFails
+	e.mu.Unlock()
+	if fails != nil {
+		if err := fails(dir); err != nil {
+			return err
+		}
+	}
+	return unix.Unmount(dir, flags)
 }
 
 func (e *env) exec(_ context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
@@ -355,6 +373,12 @@ func TestPublishRefusesSymlinkSubdir(t *testing.T) {
 	}
 	if _, err := os.Lstat(target); !os.IsNotExist(err) {
 		t.Errorf("the target is left after NodeUnpublish: %v", err)
+	}
+	// The staging mount went with umount2(2) on the node, no exec.
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !slices.Contains(e.umounts, staging) || slices.Contains(e.execs, "umount") {
+		t.Errorf("umount2 on the node of %v, commands in the mount pod %q; want %s unmounted on the node and no umount in the pod", e.umounts, e.execs, staging)
 	}
 }
 

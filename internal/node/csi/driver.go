@@ -33,7 +33,8 @@ type Driver struct {
 	// FS is the file system the driver mounts.
 	FS fs.Filesystem
 	// Exec is the executor of the mount pod's plugin (such as
-	// kubernetes.io/glusterfs): every mount(8) and umount runs through it.
+	// kubernetes.io/glusterfs): every mount(8) runs through it (an
+	// unmount is umount2(2), [volume.Mounter.Unmount]).
 	Exec *mcexec.Exec
 	// Volumes makes and removes the staging mounts through Exec.
 	Volumes *volume.Mounter

@@ -109,7 +109,8 @@ func newCephDriver(t *testing.T) *cephDriver {
 	e, _ := r.For(cephPlugin)
 	c.Driver = &flexvolume.Driver{FS: cephfs.FS{}, Plugin: cephPlugin, Exec: e, Mounts: markerChecker{}, Timeout: 10 * time.Second, Servers: cephServers(t), SecretsDir: c.secrets,
 		// t.TempDir is on a disk here; TestCephFSSecretsDirRefused runs the real check.
-		SecretsInMemory: func(string) error { return nil }}
+		SecretsInMemory: func(string) error { return nil },
+		Umount2:         func(dir string, _ int) error { return os.Remove(filepath.Join(dir, ".mounted")) }}
 	return c
 }
 

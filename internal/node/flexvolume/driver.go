@@ -80,12 +80,15 @@ type Driver struct {
 	FS fs.Filesystem
 	// Plugin is the volume plugin whose mount pod runs the utilities.
 	Plugin string
-	// Exec runs mount and umount, and keeps the mount records: the
-	// plugin's executor of a resolver.
+	// Exec runs mount, and keeps the mount records: the plugin's executor
+	// of a resolver. An unmount is umount2(2) on the node
+	// ([volume.Mounter.Unmount]).
 	Exec mcexec.Executor
 	// Mounts answers mount-point queries on the node; default mount.New("").
 	Mounts volume.MountChecker
-	// Timeout bounds each mount or umount; default [DefaultTimeout].
+	// Umount2 is umount2(2); default unix.Unmount. Tests replace it.
+	Umount2 func(target string, flags int) error
+	// Timeout bounds each mount or unmount; default [DefaultTimeout].
 	Timeout time.Duration
 	// Servers decides which servers a volume may name; the zero value is
 	// the policy of an empty allow-list ([Settings].AllowedServers).
@@ -268,7 +271,7 @@ func (d *Driver) volumes() *volume.Mounter {
 		mounts = mount.New("")
 	}
 	return &volume.Mounter{
-		Plugin: d.Plugin, Exec: d.Exec, Mounts: mounts, Timeout: d.Timeout,
+		Plugin: d.Plugin, Exec: d.Exec, Mounts: mounts, Umount2: d.Umount2, Timeout: d.Timeout,
 		SecretsDir: d.SecretsDir, SecretsInMemory: d.SecretsInMemory, Log: d.Log,
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
@@ -109,7 +112,24 @@ func hostDriver(t *testing.T) *flexvolume.Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &flexvolume.Driver{Plugin: plugin, Exec: e, Mounts: markerChecker{}, Timeout: 5 * time.Second, Servers: testServers(t)}
+	return &flexvolume.Driver{Plugin: plugin, Exec: e, Mounts: markerChecker{}, Umount2: toolUmount2, Timeout: 5 * time.Second, Servers: testServers(t)}
+}
+
+// toolUmount2 is the driver's umount2(2) in these tests: the fake umount
+// tool on PATH, so that its calls are logged with the mounts' ("umount -l
+// DIR" for MNT_DETACH). It refuses a call without UMOUNT_NOFOLLOW.
+func toolUmount2(dir string, flags int) error {
+	if flags&unix.UMOUNT_NOFOLLOW == 0 {
+		return fmt.Errorf("umount2 %s without UMOUNT_NOFOLLOW (flags %#x)", dir, flags)
+	}
+	args := []string{dir}
+	if flags&unix.MNT_DETACH != 0 {
+		args = []string{"-l", dir}
+	}
+	if out, err := exec.Command("umount", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
 }
 
 // testServers allows the names these tests use as they are, so that no
@@ -334,7 +354,8 @@ func TestUnmountFails(t *testing.T) {
 
 // TestMountInMountPod runs the mount through a registered, running mount
 // container (a fake CRI runtime): the command is one ExecSync with a bound,
-// and nothing runs on the host.
+// and nothing runs on the host; the unmount is umount2(2) on the node (no
+// symbolic link followed), no ExecSync.
 func TestMountInMountPod(t *testing.T) {
 	tools := newFakeTools(t)
 	rt := crifake.NewFakeRuntime()
@@ -368,7 +389,12 @@ func TestMountInMountPod(t *testing.T) {
 	r := mcexec.NewResolver(mcexec.Options{Dir: regDir, Endpoint: endpoint, ExecMode: mcexec.ModeCRI, Logger: log})
 	t.Cleanup(func() { r.Close() })
 	e, _ := r.For(plugin)
-	d := &flexvolume.Driver{Plugin: plugin, Exec: e, Mounts: markerChecker{}, Timeout: 42 * time.Second, Log: log, Servers: testServers(t)}
+	var umounts []string
+	d := &flexvolume.Driver{Plugin: plugin, Exec: e, Mounts: markerChecker{}, Timeout: 42 * time.Second, Log: log, Servers: testServers(t),
+		Umount2: func(dir string, flags int) error {
+			umounts = append(umounts, fmt.Sprintf("%s %#x", dir, flags))
+			return os.Remove(filepath.Join(dir, ".mounted"))
+		}}
 
 	// The kubelet's layout: the pod the options name (UID 0f1e) is the
 	// one whose volume directory the target is.
@@ -388,15 +414,20 @@ func TestMountInMountPod(t *testing.T) {
 	if r := es[0].Record; !reflect.DeepEqual(r, want) {
 		t.Fatalf("mount record %+v, want %+v", r, want)
 	}
-	if s, _, _ := call(t, d, "unmount", dir); s.Status != flexvolume.StatusSuccess {
-		t.Fatalf("unmount: %+v", s)
+	// The unmount is umount2(2) on the node, no exec (see
+	// volume.Mounter.Unmount).
+	if s, _, _ := call(t, d, "unmount", dir); s.Status != flexvolume.StatusSuccess || !strings.Contains(s.Message, "on the node (umount2)") {
+		t.Fatalf("unmount: %+v, want a Success saying it was umount2 on the node", s)
+	}
+	if want := []string{fmt.Sprintf("%s %#x", dir, unix.UMOUNT_NOFOLLOW)}; !slices.Equal(umounts, want) {
+		t.Fatalf("umount2 calls %q, want %q", umounts, want)
 	}
 	if es, err := mountrecord.List(records); err != nil || len(es) != 0 {
 		t.Fatalf("mount records after unmount: %+v, %v; want none", es, err)
 	}
 	reqs := rt.ExecRequests()
-	if len(reqs) != 2 {
-		t.Fatalf("%d ExecSync calls, want 2", len(reqs))
+	if len(reqs) != 1 {
+		t.Fatalf("%d ExecSync calls, want 1 (the mount)", len(reqs))
 	}
 	wantCmd := []string{"mount", "-t", "glusterfs", "-o", "log-level=WARNING", "gluster-1.example.com:/gv0", dir}
 	if reqs[0].ContainerId != "ctr1" || !slices.Equal(reqs[0].Cmd, wantCmd) {
@@ -404,9 +435,6 @@ func TestMountInMountPod(t *testing.T) {
 	}
 	if reqs[0].Timeout <= 0 || reqs[0].Timeout > 42 {
 		t.Fatalf("ExecSync timeout %d s, want the driver's bound (42 s)", reqs[0].Timeout)
-	}
-	if !slices.Equal(reqs[1].Cmd, []string{"umount", dir}) {
-		t.Fatalf("second ExecSync %q", reqs[1].Cmd)
 	}
 	if c := tools.calls(t); len(c) != 0 {
 		t.Fatalf("ran on the host: %q", c)
@@ -439,8 +467,8 @@ func TestMountInMountPod(t *testing.T) {
 	if want := []string{"mount Success " + dir, "unmount Success " + dir}; !slices.Equal(calls, want) {
 		t.Errorf("calls logged %q, want %q", calls, want)
 	}
-	if len(vias) != 2 || vias[0] != "container ctr1 via cri-exec-sync" || vias[1] != vias[0] {
-		t.Errorf("decisions logged %q, want two in container ctr1 via cri-exec-sync", vias)
+	if len(vias) != 1 || vias[0] != "container ctr1 via cri-exec-sync" {
+		t.Errorf("decisions logged %q, want one (the mount's) in container ctr1 via cri-exec-sync", vias)
 	}
 }
 

@@ -38,7 +38,7 @@ import (
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 )
 
-// DefaultTimeout bounds each mount or umount a [Mounter] runs.
+// DefaultTimeout bounds each mount or unmount a [Mounter] makes.
 const DefaultTimeout = time.Minute
 
 // MountChecker answers whether a path is a mount point, on the node (a
@@ -51,8 +51,8 @@ type MountChecker interface {
 type Mounter struct {
 	// Plugin is the volume plugin whose mount pod runs the utilities.
 	Plugin string
-	// Exec runs mount and umount, and keeps the mount records: the
-	// plugin's executor of a resolver.
+	// Exec runs mount (and umount to undo a mount the node does not see),
+	// and keeps the mount records: the plugin's executor of a resolver.
 	Exec mcexec.Executor
 	// Mounts answers mount-point queries on the node; default mount.New("").
 	Mounts MountChecker
@@ -76,6 +76,9 @@ type Mounter struct {
 	// check of a mount that is there already; default
 	// /proc/self/mountinfo.
 	MountTable func() ([]mount.MountInfo, error)
+	// Umount2 is umount2(2) for [Mounter.Unmount], which gets flags with
+	// UMOUNT_NOFOLLOW added; default unix.Unmount. Tests replace it.
+	Umount2 func(target string, flags int) error
 
 	probeMu sync.Mutex
 	probes  map[string]struct{} // the paths whose statfs has not returned
@@ -302,6 +305,17 @@ func sameType(kernel, want string) bool {
 // Unmount removes the mount at dir, a dead one too, and its record and
 // secret file; nothing mounted there, or no dir, is done already. It
 // returns the message of the outcome.
+//
+// The unmount is umount2(2) on the node, never a command of the mount pod:
+// removing a mount needs no tool of the file system (neither GlusterFS nor
+// ceph-fuse has an unmount helper; a FUSE daemon ends when its mount goes),
+// the node sees every mount this package makes (MountWith checks it), and
+// an unmount of the node's copy is one of the mount pod's too (the kubelet
+// directory is shared both ways). So an unmount waits for no exec: through
+// CRI ExecSync, whose runtime may start the execs of a container one at a
+// time (BENCHMARKS.md), a pod's deletion no longer queues behind the
+// mounts and unmounts of others; and it works the same when the mount pod
+// is gone or hung.
 func (v *Mounter) Unmount(ctx context.Context, dir string) (string, error) {
 	if err := CheckDir(dir); err != nil {
 		return "", fmt.Errorf("unmount: %w", err)
@@ -319,25 +333,47 @@ func (v *Mounter) Unmount(ctx context.Context, dir string) (string, error) {
 	case st == NotMounted:
 		return dir + " is not mounted" + v.forget(dir), nil
 	}
-	where, _, err := v.run(ctx, "umount", dir)
-	if err != nil {
+	const where = "on the node (umount2)"
+	if err := v.umount2(ctx, dir, 0); err != nil {
 		if st2, _ := v.StateContext(ctx, dir); st2 == Mounted || st2 == Corrupted {
 			// A dead FUSE mount may refuse a plain unmount; detach it.
-			var lerr error
-			where, _, lerr = v.run(ctx, "umount", "-l", dir)
-			if lerr != nil {
-				return "", fmt.Errorf("unmount %s: %v; lazy unmount: %w", dir, err, lerr)
+			if lerr := v.umount2(ctx, dir, unix.MNT_DETACH); lerr != nil {
+				return "", fmt.Errorf("unmount %s %s: %v; lazy unmount: %w", dir, where, err, lerr)
 			}
 		}
 	}
 	if st, serr := v.StateContext(ctx, dir); serr != nil || st == Mounted || st == Corrupted {
-		return "", fmt.Errorf("unmount %s: still mounted after umount %s%s", dir, where, suffix("", serr))
+		return "", fmt.Errorf("unmount %s: still mounted after umount2 %s%s", dir, where, suffix("", serr))
 	}
 	msg := "unmounted " + dir + " " + where
 	if st == Corrupted {
 		msg += " (it was a dead mount: transport endpoint not connected)"
 	}
 	return msg + v.forget(dir), nil
+}
+
+// umount2 unmounts dir on the node with flags (and UMOUNT_NOFOLLOW: a
+// symbolic link at dir is not followed), bounded by ctx and the timeout.
+// An unmount that does not return in time is left to the kernel; the error
+// says so.
+func (v *Mounter) umount2(ctx context.Context, dir string, flags int) error {
+	fn := v.Umount2
+	if fn == nil {
+		fn = unix.Unmount
+	}
+	ctx, cancel := context.WithTimeout(ctx, v.TimeoutOrDefault())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- fn(dir, flags|unix.UMOUNT_NOFOLLOW) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("umount2: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("umount2 did not return within %s: %w", v.TimeoutOrDefault(), ctx.Err())
+	}
 }
 
 // CheckDir accepts a clean absolute path.

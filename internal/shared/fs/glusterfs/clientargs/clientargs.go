@@ -61,25 +61,20 @@ var logLevels = map[string]bool{"NONE": true, "CRITICAL": true, "ERROR": true, "
 // The script's options with a value, by the client option each becomes
 // and the order the script puts them in (see [Args]).
 var (
-	// valued: NAME=VALUE gives --FLAG=VALUE.
-	valued = map[string]string{
-		"log-level": "log-level", "log-file": "log-file",
-		"direct-io-mode": "direct-io-mode", "use-readdirp": "use-readdirp",
-		"event-history": "event-history", "reader-thread-count": "reader-thread-count",
-		"auto-invalidation": "auto-invalidation", "volume-name": "volume-name",
-		"attribute-timeout": "attribute-timeout", "entry-timeout": "entry-timeout",
-		"negative-timeout": "negative-timeout", "gid-timeout": "gid-timeout",
-		"lru-limit": "lru-limit", "invalidate-limit": "invalidate-limit",
-		"background-qlen": "background-qlen", "congestion-threshold": "congestion-threshold",
-		"oom-score-adj": "oom-score-adj", "xlator-option": "xlator-option",
-		"kernel-writeback-cache": "kernel-writeback-cache", "attr-times-granularity": "attr-times-granularity",
-		"dump-fuse": "dump-fuse", "fuse-flush-handle-interrupt": "fuse-flush-handle-interrupt",
-		"io-engine": "io-engine", "fuse-dev-eperm-ratelimit-ns": "fuse-dev-eperm-ratelimit-ns",
-		"fetch-attempts": "volfile-max-fetch-attempts",
+	// valued: NAME=VALUE gives --NAME=VALUE; valuedAlias: the script's
+	// NAME=VALUE that gives another flag.
+	valued = setOf(
+		"log-level", "log-file", "direct-io-mode", "use-readdirp", "event-history",
+		"reader-thread-count", "auto-invalidation", "volume-name", "attribute-timeout",
+		"entry-timeout", "negative-timeout", "gid-timeout", "lru-limit", "invalidate-limit",
+		"background-qlen", "congestion-threshold", "oom-score-adj", "xlator-option",
+		"kernel-writeback-cache", "attr-times-granularity", "dump-fuse",
+		"fuse-flush-handle-interrupt", "io-engine", "fuse-dev-eperm-ratelimit-ns",
 		// Not the script's: the client's own name for fetch-attempts,
 		// which package glusterfs's allow list names too.
-		"volfile-max-fetch-attempts": "volfile-max-fetch-attempts",
-	}
+		"volfile-max-fetch-attempts",
+	)
+	valuedAlias = map[string]string{"fetch-attempts": "volfile-max-fetch-attempts"}
 	// flags: a NAME without a value gives --FLAG.
 	flags = map[string]string{
 		"ro": "read-only", "acl": "acl", "selinux": "selinux", "enable-ino32": "enable-ino32",
@@ -283,13 +278,15 @@ func (m *mount) option(o string) error {
 		return nil
 	}
 	switch {
-	case valued[name] != "":
+	case valued[name]:
 		if name == "log-level" {
 			if value = strings.ToUpper(value); !logLevels[value] {
 				return refuse("option log-level: %q is no log level (NONE, CRITICAL, ERROR, WARNING, INFO, DEBUG, TRACE)", value)
 			}
 		}
-		m.opts[valued[name]] = value
+		m.opts[name] = value
+	case valuedAlias[name] != "":
+		m.opts[valuedAlias[name]] = value
 	case name == "fopen-keep-cache" || name == "halo-max-latency" || name == "halo-max-replicas" || name == "halo-min-replicas":
 		m.opts[name] = value
 	case name == "volfile-check":
@@ -467,4 +464,12 @@ func splitBackups(list string) ([]string, error) {
 		return nil, refuse("backup-volfile-servers %q names no server", list)
 	}
 	return out, nil
+}
+
+func setOf(names ...string) map[string]bool {
+	s := make(map[string]bool, len(names))
+	for _, n := range names {
+		s[n] = true
+	}
+	return s
 }
