@@ -121,7 +121,11 @@ func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []strin
 // requests. done is true when the caller's own request was among them
 // (its outcome is returned).
 func (r *Resolver) tryLead(ctx context.Context, d Decision, dir, id string, argv []string, timeout time.Duration, publish func(context.CancelFunc)) (stdout, stderr []byte, done bool, err error) {
-	for slot := range batchLeaders {
+	leaders := r.batchLeaders
+	if leaders <= 0 {
+		leaders = batchLeaders
+	}
+	for slot := range leaders {
 		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("lead-%d", slot)), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 		if err != nil {
 			return nil, nil, true, fmt.Errorf("exec %s in %s of plugin %s: batch lock: %w", argv[0], d.Where(), d.Plugin, err)

@@ -128,6 +128,7 @@ type Resolver struct {
 	cache   map[string]cached // plugin -> container found for a registration
 
 	batchDir      string
+	batchLeaders  int // tests: batches in flight per container; default batchLeaders
 	mode          ExecMode
 	socketTimeout time.Duration
 	procRoot      string
