@@ -269,6 +269,9 @@ func (b batchResult) outcome(name string, d Decision, timeout time.Duration) (st
 // are commands run as root in the mount container, and their results.
 func (r *Resolver) batchContainerDir(containerID string) (string, error) {
 	dir := filepath.Join(r.batchDir, containerID)
+	if err := os.MkdirAll(filepath.Dir(r.batchDir), 0o755); err != nil {
+		return "", fmt.Errorf("batch directory: %w", err)
+	}
 	for _, p := range []string{r.batchDir, dir} {
 		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return "", fmt.Errorf("batch directory: %w", err)
