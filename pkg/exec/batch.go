@@ -150,10 +150,10 @@ func (r *Resolver) lead(ctx context.Context, d Decision, dir, id string, argv []
 	}
 	var ids []string
 	var reqs []execbatch.Request
-	own := -1
+	own, size := -1, 0
 	for _, e := range ents {
 		other, ok := strings.CutSuffix(e.Name(), ".req")
-		if !ok || len(reqs) == execbatch.MaxRequests {
+		if !ok || len(reqs) == execbatch.MaxRequests || size > execbatch.MaxBatchSize-execbatch.MaxRequestSize {
 			continue
 		}
 		if os.Rename(filepath.Join(dir, e.Name()), filepath.Join(dir, other+".taken")) != nil {
@@ -168,6 +168,7 @@ func (r *Resolver) lead(ctx context.Context, d Decision, dir, id string, argv []
 		if other == id {
 			own = len(reqs)
 		}
+		size += req.Size()
 		ids = append(ids, other)
 		reqs = append(reqs, req)
 	}

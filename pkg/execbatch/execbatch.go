@@ -30,9 +30,13 @@ const (
 	// MaxRequestSize bounds one request's JSON (an argument: Linux allows
 	// 128 KiB).
 	MaxRequestSize = 64 << 10
-	// MaxOutput bounds what a result keeps of each of a command's outputs;
+	// MaxBatchSize bounds the requests of a batch together (its argv:
+	// Linux allows a quarter of the stack limit, 2 MiB by default).
+	MaxBatchSize = 512 << 10
+	// MaxOutput bounds what a result keeps of each of a command's outputs
+	// (a batch's whole output stays under gRPC's default 4 MiB message);
 	// the end is kept, where utilities say why they failed.
-	MaxOutput = 64 << 10
+	MaxOutput = 16 << 10
 )
 
 // Request is one command of a batch.
@@ -91,6 +95,7 @@ func EncodeRequests(reqs []Request) ([]string, error) {
 		return nil, fmt.Errorf("a batch of %d commands: want 1 to %d", len(reqs), MaxRequests)
 	}
 	args := make([]string, len(reqs))
+	total := 0
 	for i, r := range reqs {
 		if err := r.Validate(); err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
@@ -101,6 +106,9 @@ func EncodeRequests(reqs []Request) ([]string, error) {
 		}
 		if len(data) > MaxRequestSize {
 			return nil, fmt.Errorf("request %d (%s): %d bytes, more than %d", i, r.Argv[0], len(data), MaxRequestSize)
+		}
+		if total += len(data); total > MaxBatchSize {
+			return nil, fmt.Errorf("requests 0 to %d: %d bytes, more than a batch's %d", i, total, MaxBatchSize)
 		}
 		args[i] = string(data)
 	}
@@ -138,4 +146,10 @@ func Tail(b []byte, max int) []byte {
 		return b
 	}
 	return b[len(b)-max:]
+}
+
+// Size returns the size of r's JSON, as [EncodeRequests] counts it.
+func (r Request) Size() int {
+	data, _ := json.Marshal(r)
+	return len(data)
 }
