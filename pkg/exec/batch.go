@@ -64,10 +64,13 @@ type batchResult struct {
 	Timeout bool   `json:"timeout,omitempty"`
 }
 
-// batching reports whether a command for d goes through a batch.
-func (r *Resolver) batching(d Decision) bool {
+// batching reports whether argv for d goes through a batch: not when the
+// registration advertises no batch program, nor for a command too large to
+// share one.
+func (r *Resolver) batching(d Decision, argv []string) bool {
 	return r.batchDir != "" && d.Via == ViaExecSync && d.Registration != nil &&
-		d.Registration.ExecBatch != "" && containerIDPattern.MatchString(d.ContainerID)
+		d.Registration.ExecBatch != "" && containerIDPattern.MatchString(d.ContainerID) &&
+		(execbatch.Request{Argv: argv, TimeoutMs: 1}).Size() < execbatch.MaxRequestSize-32
 }
 
 // execSyncBatched runs argv in d's container as part of a batch (see
