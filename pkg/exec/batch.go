@@ -209,8 +209,13 @@ func (r *Resolver) runBatch(ctx context.Context, d Decision, dir string, ids []s
 		// commands, which its caller's end must not cut short.
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), longest+grace(longest))
 		var out []byte
+		start := time.Now()
 		out, _, err = r.execSyncOne(bctx, d, argv, longest, nil)
 		cancel()
+		if r.log != nil {
+			r.log.DebugContext(ctx, "exec batch", "plugin", d.Plugin, "container", d.ContainerID, "commands", len(reqs),
+				"took", time.Since(start).Round(time.Millisecond).String(), "err", errString(err))
+		}
 		if err == nil {
 			var rs []execbatch.Result
 			if rs, err = execbatch.DecodeResults(out, len(reqs)); err == nil {
@@ -414,4 +419,11 @@ func removeStale(dir string) {
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
