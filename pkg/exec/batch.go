@@ -76,13 +76,18 @@ func (r *Resolver) batching(d Decision, argv []string) bool {
 // execSyncBatched runs argv in d's container as part of a batch (see
 // above); its results are execSync's.
 func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []string, timeout time.Duration, publish func(context.CancelFunc)) (stdout, stderr []byte, err error) {
+	// A batch directory that cannot be used (missing, read-only, or one
+	// that others could write) is not used: the command goes alone, as
+	// without batches, and the reason is logged.
 	dir, err := r.batchContainerDir(d.ContainerID)
 	if err != nil {
-		return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w", argv[0], d.Where(), d.Plugin, err)
+		r.batchUnusable(ctx, d, err)
+		return r.execSyncOne(ctx, d, argv, timeout, publish)
 	}
 	id, err := writeRequest(dir, execbatch.Request{Argv: argv, TimeoutMs: max(timeout.Milliseconds(), 1)})
 	if err != nil {
-		return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w", argv[0], d.Where(), d.Plugin, err)
+		r.batchUnusable(ctx, d, err)
+		return r.execSyncOne(ctx, d, argv, timeout, publish)
 	}
 	// The runtime's own bound of the command, and a grace for a batch
 	// that took the request to write its result.
@@ -118,6 +123,15 @@ func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []strin
 		}
 		<-tick.C
 	}
+}
+
+// batchUnusable logs, once per resolver, why commands do not go in batches.
+func (r *Resolver) batchUnusable(ctx context.Context, d Decision, err error) {
+	r.batchWarn.Do(func() {
+		if r.log != nil {
+			r.log.WarnContext(ctx, "exec batches unusable: every command through ExecSync goes alone", "plugin", d.Plugin, "batchDir", r.batchDir, "err", err)
+		}
+	})
 }
 
 // tryLead takes a free leader's lock, if any, and runs the waiting

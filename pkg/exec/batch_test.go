@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -235,8 +236,8 @@ func TestBatchWaitEndsWithTheCall(t *testing.T) {
 }
 
 // TestBatchDirRefused: a batch directory that someone else could write, or
-// a symbolic link, refuses the command before anything runs; the error
-// names the directory.
+// a symbolic link, is not used: the command goes alone, and the log says
+// why, naming the directory.
 func TestBatchDirRefused(t *testing.T) {
 	b := newBatchEnv(t)
 	close(b.release)
@@ -247,20 +248,51 @@ func TestBatchDirRefused(t *testing.T) {
 	if err := os.Chmod(open, 0o777); err != nil {
 		t.Fatal(err)
 	}
+	target := t.TempDir()
 	link := filepath.Join(t.TempDir(), "link")
-	if err := os.Symlink(t.TempDir(), link); err != nil {
+	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
 	for dir, says := range map[string]string{open: "writable by group or others", link: "not a directory"} {
-		b.dir = dir
-		err := b.caller(t).Command("true").Run()
-		if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), says) {
-			t.Errorf("batch directory %s: %v, want an error naming it, saying %q", dir, err, says)
+		var log syncLog
+		r := b.resolver(t, Options{ExecMode: ModeCRI, BatchDir: dir, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		x, err := r.For(testPlugin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(b.rt.ExecRequests())
+		if out, err := x.Command("echo", "alone").Output(); err != nil || string(out) != "alone\n" {
+			t.Errorf("batch directory %s: %q, %v; want the command run alone", dir, out, err)
+		}
+		reqs := b.rt.ExecRequests()
+		if len(reqs) != before+1 || reqs[len(reqs)-1].Cmd[0] != "echo" {
+			t.Errorf("batch directory %s: ExecSync calls %v, want one plain echo", dir, reqs[before:])
+		}
+		if !strings.Contains(log.String(), dir) || !strings.Contains(log.String(), says) {
+			t.Errorf("batch directory %s: log %q, want it named, saying %q", dir, log.String(), says)
 		}
 	}
-	if reqs := b.rt.ExecRequests(); len(reqs) != 0 {
-		t.Fatalf("%d ExecSync calls, want none", len(reqs))
+	if ents, _ := os.ReadDir(target); len(ents) != 0 {
+		t.Fatalf("written through the symbolic link: %v", ents)
 	}
+}
+
+// syncLog is a log buffer for concurrent writers.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestNoBatchWithoutProgram: a registration that advertises no batch

@@ -129,6 +129,7 @@ type Resolver struct {
 
 	batchDir      string
 	batchLeaders  int // tests: batches in flight per container; default batchLeaders
+	batchWarn     sync.Once
 	mode          ExecMode
 	socketTimeout time.Duration
 	procRoot      string
