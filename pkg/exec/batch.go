@@ -43,7 +43,7 @@ const (
 	batchLeaders = 4
 	// batchPoll is how often a waiting caller looks for its result or a
 	// free leader's lock.
-	batchPoll = 10 * time.Millisecond
+	batchPoll = 25 * time.Millisecond
 	// batchStale is the age after which a leader removes files that no
 	// caller will collect (a waiter that gave up, a leader that died).
 	batchStale = 10 * time.Minute
@@ -96,6 +96,25 @@ func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []strin
 	if dl, ok := ctx.Deadline(); ok && dl.Add(grace(timeout)).Before(deadline) {
 		deadline = dl.Add(grace(timeout))
 	}
+	leaders := r.batchLeaders
+	if leaders <= 0 {
+		leaders = batchLeaders
+	}
+	var locks []*os.File
+	defer func() {
+		for _, f := range locks {
+			f.Close()
+		}
+	}()
+	for slot := range leaders {
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("lead-%d", slot)), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			os.Remove(filepath.Join(dir, id+".req"))
+			r.batchUnusable(ctx, d, err)
+			return r.execSyncOne(ctx, d, argv, timeout, publish)
+		}
+		locks = append(locks, f)
+	}
 	tick := time.NewTicker(batchPoll)
 	defer tick.Stop()
 	for {
@@ -105,7 +124,7 @@ func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []strin
 			}
 			return res.outcome(argv[0], d, timeout)
 		}
-		if out, errOut, done, lerr := r.tryLead(ctx, d, dir, id, argv, timeout, publish); done {
+		if out, errOut, done, lerr := r.tryLead(ctx, d, locks, dir, id, argv, timeout, publish); done {
 			return out, errOut, lerr
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
@@ -137,22 +156,13 @@ func (r *Resolver) batchUnusable(ctx context.Context, d Decision, err error) {
 // tryLead takes a free leader's lock, if any, and runs the waiting
 // requests. done is true when the caller's own request was among them
 // (its outcome is returned).
-func (r *Resolver) tryLead(ctx context.Context, d Decision, dir, id string, argv []string, timeout time.Duration, publish func(context.CancelFunc)) (stdout, stderr []byte, done bool, err error) {
-	leaders := r.batchLeaders
-	if leaders <= 0 {
-		leaders = batchLeaders
-	}
-	for slot := range leaders {
-		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("lead-%d", slot)), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-		if err != nil {
-			return nil, nil, true, fmt.Errorf("exec %s in %s of plugin %s: batch lock: %w", argv[0], d.Where(), d.Plugin, err)
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			f.Close()
+func (r *Resolver) tryLead(ctx context.Context, d Decision, locks []*os.File, dir, id string, argv []string, timeout time.Duration, publish func(context.CancelFunc)) (stdout, stderr []byte, done bool, err error) {
+	for _, f := range locks {
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 			continue
 		}
 		stdout, stderr, done, err = r.lead(ctx, d, dir, id, argv, timeout, publish)
-		f.Close() // releases the lock
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
 		return stdout, stderr, done, err
 	}
 	return nil, nil, false, nil
@@ -160,6 +170,10 @@ func (r *Resolver) tryLead(ctx context.Context, d Decision, dir, id string, argv
 
 // lead claims the waiting requests of dir and runs them.
 func (r *Resolver) lead(ctx context.Context, d Decision, dir, id string, argv []string, timeout time.Duration, publish func(context.CancelFunc)) (stdout, stderr []byte, done bool, err error) {
+	if _, err := os.Lstat(filepath.Join(dir, id+".req")); err != nil {
+		// Another batch took it: its result comes, nothing to lead.
+		return nil, nil, false, nil
+	}
 	removeStale(dir)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -180,6 +194,7 @@ func (r *Resolver) lead(ctx context.Context, d Decision, dir, id string, argv []
 		if rerr != nil {
 			// Unreadable: its caller gets the error.
 			writeResult(dir, other, batchResult{Err: "its request: " + rerr.Error()})
+			os.Remove(filepath.Join(dir, other+".taken"))
 			continue
 		}
 		if other == id {
