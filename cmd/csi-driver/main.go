@@ -75,6 +75,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "registration-dir", Value: registration.DefaultDir, Usage: "Directory of the mount pods' registrations."},
 		&cli.StringFlag{Name: "runtime-endpoint", Usage: "CRI runtime endpoint (default: CONTAINER_RUNTIME_ENDPOINT, then the usual sockets)."},
 		&cli.StringFlag{Name: "exec-mode", Value: string(mcexec.ModeAuto), Usage: "How commands reach the mount pod: auto, socket or cri."},
+		&cli.StringFlag{Name: "exec-batch-dir", Value: "none", Usage: `Directory, only root may write, where this driver's calls meet to send the commands that wait for the mount container at once in one CRI ExecSync (such as ` + mcexec.DefaultBatchDir + ` on a tmpfs); "none" sends each in an exec of its own.`},
 		&cli.StringFlag{Name: "secrets-dir", Value: volume.DefaultSecretsDir, Usage: "Directory on a tmpfs, mounted at the same path in the mount pod, for the secrets mounts need."},
 		&cli.IntFlag{Name: "socket-group", Usage: "Group ID that may connect to the CSI socket besides root (mode 0660), for a sidecar that runs as that group; 0: root only (0600)."},
 		&cli.DurationFlag{Name: "timeout", Value: volume.DefaultTimeout, Usage: "Bound of each mount or umount, and of the statfs that tells whether a mount answers (a hung FUSE daemon makes the call Unavailable after it)."},
@@ -110,7 +111,7 @@ func serve(c *cli.Context, stderr io.Writer) error {
 
 	r := mcexec.NewResolver(mcexec.Options{
 		Dir: c.String("registration-dir"), Endpoint: c.String("runtime-endpoint"), ExecMode: mode,
-		Timeout: c.Duration("timeout"), Logger: log,
+		Timeout: c.Duration("timeout"), Logger: log, BatchDir: batchDir(c.String("exec-batch-dir")),
 	})
 	defer r.Close()
 	x, err := r.For(plugin)
@@ -140,4 +141,12 @@ func serve(c *cli.Context, stderr io.Writer) error {
 		return cli.Exit("csi-driver: "+err.Error(), exitFailure)
 	}
 	return nil
+}
+
+// batchDir is --exec-batch-dir for mcexec.Options.BatchDir.
+func batchDir(flag string) string {
+	if flag == "none" {
+		return ""
+	}
+	return flag
 }

@@ -57,6 +57,7 @@ func run(ctx context.Context) int {
 		Endpoint: s.RuntimeEndpoint,
 		Timeout:  s.TimeoutDuration(),
 		ExecMode: s.Mode(),
+		BatchDir: s.BatchDir(),
 		Logger:   log,
 		Observer: mcexec.LogObserver(log),
 	})

@@ -22,6 +22,7 @@ func settingsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "registration-dir", EnvVars: []string{"PLUGIN_CONTAINERS_DIR"}, Value: registration.DefaultDir, Usage: "Directory of the registration files."},
 		&cli.StringSliceFlag{Name: "require-tool", EnvVars: []string{"MOUNTPOD_REQUIRE_TOOLS"}, Usage: "Executable that must be on PATH before registering; repeat the flag or separate names with commas (empty means none)."},
 		execSocketFlag(),
+		execBatchFlag(),
 	}
 }
 
@@ -40,6 +41,9 @@ func configFrom(c *cli.Context) (registrar.Config, error) {
 		SearchPath:    os.Getenv("PATH"),
 	}
 	var err error
-	cfg.Pod.ExecSocket, err = execSocketFrom(c, cfg.Dir, cfg.Pod.PodUID)
+	if cfg.Pod.ExecSocket, err = execSocketFrom(c, cfg.Dir, cfg.Pod.PodUID); err != nil {
+		return cfg, err
+	}
+	cfg.Pod.ExecBatch, err = execBatchFrom(c)
 	return cfg, err
 }

@@ -58,7 +58,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Version:   version,
 		Writer:    stdout,
 		ErrWriter: stderr,
-		Commands:  []*cli.Command{serveCommand(stderr), checkCommand(stdout), statusCommand(stdout), reattachCommand()},
+		Commands:  []*cli.Command{serveCommand(stderr), checkCommand(stdout), statusCommand(stdout), reattachCommand(), execBatchCommand(stdout)},
 		// main, not the library, turns errors into exit codes.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/mountcontainers/mountcontainers/pkg/execbatch"
 	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -61,9 +62,15 @@ func TestServeRegistersFromEnvAndUnregistersOnCancel(t *testing.T) {
 		code, _, stderr = runApp(ctx, "serve")
 		done <- code
 	}()
-	// The registrations advertise the exec socket: serve runs it.
+	// The registrations advertise the exec socket (serve runs it) and
+	// this binary as the batch program.
 	want := pod
 	want.ExecSocket = execclient.SocketName(pod.PodUID)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.ExecBatch = self
 	// Poll the files, not "mountpod check": urfave/cli keeps global state
 	// (the help and version flags) that two apps running at once race on.
 	registered := func() bool {
@@ -88,6 +95,29 @@ func TestServeRegistersFromEnvAndUnregistersOnCancel(t *testing.T) {
 	}
 	if entries, err := registration.List(dir); err != nil || len(entries) != 0 {
 		t.Errorf("registrations left after serve stopped: %v, %v", entries, err)
+	}
+}
+
+// TestExecBatch: `mountpod exec-batch REQUEST...` prints the results of
+// its requests as JSON, in order; no request is a usage error.
+func TestExecBatch(t *testing.T) {
+	args, err := wire.EncodeRequests([]wire.Request{
+		{Argv: []string{"sh", "-c", "echo one"}, TimeoutMs: 30_000},
+		{Argv: []string{"sh", "-c", "exit 4"}, TimeoutMs: 30_000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runApp(context.Background(), append([]string{"exec-batch"}, args...)...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	rs, err := wire.DecodeResults([]byte(stdout), 2)
+	if err != nil || string(rs[0].Stdout) != "one\n" || rs[1].ExitCode != 4 {
+		t.Fatalf("results %+v, %v (stdout %q)", rs, err, stdout)
+	}
+	if code, _, stderr := runApp(context.Background(), "exec-batch"); code != exitUsage || !strings.Contains(stderr, "requests") {
+		t.Fatalf("no request: exit %d, stderr %q; want %d saying why", code, stderr, exitUsage)
 	}
 }
 

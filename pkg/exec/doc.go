@@ -97,6 +97,26 @@
 //   - If the container stops between the decision and the call (NotFound or
 //     FailedPrecondition), the decision is taken once more.
 //
+// # Batches
+//
+// A runtime may start the execs of one container one at a time: the runc
+// shim of containerd before 1.6.22 and 1.7.3 holds a lock across `runc
+// exec`, about a second each on a loaded node, so a hundred mounts asked
+// at once wait up to a hundred seconds for their turn. With
+// [Options].BatchDir set and a registration that advertises a batch
+// program (registration.Registration's ExecBatch, such as `mountpod`), the
+// commands for one container that wait at once go in one ExecSync of that
+// program (`PROGRAM exec-batch REQUEST...`, wire format: package
+// execbatch), which runs them side by side. They meet through files in
+// BatchDir/<container ID>, so callers in different processes (a
+// Flexvolume driver is a process per call) share batches: at most four
+// batches of a container are in flight, a command that finds them all
+// busy waits and goes in the next one, and a command alone goes as it is.
+// Each caller gets its own command's result, as above; a command whose
+// deadline passes while it waits is withdrawn and never runs. BatchDir and
+// its directories must belong to the caller's user, writable by nobody
+// else, and not be symbolic links: their files are commands run as root.
+//
 // # Exec fast path
 //
 // A registration may advertise the mount pod's exec service (its client is

@@ -144,6 +144,14 @@ func (r *Resolver) execIn(ctx context.Context, d Decision, argv []string) (stdou
 // deadline is a little later so that the runtime reports first. cancel, if
 // not nil, is where the call's cancel function is published (for Stop).
 func (r *Resolver) execSync(ctx context.Context, d Decision, argv []string, timeout time.Duration, publish func(context.CancelFunc)) (stdout, stderr []byte, err error) {
+	if r.batching(d, argv) {
+		return r.execSyncBatched(ctx, d, argv, timeout, publish)
+	}
+	return r.execSyncOne(ctx, d, argv, timeout, publish)
+}
+
+// execSyncOne runs argv in d's container by one ExecSync.
+func (r *Resolver) execSyncOne(ctx context.Context, d Decision, argv []string, timeout time.Duration, publish func(context.CancelFunc)) (stdout, stderr []byte, err error) {
 	conn, err := r.connection()
 	if err != nil {
 		return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w", argv[0], d.Where(), d.Plugin, err)

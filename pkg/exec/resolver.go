@@ -94,6 +94,13 @@ type Options struct {
 	// duration (never its arguments); see "Observing commands" in the
 	// package documentation. [LogObserver] logs them.
 	Observer Observer
+	// BatchDir, when set, is a directory only root may write where the
+	// commands for one container through ExecSync meet, in this process
+	// and in others with the same BatchDir, so that those waiting at once
+	// go in one ExecSync (see "Batches" in the package documentation);
+	// only for a registration that advertises a batch program
+	// (registration.Registration's ExecBatch).
+	BatchDir string
 	// ProcRoot is the procfs of the caller's own PID namespace, where the
 	// cgroups of the process serving an exec socket are read (see "Exec
 	// fast path" in the package documentation); default /proc.
@@ -120,6 +127,9 @@ type Resolver struct {
 	noCache bool
 	cache   map[string]cached // plugin -> container found for a registration
 
+	batchDir      string
+	batchLeaders  int // tests: batches in flight per container; default batchLeaders
+	batchWarn     sync.Once
 	mode          ExecMode
 	socketTimeout time.Duration
 	procRoot      string
@@ -154,6 +164,7 @@ func NewResolver(opts Options) *Resolver {
 		mode:           opts.ExecMode,
 		socketTimeout:  opts.SocketTimeout,
 		procRoot:       opts.ProcRoot,
+		batchDir:       opts.BatchDir,
 		sockets:        map[string]*socketEntry{},
 		observer:       opts.Observer,
 	}

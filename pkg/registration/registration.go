@@ -34,6 +34,12 @@ type Registration struct {
 	// cannot point outside it. An extension of the MountContainers design:
 	// readers that do not know it ignore it.
 	ExecSocket string `json:"execSocket,omitempty"`
+	// ExecBatch, optional, is the absolute path in the container of a
+	// program that runs a batch of commands sent in one ExecSync
+	// (`PROGRAM exec-batch REQUEST...`, package execbatch), e.g.
+	// "/usr/local/bin/mountpod". An extension of the MountContainers
+	// design, as ExecSocket is.
+	ExecBatch string `json:"execBatch,omitempty"`
 }
 
 // String returns "namespace/name (uid UID, container NAME)".
@@ -45,6 +51,7 @@ func (r Registration) String() string {
 // exec socket they advertise.
 func (r Registration) SamePod(o Registration) bool {
 	r.ExecSocket, o.ExecSocket = "", ""
+	r.ExecBatch, o.ExecBatch = "", ""
 	return r == o
 }
 
@@ -72,7 +79,26 @@ func (r Registration) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if r.ExecBatch != "" {
+		if err := ValidateExecBatch(r.ExecBatch); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// ValidateExecBatch checks an ExecBatch value: a clean absolute path of at
+// most 256 bytes without whitespace or control characters.
+func ValidateExecBatch(s string) error {
+	switch {
+	case len(s) > 256:
+		return fmt.Errorf("execBatch %q: longer than 256 bytes", s)
+	case !filepath.IsAbs(s) || filepath.Clean(s) != s || s == "/":
+		return fmt.Errorf("execBatch %q: must be a clean absolute path of a program in the container", s)
+	case strings.ContainsFunc(s, func(c rune) bool { return c <= ' ' || c == 0x7f }):
+		return fmt.Errorf("execBatch %q: must not contain whitespace or control characters", s)
+	}
+	return nil
 }
 
 // MaxExecSocketLen is the longest ExecSocket accepted. The whole socket path

@@ -15,9 +15,11 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -71,6 +73,7 @@ func TestGlusterfs(t *testing.T) {
 			t.Run(string(mode), func(t *testing.T) { g.testDriverCalls(t, mode) })
 		}
 	})
+	t.Run("DriverCallsAtOnceShareAnExecThroughCRI", g.testDriverBatch)
 	t.Run("BadOptionsNameTheField", g.testBadOptions)
 	t.Run("ServersOutsideTheAllowListRefused", g.testAllowedServers)
 	t.Run("YieldAndTakeBackAreEvents", g.testYieldEvents)
@@ -474,6 +477,146 @@ func (g *glusterEnv) testDriverCalls(t *testing.T, mode mcexec.ExecMode) {
 		}
 	}
 	checkDriverLog(t, log, target, mountCtr, via)
+}
+
+// testDriverBatch: through CRI, the installed driver's calls that wait for
+// the mount container at once share one ExecSync of the batch program its
+// registration advertises (`mountpod exec-batch`). The test holds the
+// container's batch slots itself (flock(2) on the lock files of the batch
+// directory, as batches in flight hold them) while twelve mount calls run
+// as the kubelet runs them, a process each; once their twelve requests
+// wait in the directory it lets go, and the first call that leads takes
+// them all. Each call gets its own mount (on the node, at its target) and
+// a reply naming the CRI path; the driver's log has one batch of twelve.
+func (g *glusterEnv) testDriverBatch(t *testing.T) {
+	const calls = 12
+	bed := g.bed
+	mp := g.mountPod(t)
+	ctr := bed.RunningContainerID(t, mp.UID, "mount", 30*time.Second)
+	log := g.setDriverMode(t, mcexec.ModeCRI)
+	reg, ok, err := registration.Read(bed.Env.RegistrationDir, glusterPlugin)
+	if err != nil || !ok || reg.ExecBatch == "" {
+		t.Fatalf("the registration advertises no batch program: %+v, %t, %v", reg, ok, err)
+	}
+	dir := filepath.Join(mcexec.DefaultBatchDir, ctr)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var held []*os.File
+	for slot := range 4 {
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("lead-%d", slot)), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, f)
+	}
+	release := func() {
+		for _, f := range held {
+			f.Close()
+		}
+		held = nil
+	}
+	t.Cleanup(release)
+
+	opts, _ := json.Marshal(map[string]string{
+		"server": bed.Env.NodeName, "volume": glusterVolume,
+		"kubernetes.io/fsType": "", "kubernetes.io/readwrite": "rw", "kubernetes.io/pod.uid": "e2e",
+	})
+	base := filepath.Join(bed.Env.KubeletRoot, "mc-e2e-glusterfs", "batch")
+	targets := make([]string, calls)
+	for i := range targets {
+		targets[i] = filepath.Join(base, fmt.Sprintf("v%02d", i))
+	}
+	t.Cleanup(func() {
+		for _, d := range targets {
+			_ = exec.Command("umount", "-l", d).Run()
+		}
+		_ = os.RemoveAll(base)
+	})
+	replies := make([]flexvolume.Status, calls)
+	var wg sync.WaitGroup
+	for i, d := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i] = g.driverReply(g.driver, "mount", d, string(opts))
+		}()
+	}
+	waiting := func() int {
+		ents, _ := os.ReadDir(dir)
+		n := 0
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".req") {
+				n++
+			}
+		}
+		return n
+	}
+	if err := framework.Poll(context.Background(), "the driver calls' requests in "+dir, 50*time.Millisecond, 2*time.Minute,
+		func(context.Context) (bool, string, error) {
+			n := waiting()
+			return n == calls, fmt.Sprintf("%d waiting", n), nil
+		}); err != nil {
+		release()
+		wg.Wait()
+		t.Fatal(err)
+	}
+	start := time.Now()
+	release()
+	wg.Wait()
+	t.Logf("%d mounts done %s after the batch slots were let go", calls, time.Since(start).Round(time.Millisecond))
+	for i, s := range replies {
+		if s.Status != flexvolume.StatusSuccess || !strings.Contains(s.Message, "via "+string(mcexec.ViaExecSync)) || !strings.Contains(s.Message, targets[i]) {
+			t.Errorf("mount %d: %+v, want a Success at %s via %s", i, s, targets[i], mcexec.ViaExecSync)
+		}
+		if fs := hostMount(t, targets[i]); fs != "fuse.glusterfs" {
+			t.Errorf("host mount table: %s is %q, want fuse.glusterfs", targets[i], fs)
+		}
+	}
+	data, _ := os.ReadFile(log)
+	var sizes []int
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r struct {
+			Msg      string
+			Commands int
+			Err      string
+		}
+		if json.Unmarshal([]byte(line), &r) == nil && r.Msg == "exec batch" {
+			sizes = append(sizes, r.Commands)
+			if r.Err != "" {
+				t.Errorf("a batch failed: %s", r.Err)
+			}
+		}
+	}
+	if len(sizes) != 1 || sizes[0] != calls {
+		t.Errorf("batches logged by the driver: %v, want one of %d\n%s", sizes, calls, data)
+	}
+	for i, d := range targets {
+		if s := g.driverReply(g.driver, "unmount", d); s.Status != flexvolume.StatusSuccess {
+			t.Errorf("unmount %d: %+v", i, s)
+		}
+	}
+	if n := waiting(); n != 0 {
+		t.Errorf("%d requests left in %s", n, dir)
+	}
+}
+
+// driverReply calls the driver at path as the kubelet does; a reply that
+// is not JSON is a Failure saying so (callable from any goroutine).
+func (g *glusterEnv) driverReply(path string, args ...string) flexvolume.Status {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"} // the kubelet's environment has no bed settings
+	out, _ := cmd.CombinedOutput()
+	var s flexvolume.Status
+	if err := json.Unmarshal(bytes.TrimSpace(out), &s); err != nil {
+		return flexvolume.Status{Status: flexvolume.StatusFailure, Message: fmt.Sprintf("driver %v: reply %q is not one JSON object: %v", args, out, err)}
+	}
+	return s
 }
 
 // setDriverMode rewrites the installed driver's settings (as the mount pod

@@ -110,6 +110,11 @@ type Settings struct {
 	// only, removed at unmount; it must be on a tmpfs, and the mount pod
 	// must see it at the same path. Default [volume.DefaultSecretsDir].
 	SecretsDir string `json:"secretsDir,omitempty"`
+	// ExecBatchDir is where the driver's calls meet to send the commands
+	// that wait for the mount container at once in one CRI ExecSync
+	// (mcexec.Options.BatchDir); "none" sends each in an exec of its own.
+	// Default [mcexec.DefaultBatchDir].
+	ExecBatchDir string `json:"execBatchDir,omitempty"`
 
 	// missing is the settings file [LoadSettings] did not find, if so.
 	missing string
@@ -122,6 +127,9 @@ func (s Settings) Validate() error {
 		if _, err := known.Named(s.Filesystem); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if s.ExecBatchDir != "" && s.ExecBatchDir != "none" && (!filepath.IsAbs(s.ExecBatchDir) || filepath.Clean(s.ExecBatchDir) != s.ExecBatchDir) {
+		errs = append(errs, fmt.Errorf("exec batch directory %q is not a clean absolute path (or none)", s.ExecBatchDir))
 	}
 	if s.SecretsDir != "" && (!filepath.IsAbs(s.SecretsDir) || filepath.Clean(s.SecretsDir) != s.SecretsDir) {
 		errs = append(errs, fmt.Errorf("secrets directory %q is not a clean absolute path", s.SecretsDir))
@@ -163,6 +171,18 @@ func (s Settings) timeout() (time.Duration, error) {
 		return 0, fmt.Errorf("timeout %q: want a positive duration such as 1m", s.Timeout)
 	}
 	return d, nil
+}
+
+// BatchDir returns the exec batch directory for mcexec.Options.BatchDir:
+// empty for "none".
+func (s Settings) BatchDir() string {
+	switch s.ExecBatchDir {
+	case "none":
+		return ""
+	case "":
+		return mcexec.DefaultBatchDir
+	}
+	return s.ExecBatchDir
 }
 
 // WithDefaults fills in the defaults.

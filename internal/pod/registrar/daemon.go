@@ -269,8 +269,9 @@ func (d *Daemon) reconcile(plugin string) {
 		d.setFailing(plugin, false)
 	case r.SamePod(d.cfg.Pod):
 		// Only this pod writes registrations naming it; one that
-		// advertises another exec socket is stale or tampered with.
-		d.log.Warn("registration names this pod with another exec socket, restoring it", "plugin", plugin, "execSocket", r.ExecSocket)
+		// advertises another exec socket or batch program is stale or
+		// tampered with.
+		d.log.Warn("registration names this pod with another exec socket or batch program, restoring it", "plugin", plugin, "execSocket", r.ExecSocket, "execBatch", r.ExecBatch)
 		d.write(plugin, "restored")
 	default:
 		d.yield(plugin, r)

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/mountcontainers/mountcontainers/internal/pod/execbatch"
+	wire "github.com/mountcontainers/mountcontainers/pkg/execbatch"
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
+)
+
+// execBatchCommand runs a batch of commands that a volume host sent in one
+// CRI ExecSync (package pkg/execbatch): `mountpod exec-batch REQUEST...`,
+// their results as JSON on standard output.
+func execBatchCommand(stdout io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:            wire.Subcommand,
+		Hidden:          true,
+		Usage:           "Run the commands of REQUEST... (JSON, package execbatch) side by side and print their results (run by a volume host through CRI ExecSync).",
+		ArgsUsage:       "REQUEST...",
+		SkipFlagParsing: true,
+		Action: func(c *cli.Context) error {
+			args := c.Args().Slice()
+			if len(args) > 0 && args[0] == "--" {
+				args = args[1:]
+			}
+			if err := execbatch.Run(c.Context, args, stdout); err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
+			return nil
+		},
+	}
+}
+
+// execBatchFlag chooses the batch program the registrations advertise;
+// shared by serve and check, as the exec socket is.
+func execBatchFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name: "exec-batch", EnvVars: []string{"MOUNTPOD_EXEC_BATCH"}, Value: "auto",
+		Usage: `Program in this container that runs a batch of commands a volume host sends in one CRI ExecSync, advertised in the registrations: "auto" for this binary ("` + wire.Subcommand + `"), "none" to advertise none (every command through CRI is then an exec of its own), or an absolute path.`,
+	}
+}
+
+// execBatchFrom returns the registration's execBatch for the flags of c:
+// empty when disabled.
+func execBatchFrom(c *cli.Context) (string, error) {
+	s := c.String("exec-batch")
+	switch s {
+	case "none", "":
+		return "", nil
+	case "auto":
+		self, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("exec batch: this binary's path: %w", err)
+		}
+		s = self
+	}
+	if err := registration.ValidateExecBatch(s); err != nil {
+		return "", err
+	}
+	return s, nil
+}

@@ -1,0 +1,136 @@
+package execbatch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	wire "github.com/mountcontainers/mountcontainers/pkg/execbatch"
+)
+
+func run(t *testing.T, reqs ...wire.Request) []wire.Result {
+	t.Helper()
+	args, err := wire.EncodeRequests(reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runArgs(t, args)
+}
+
+func runArgs(t *testing.T, args []string) []wire.Result {
+	t.Helper()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- Run(context.Background(), args, &out) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute): // a hang guard, not a verdict on speed
+		t.Fatal("Run did not return")
+	}
+	rs, err := wire.DecodeResults(out.Bytes(), len(args))
+	if err != nil {
+		t.Fatalf("%v: %s", err, out.Bytes())
+	}
+	return rs
+}
+
+const long = int64(30_000) // ms: a bound no command here should reach
+
+// TestRunResults: each command's outputs and exit status in its request's
+// position; a missing executable, a timeout and a request that does not
+// decode are failures of their own result, not of the batch.
+func TestRunResults(t *testing.T) {
+	rs := runArgs(t, []string{
+		mustEncode(t, wire.Request{Argv: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, TimeoutMs: long}),
+		mustEncode(t, wire.Request{Argv: []string{"true"}, TimeoutMs: long}),
+		mustEncode(t, wire.Request{Argv: []string{"no-such-tool-here"}, TimeoutMs: long}),
+		mustEncode(t, wire.Request{Argv: []string{"sleep", "30"}, TimeoutMs: 100}),
+		`{"argv":`,
+		mustEncode(t, wire.Request{Argv: []string{"sh", "-c", "kill -9 $$"}, TimeoutMs: long}),
+	})
+	checks := []struct {
+		ok  func(wire.Result) bool
+		say string
+	}{
+		{func(r wire.Result) bool {
+			return r.Failure == "" && r.ExitCode == 3 && string(r.Stdout) == "out\n" && string(r.Stderr) == "err\n"
+		}, "exit 3 with its outputs"},
+		{func(r wire.Result) bool { return r.Failure == "" && r.ExitCode == 0 }, "exit 0"},
+		{func(r wire.Result) bool { return r.Failure == wire.FailureNotFound }, "not found"},
+		{func(r wire.Result) bool { return r.Failure == wire.FailureTimeout }, "timed out"},
+		{func(r wire.Result) bool {
+			return r.Failure == wire.FailureStart && strings.Contains(r.Error, "request 4")
+		}, "refused, naming the request"},
+		{func(r wire.Result) bool { return r.Failure == "" && r.ExitCode == 128+9 }, "exit 137 (SIGKILL)"},
+	}
+	for i, c := range checks {
+		if !c.ok(rs[i]) {
+			t.Errorf("result %d: %+v (stdout %q, stderr %q), want %s", i, rs[i], rs[i].Stdout, rs[i].Stderr, c.say)
+		}
+	}
+}
+
+// TestRunSideBySide: the commands of a batch run at once: each of two
+// waits for the other's file, which only works if both run together.
+func TestRunSideBySide(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	wait := func(mine, other string) wire.Request {
+		return wire.Request{Argv: []string{"sh", "-c", fmt.Sprintf(`touch %s; while [ ! -e %s ]; do sleep 0.01; done`, mine, other)}, TimeoutMs: long}
+	}
+	rs := run(t, wait(a, b), wait(b, a))
+	for i, r := range rs {
+		if r.Failure != "" || r.ExitCode != 0 {
+			t.Errorf("command %d: %+v, want both done", i, r)
+		}
+	}
+}
+
+// TestRunDaemonHoldingOutput: a command that leaves a process holding its
+// outputs (as a FUSE helper's daemon can) is done when it exits: its
+// result comes, not a wait for the daemon.
+func TestRunDaemonHoldingOutput(t *testing.T) {
+	rs := run(t, wire.Request{Argv: []string{"sh", "-c", "sleep 5 & echo started"}, TimeoutMs: long})
+	if rs[0].Failure != "" || rs[0].ExitCode != 0 || string(rs[0].Stdout) != "started\n" {
+		t.Fatalf("%+v (stdout %q), want exit 0 with its output", rs[0], rs[0].Stdout)
+	}
+}
+
+// TestRunOutputTail: an output longer than wire.MaxOutput keeps its end.
+func TestRunOutputTail(t *testing.T) {
+	rs := run(t, wire.Request{Argv: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; echo END", 3*wire.MaxOutput)}, TimeoutMs: long})
+	if n := len(rs[0].Stdout); n != wire.MaxOutput || !strings.HasSuffix(string(rs[0].Stdout), "xEND\n") {
+		t.Fatalf("%d bytes ending %q, want %d ending with END", n, rs[0].Stdout[max(0, n-8):], wire.MaxOutput)
+	}
+}
+
+// TestRunRefusesBadBatch: no request, or more than wire.MaxRequests, is
+// the batch's error.
+func TestRunRefusesBadBatch(t *testing.T) {
+	for _, n := range []int{0, wire.MaxRequests + 1} {
+		args := make([]string, n)
+		for i := range args {
+			args[i] = mustEncode(t, wire.Request{Argv: []string{"true"}, TimeoutMs: long})
+		}
+		var out bytes.Buffer
+		if err := Run(context.Background(), args, &out); err == nil || out.Len() != 0 {
+			t.Errorf("%d requests: %v, output %q; want an error and no output", n, err, out.Bytes())
+		}
+	}
+}
+
+func mustEncode(t *testing.T, r wire.Request) string {
+	t.Helper()
+	args, err := wire.EncodeRequests([]wire.Request{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return args[0]
+}

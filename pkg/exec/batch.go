@@ -1,0 +1,458 @@
+package exec
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/mountcontainers/mountcontainers/pkg/execbatch"
+)
+
+// Batches of ExecSync calls (Options.BatchDir): the commands that wait for
+// the same container at once, in this process and in others (the
+// Flexvolume driver is a process per call), go to the container in one
+// ExecSync of the program its registration advertises
+// (registration.Registration's ExecBatch), which runs them side by side.
+//
+// Through files in BatchDir/<container ID>/, a directory only root may
+// write: a caller writes its request (ID.req) and then either leads a
+// batch or waits for its result (ID.res). A leader holds one of
+// batchLeaders lock files (flock(2), released by the kernel if it dies),
+// claims every waiting request by renaming it (ID.taken: a request is
+// claimed once), runs them (a lone request of its own as a plain ExecSync)
+// and writes each other caller's result. So while execs of the container
+// queue in the runtime, the commands that arrive meanwhile wait for the
+// next batch instead of an exec each.
+const (
+	// DefaultBatchDir is the batch directory of this project's volume
+	// hosts: on the node's /run, a tmpfs.
+	DefaultBatchDir = "/run/mountcontainers/exec-batch"
+	// batchLeaders is how many batches of one container may be in flight.
+	batchLeaders = 4
+	// batchPoll is how often a waiting caller looks for its result or a
+	// free leader's lock.
+	batchPoll = 25 * time.Millisecond
+	// batchStale is the age after which a leader removes files that no
+	// caller will collect (a waiter that gave up, a leader that died).
+	batchStale = 10 * time.Minute
+)
+
+// containerIDPattern is what a container ID may be to name a directory.
+var containerIDPattern = regexp.MustCompile(`^[0-9a-zA-Z][0-9a-zA-Z_.-]{0,127}$`)
+
+// batchResult is what a leader writes for another caller: the command's
+// result, or the error of the ExecSync that carried it.
+type batchResult struct {
+	Result execbatch.Result `json:"result"`
+	// Err is the ExecSync's error; Gone when it failed because the
+	// container was gone (the caller decides again), Timeout when it
+	// timed out.
+	Err     string `json:"err,omitempty"`
+	Gone    bool   `json:"gone,omitempty"`
+	Timeout bool   `json:"timeout,omitempty"`
+}
+
+// batching reports whether argv for d goes through a batch: not when the
+// registration advertises no batch program, nor for a command too large to
+// share one.
+func (r *Resolver) batching(d Decision, argv []string) bool {
+	return r.batchDir != "" && d.Via == ViaExecSync && d.Registration != nil &&
+		d.Registration.ExecBatch != "" && containerIDPattern.MatchString(d.ContainerID) &&
+		(execbatch.Request{Argv: argv, TimeoutMs: 1}).Size() < execbatch.MaxRequestSize-32
+}
+
+// execSyncBatched runs argv in d's container as part of a batch (see
+// above); its results are execSync's.
+func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []string, timeout time.Duration, publish func(context.CancelFunc)) (stdout, stderr []byte, err error) {
+	// A batch directory that cannot be used (missing, read-only, or one
+	// that others could write) is not used: the command goes alone, as
+	// without batches, and the reason is logged.
+	dir, err := r.batchContainerDir(d.ContainerID)
+	if err != nil {
+		r.batchUnusable(ctx, d, err)
+		return r.execSyncOne(ctx, d, argv, timeout, publish)
+	}
+	id, err := writeRequest(dir, execbatch.Request{Argv: argv, TimeoutMs: max(timeout.Milliseconds(), 1)})
+	if err != nil {
+		r.batchUnusable(ctx, d, err)
+		return r.execSyncOne(ctx, d, argv, timeout, publish)
+	}
+	// The runtime's own bound of the command, and a grace for a batch
+	// that took the request to write its result.
+	secs := timeout + grace(timeout)
+	deadline := time.Now().Add(secs)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(grace(timeout)).Before(deadline) {
+		deadline = dl.Add(grace(timeout))
+	}
+	leaders := r.batchLeaders
+	if leaders <= 0 {
+		leaders = batchLeaders
+	}
+	var locks []*os.File
+	defer func() {
+		for _, f := range locks {
+			f.Close()
+		}
+	}()
+	for slot := range leaders {
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("lead-%d", slot)), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			os.Remove(filepath.Join(dir, id+".req"))
+			r.batchUnusable(ctx, d, err)
+			return r.execSyncOne(ctx, d, argv, timeout, publish)
+		}
+		locks = append(locks, f)
+	}
+	tick := time.NewTicker(batchPoll)
+	defer tick.Stop()
+	for {
+		if res, ok, err := takeResult(dir, id); err != nil || ok {
+			if err != nil {
+				return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: the result of its batch: %w", argv[0], d.Where(), d.Plugin, err)
+			}
+			return res.outcome(argv[0], d, timeout)
+		}
+		if out, errOut, done, lerr := r.tryLead(ctx, d, locks, dir, id, argv, timeout, publish); done {
+			return out, errOut, lerr
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			// Still waiting: give up. Not claimed yet, it never runs;
+			// claimed, its batch may still run it.
+			if os.Remove(filepath.Join(dir, id+".req")) == nil {
+				if ctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+					return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w", argv[0], d.Where(), d.Plugin, context.Canceled)
+				}
+				return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w after %s waiting for a batch of the container's commands: %w", argv[0], d.Where(), d.Plugin, ErrTimeout, timeout, context.DeadlineExceeded)
+			}
+			if time.Now().After(deadline) {
+				return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w after %s: the batch that took it gave no result: %w", argv[0], d.Where(), d.Plugin, ErrTimeout, timeout, context.DeadlineExceeded)
+			}
+		}
+		<-tick.C
+	}
+}
+
+// batchUnusable logs, once per resolver, why commands do not go in batches.
+func (r *Resolver) batchUnusable(ctx context.Context, d Decision, err error) {
+	r.batchWarn.Do(func() {
+		if r.log != nil {
+			r.log.WarnContext(ctx, "exec batches unusable: every command through ExecSync goes alone", "plugin", d.Plugin, "batchDir", r.batchDir, "err", err)
+		}
+	})
+}
+
+// tryLead takes a free leader's lock, if any, and runs the waiting
+// requests. done is true when the caller's own request was among them
+// (its outcome is returned).
+func (r *Resolver) tryLead(ctx context.Context, d Decision, locks []*os.File, dir, id string, argv []string, timeout time.Duration, publish func(context.CancelFunc)) (stdout, stderr []byte, done bool, err error) {
+	for _, f := range locks {
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+			continue
+		}
+		stdout, stderr, done, err = r.lead(ctx, d, dir, id, argv, timeout, publish)
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		return stdout, stderr, done, err
+	}
+	return nil, nil, false, nil
+}
+
+// lead claims the waiting requests of dir and runs them.
+func (r *Resolver) lead(ctx context.Context, d Decision, dir, id string, argv []string, timeout time.Duration, publish func(context.CancelFunc)) (stdout, stderr []byte, done bool, err error) {
+	if _, err := os.Lstat(filepath.Join(dir, id+".req")); err != nil {
+		// Another batch took it: its result comes, nothing to lead.
+		return nil, nil, false, nil
+	}
+	removeStale(dir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, false, nil
+	}
+	var ids []string
+	var reqs []execbatch.Request
+	own, size := -1, 0
+	for _, e := range ents {
+		other, ok := strings.CutSuffix(e.Name(), ".req")
+		if !ok || len(reqs) == execbatch.MaxRequests || size > execbatch.MaxBatchSize-execbatch.MaxRequestSize {
+			continue
+		}
+		if os.Rename(filepath.Join(dir, e.Name()), filepath.Join(dir, other+".taken")) != nil {
+			continue // another leader claimed it, or its caller gave up
+		}
+		req, rerr := readRequest(filepath.Join(dir, other+".taken"))
+		if rerr != nil {
+			// Unreadable: its caller gets the error.
+			writeResult(dir, other, batchResult{Err: "its request: " + rerr.Error()})
+			os.Remove(filepath.Join(dir, other+".taken"))
+			continue
+		}
+		if other == id {
+			own = len(reqs)
+		}
+		size += req.Size()
+		ids = append(ids, other)
+		reqs = append(reqs, req)
+	}
+	if own < 0 {
+		// The caller's request was claimed by another batch: leave
+		// nothing unanswered.
+		r.runBatch(ctx, d, dir, ids, reqs, -1)
+		return nil, nil, false, nil
+	}
+	if len(reqs) == 1 {
+		os.Remove(filepath.Join(dir, id+".taken"))
+		stdout, stderr, err = r.execSyncOne(ctx, d, argv, timeout, publish)
+		return stdout, stderr, true, err
+	}
+	res := r.runBatch(ctx, d, dir, ids, reqs, own)
+	stdout, stderr, err = res.outcome(argv[0], d, timeout)
+	return stdout, stderr, true, err
+}
+
+// runBatch runs reqs in one ExecSync, writes the result of every request
+// but reqs[own] to its caller's file and returns reqs[own]'s.
+func (r *Resolver) runBatch(ctx context.Context, d Decision, dir string, ids []string, reqs []execbatch.Request, own int) batchResult {
+	if len(reqs) == 0 {
+		return batchResult{}
+	}
+	results := make([]batchResult, len(reqs))
+	args, err := execbatch.EncodeRequests(reqs)
+	var longest time.Duration
+	for _, q := range reqs {
+		longest = max(longest, q.Timeout())
+	}
+	if err == nil {
+		argv := append([]string{d.Registration.ExecBatch, execbatch.Subcommand}, args...)
+		// Not the leader's context alone: the batch carries others'
+		// commands, which its caller's end must not cut short.
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), longest+grace(longest))
+		var out []byte
+		start := time.Now()
+		out, _, err = r.execSyncOne(bctx, d, argv, longest, nil)
+		cancel()
+		if r.log != nil {
+			r.log.DebugContext(ctx, "exec batch", "plugin", d.Plugin, "container", d.ContainerID, "commands", len(reqs),
+				"took", time.Since(start).Round(time.Millisecond).String(), "err", errString(err))
+		}
+		if err == nil {
+			var rs []execbatch.Result
+			if rs, err = execbatch.DecodeResults(out, len(reqs)); err == nil {
+				for i := range rs {
+					results[i].Result = rs[i]
+				}
+			}
+		}
+	}
+	if err != nil {
+		for i := range results {
+			results[i] = batchResult{Err: err.Error(), Gone: errors.Is(err, errGone), Timeout: errors.Is(err, ErrTimeout)}
+		}
+	}
+	for i, other := range ids {
+		if i != own {
+			writeResult(dir, other, results[i])
+		}
+		os.Remove(filepath.Join(dir, other+".taken"))
+	}
+	if own < 0 {
+		return batchResult{}
+	}
+	return results[own]
+}
+
+// outcome turns a batch's result into execSync's.
+func (b batchResult) outcome(name string, d Decision, timeout time.Duration) (stdout, stderr []byte, err error) {
+	where := fmt.Sprintf("exec %s in %s of plugin %s (in a batch)", name, d.Where(), d.Plugin)
+	switch {
+	case b.Gone:
+		return nil, nil, fmt.Errorf("%s: %w: %s", where, errGone, b.Err)
+	case b.Timeout:
+		return nil, nil, fmt.Errorf("%s: %w after %s: %s: %w", where, ErrTimeout, timeout, b.Err, context.DeadlineExceeded)
+	case b.Err != "":
+		return nil, nil, fmt.Errorf("%s: %s", where, b.Err)
+	}
+	res := b.Result
+	switch res.Failure {
+	case "":
+	case execbatch.FailureNotFound:
+		return res.Stdout, res.Stderr, utilexec.ErrExecutableNotFound
+	case execbatch.FailureTimeout:
+		return res.Stdout, res.Stderr, fmt.Errorf("%s: %w after %s: %w", where, ErrTimeout, timeout, context.DeadlineExceeded)
+	default:
+		return res.Stdout, res.Stderr, fmt.Errorf("%s: %s", where, res.Error)
+	}
+	if res.ExitCode != 0 {
+		return res.Stdout, res.Stderr, utilexec.CodeExitError{
+			Err:  fmt.Errorf("exit status %d (in %s of plugin %s)", res.ExitCode, d.Where(), d.Plugin),
+			Code: res.ExitCode,
+		}
+	}
+	return res.Stdout, res.Stderr, nil
+}
+
+// batchContainerDir returns the batch directory of a container, made if
+// missing. Both it and BatchDir must be directories (not symbolic links)
+// of this process's user that nobody else may write: the files in them
+// are commands run as root in the mount container, and their results.
+func (r *Resolver) batchContainerDir(containerID string) (string, error) {
+	dir := filepath.Join(r.batchDir, containerID)
+	if err := os.MkdirAll(filepath.Dir(r.batchDir), 0o755); err != nil {
+		return "", fmt.Errorf("batch directory: %w", err)
+	}
+	for _, p := range []string{r.batchDir, dir} {
+		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("batch directory: %w", err)
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return "", fmt.Errorf("batch directory: %w", err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case !fi.IsDir():
+			return "", fmt.Errorf("batch directory %s: not a directory", p)
+		case !ok || int(st.Uid) != os.Geteuid():
+			return "", fmt.Errorf("batch directory %s: not owned by uid %d", p, os.Geteuid())
+		case fi.Mode().Perm()&0o022 != 0:
+			return "", fmt.Errorf("batch directory %s: writable by group or others (%v)", p, fi.Mode().Perm())
+		}
+	}
+	return dir, nil
+}
+
+// writeRequest writes req as a new request file and returns its ID.
+func writeRequest(dir string, req execbatch.Request) (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(b[:])
+	data, err := json.Marshal(req)
+	if err != nil {
+		return "", err
+	}
+	if err := writeNew(dir, id+".req", data); err != nil {
+		return "", fmt.Errorf("batch request: %w", err)
+	}
+	return id, nil
+}
+
+// writeResult writes the result for the caller of request id; a caller
+// that gave up leaves it to removeStale.
+func writeResult(dir, id string, res batchResult) {
+	data, err := json.Marshal(res)
+	if err != nil {
+		return
+	}
+	_ = writeNew(dir, id+".res", data)
+}
+
+// writeNew writes name in dir whole: a temporary file renamed into place,
+// so that a reader sees all of it or nothing.
+func writeNew(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// maxBatchFile bounds what is read of a request or result file.
+const maxBatchFile = 4 * execbatch.MaxOutput
+
+func readRequest(path string) (execbatch.Request, error) {
+	var req execbatch.Request
+	data, err := readSmall(path)
+	if err != nil {
+		return req, err
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		return req, err
+	}
+	return req, req.Validate()
+}
+
+// takeResult reads and removes the result of request id, if written.
+func takeResult(dir, id string) (batchResult, bool, error) {
+	var res batchResult
+	path := filepath.Join(dir, id+".res")
+	data, err := readSmall(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return res, false, nil
+	}
+	if err != nil {
+		return res, false, err
+	}
+	os.Remove(path)
+	return res, true, json.Unmarshal(data, &res)
+}
+
+// readSmall reads a regular file of at most maxBatchFile bytes, not
+// following a symbolic link and not blocking on a FIFO.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	case fi.Size() > maxBatchFile:
+		return nil, fmt.Errorf("%s: %d bytes, more than %d", path, fi.Size(), maxBatchFile)
+	}
+	buf := make([]byte, fi.Size())
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && n != len(buf) {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// removeStale removes the files of dir that nobody will collect.
+func removeStale(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "lead-") {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > batchStale {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

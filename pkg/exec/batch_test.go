@@ -1,0 +1,313 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/mountcontainers/mountcontainers/internal/pod/execbatch"
+	crifake "github.com/mountcontainers/mountcontainers/pkg/cri/critest"
+)
+
+const batchProgram = "/usr/local/bin/mountpod"
+
+// batchEnv is a running mount container whose registration advertises a
+// batch program, in a fake runtime that runs its commands here: a batch
+// through package execbatch's Run (what `mountpod exec-batch` runs), a
+// plain exec as it is. The first plain exec is held until release is
+// closed, as a runtime that starts one exec at a time holds the others.
+type batchEnv struct {
+	*env
+	dir     string // the batch directory
+	release chan struct{}
+
+	mu      sync.Mutex
+	plain   [][]string
+	batches [][]string
+}
+
+func newBatchEnv(t *testing.T) *batchEnv {
+	t.Helper()
+	b := &batchEnv{env: newEnv(t), dir: filepath.Join(t.TempDir(), "batch"), release: make(chan struct{})}
+	reg := testReg
+	reg.ExecBatch = batchProgram
+	b.register(t, reg)
+	b.rt.SetContainers(crifake.Container("ctr1", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(b.release) }) })
+	b.rt.SetExec(b.run)
+	return b
+}
+
+func (b *batchEnv) run(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
+	argv := req.Cmd
+	if argv[0] == batchProgram && len(argv) > 1 && argv[1] == "exec-batch" {
+		b.mu.Lock()
+		b.batches = append(b.batches, argv)
+		b.mu.Unlock()
+		var out bytes.Buffer
+		if err := execbatch.Run(ctx, argv[2:], &out); err != nil {
+			return &runtimeapi.ExecSyncResponse{ExitCode: 2, Stderr: []byte(err.Error())}, nil
+		}
+		return &runtimeapi.ExecSyncResponse{Stdout: out.Bytes()}, nil
+	}
+	b.mu.Lock()
+	first := len(b.plain) == 0
+	b.plain = append(b.plain, argv)
+	b.mu.Unlock()
+	if first {
+		<-b.release
+	}
+	cmd := osexec.CommandContext(ctx, argv[0], argv[1:]...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *osexec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return &runtimeapi.ExecSyncResponse{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: int32(exit.ExitCode())}, nil
+	case err != nil:
+		return nil, status.Error(codes.Unknown, err.Error())
+	}
+	return &runtimeapi.ExecSyncResponse{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+}
+
+// caller is a resolver of its own, as each Flexvolume driver process has,
+// with one leader's lock per container.
+func (b *batchEnv) caller(t *testing.T) *Exec {
+	t.Helper()
+	r := b.resolver(t, Options{ExecMode: ModeCRI, BatchDir: b.dir})
+	r.batchLeaders = 1
+	x, err := r.For(testPlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// waitFor polls cond with a hang guard (not a verdict on speed).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30 s for %s", what)
+		}
+	}
+}
+
+// files returns the names of the container's batch directory with suffix.
+func (b *batchEnv) files(suffix string) []string {
+	ents, _ := os.ReadDir(filepath.Join(b.dir, "ctr1"))
+	var names []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), suffix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// holdFirst runs a command that the runtime holds until release, and
+// returns the channel of its error.
+func (b *batchEnv) holdFirst(t *testing.T) chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	x := b.caller(t)
+	go func() {
+		out, err := x.Command("echo", "first").Output()
+		if err == nil && string(out) != "first\n" {
+			err = fmt.Errorf("output %q", out)
+		}
+		done <- err
+	}()
+	waitFor(t, "the first exec to reach the runtime", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.plain) == 1
+	})
+	return done
+}
+
+// TestBatch: while the runtime holds the one exec in flight, the commands
+// of nine other callers (resolvers of their own, as processes) wait, and
+// go to the container in one ExecSync of the registration's batch program
+// once it is free; each caller gets its own command's output and exit
+// code, and nothing is left in the batch directory.
+func TestBatch(t *testing.T) {
+	b := newBatchEnv(t)
+	first := b.holdFirst(t)
+
+	const n = 9
+	type outcome struct {
+		out []byte
+		err error
+	}
+	outcomes := make([]outcome, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		x := b.caller(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := x.Command("sh", "-c", fmt.Sprintf("echo %d; exit %d", i, i%3)).Output()
+			outcomes[i] = outcome{out, err}
+		}()
+	}
+	waitFor(t, "nine requests waiting", func() bool { return len(b.files(".req")) == n })
+	close(b.release)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatalf("the first command: %v", err)
+	}
+
+	for i, o := range outcomes {
+		if want := fmt.Sprintf("%d\n", i); string(o.out) != want {
+			t.Errorf("caller %d: output %q, want %q", i, o.out, want)
+		}
+		var exit utilexec.ExitError
+		switch code := i % 3; {
+		case code == 0 && o.err != nil:
+			t.Errorf("caller %d: %v, want success", i, o.err)
+		case code != 0 && (!errors.As(o.err, &exit) || exit.ExitStatus() != code):
+			t.Errorf("caller %d: %v, want exit status %d", i, o.err, code)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.plain) != 1 || len(b.batches) != 1 || len(b.batches[0]) != 2+n {
+		t.Fatalf("%d plain execs and batches of %v; want the held one and one batch of %d", len(b.plain), batchSizes(b.batches), n)
+	}
+	if left := append(b.files(".req"), append(b.files(".taken"), append(b.files(".res"), b.files(".tmp")...)...)...); len(left) != 0 {
+		t.Errorf("left in the batch directory: %q", left)
+	}
+	t.Logf("9 callers' commands in one ExecSync of %s %s", batchProgram, "exec-batch")
+}
+
+func batchSizes(bs [][]string) []int {
+	var n []int
+	for _, b := range bs {
+		n = append(n, len(b)-2)
+	}
+	return n
+}
+
+// TestBatchWaitEndsWithTheCall: a command whose caller's deadline passes
+// while it waits for a batch is withdrawn (ErrTimeout): it never runs, not
+// even once the container is free.
+func TestBatchWaitEndsWithTheCall(t *testing.T) {
+	b := newBatchEnv(t)
+	first := b.holdFirst(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	marker := filepath.Join(t.TempDir(), "ran")
+	err := b.caller(t).CommandContext(ctx, "touch", marker).Run()
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("a command queued past its deadline: %v, want ErrTimeout", err)
+	}
+	if left := b.files(".req"); len(left) != 0 {
+		t.Fatalf("its request stayed: %q", left)
+	}
+	close(b.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	// Once the container is free, a new command leads; the withdrawn one
+	// is not in its batch.
+	if err := b.caller(t).Command("true").Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the withdrawn command ran: %v", err)
+	}
+}
+
+// TestBatchDirRefused: a batch directory that someone else could write, or
+// a symbolic link, is not used: the command goes alone, and the log says
+// why, naming the directory.
+func TestBatchDirRefused(t *testing.T) {
+	b := newBatchEnv(t)
+	close(b.release)
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	target := t.TempDir()
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	for dir, says := range map[string]string{open: "writable by group or others", link: "not a directory"} {
+		var log syncLog
+		r := b.resolver(t, Options{ExecMode: ModeCRI, BatchDir: dir, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+		x, err := r.For(testPlugin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(b.rt.ExecRequests())
+		if out, err := x.Command("echo", "alone").Output(); err != nil || string(out) != "alone\n" {
+			t.Errorf("batch directory %s: %q, %v; want the command run alone", dir, out, err)
+		}
+		reqs := b.rt.ExecRequests()
+		if len(reqs) != before+1 || reqs[len(reqs)-1].Cmd[0] != "echo" {
+			t.Errorf("batch directory %s: ExecSync calls %v, want one plain echo", dir, reqs[before:])
+		}
+		if !strings.Contains(log.String(), dir) || !strings.Contains(log.String(), says) {
+			t.Errorf("batch directory %s: log %q, want it named, saying %q", dir, log.String(), says)
+		}
+	}
+	if ents, _ := os.ReadDir(target); len(ents) != 0 {
+		t.Fatalf("written through the symbolic link: %v", ents)
+	}
+}
+
+// syncLog is a log buffer for concurrent writers.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestNoBatchWithoutProgram: a registration that advertises no batch
+// program gets an exec per command, and no batch file is written.
+func TestNoBatchWithoutProgram(t *testing.T) {
+	b := newBatchEnv(t)
+	close(b.release)
+	b.register(t, testReg) // no ExecBatch
+	if err := b.caller(t).Command("true").Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(b.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the batch directory was made (%v) for a registration with no batch program", err)
+	}
+	if reqs := b.rt.ExecRequests(); len(reqs) != 1 || reqs[0].Cmd[0] != "true" {
+		t.Fatalf("ExecSync calls %v, want one of true", reqs)
+	}
+}
