@@ -17,7 +17,7 @@ import (
 
 func TestServeExecService(t *testing.T) {
 	dir := setPodEnv(t)
-	want := pod
+	want := withBatch(t, pod)
 	want.ExecSocket = execclient.SocketName(pod.PodUID)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -93,7 +93,7 @@ func TestServeExecSocketCannotListen(t *testing.T) {
 	}()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		r, ok, err := registration.Read(dir, "kubernetes.io/rbd")
-		if err == nil && ok && r == pod {
+		if err == nil && ok && r == withBatch(t, pod) {
 			break
 		}
 		select {

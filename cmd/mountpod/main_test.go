@@ -64,13 +64,8 @@ func TestServeRegistersFromEnvAndUnregistersOnCancel(t *testing.T) {
 	}()
 	// The registrations advertise the exec socket (serve runs it) and
 	// this binary as the batch program.
-	want := pod
+	want := withBatch(t, pod)
 	want.ExecSocket = execclient.SocketName(pod.PodUID)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want.ExecBatch = self
 	// Poll the files, not "mountpod check": urfave/cli keeps global state
 	// (the help and version flags) that two apps running at once race on.
 	registered := func() bool {
@@ -96,6 +91,18 @@ func TestServeRegistersFromEnvAndUnregistersOnCancel(t *testing.T) {
 	if entries, err := registration.List(dir); err != nil || len(entries) != 0 {
 		t.Errorf("registrations left after serve stopped: %v, %v", entries, err)
 	}
+}
+
+// withBatch is r advertising this binary as its batch program, as serve's
+// registrations do by default (--exec-batch auto).
+func withBatch(t *testing.T, r registration.Registration) registration.Registration {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ExecBatch = self
+	return r
 }
 
 // TestExecBatch: `mountpod exec-batch REQUEST...` prints the results of

@@ -34,6 +34,7 @@ type batchEnv struct {
 	*env
 	dir     string // the batch directory
 	release chan struct{}
+	once    sync.Once
 
 	mu      sync.Mutex
 	plain   [][]string
@@ -47,11 +48,13 @@ func newBatchEnv(t *testing.T) *batchEnv {
 	reg.ExecBatch = batchProgram
 	b.register(t, reg)
 	b.rt.SetContainers(crifake.Container("ctr1", reg.PodNamespace, reg.PodName, reg.PodUID, reg.ContainerName, runtimeapi.ContainerState_CONTAINER_RUNNING))
-	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { close(b.release) }) })
+	t.Cleanup(b.open)
 	b.rt.SetExec(b.run)
 	return b
 }
+
+// open lets the held exec go (once).
+func (b *batchEnv) open() { b.once.Do(func() { close(b.release) }) }
 
 func (b *batchEnv) run(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
 	argv := req.Cmd
@@ -168,7 +171,7 @@ func TestBatch(t *testing.T) {
 		}()
 	}
 	waitFor(t, "nine requests waiting", func() bool { return len(b.files(".req")) == n })
-	close(b.release)
+	b.open()
 	wg.Wait()
 	if err := <-first; err != nil {
 		t.Fatalf("the first command: %v", err)
@@ -221,7 +224,7 @@ func TestBatchWaitEndsWithTheCall(t *testing.T) {
 	if left := b.files(".req"); len(left) != 0 {
 		t.Fatalf("its request stayed: %q", left)
 	}
-	close(b.release)
+	b.open()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +243,7 @@ func TestBatchWaitEndsWithTheCall(t *testing.T) {
 // why, naming the directory.
 func TestBatchDirRefused(t *testing.T) {
 	b := newBatchEnv(t)
-	close(b.release)
+	b.open()
 	open := filepath.Join(t.TempDir(), "open")
 	if err := os.Mkdir(open, 0o777); err != nil {
 		t.Fatal(err)
@@ -299,7 +302,7 @@ func (l *syncLog) String() string {
 // program gets an exec per command, and no batch file is written.
 func TestNoBatchWithoutProgram(t *testing.T) {
 	b := newBatchEnv(t)
-	close(b.release)
+	b.open()
 	b.register(t, testReg) // no ExecBatch
 	if err := b.caller(t).Command("true").Run(); err != nil {
 		t.Fatal(err)
