@@ -576,22 +576,8 @@ func (g *glusterEnv) testDriverBatch(t *testing.T) {
 			t.Errorf("host mount table: %s is %q, want fuse.glusterfs", targets[i], fs)
 		}
 	}
-	data, _ := os.ReadFile(log)
-	var sizes []int
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var r struct {
-			Msg      string
-			Commands int
-			Err      string
-		}
-		if json.Unmarshal([]byte(line), &r) == nil && r.Msg == "exec batch" {
-			sizes = append(sizes, r.Commands)
-			if r.Err != "" {
-				t.Errorf("a batch failed: %s", r.Err)
-			}
-		}
-	}
-	if len(sizes) != 1 || sizes[0] != calls {
+	if sizes := execBatches(t, log); len(sizes) != 1 || sizes[0] != calls {
+		data, _ := os.ReadFile(log)
 		t.Errorf("batches logged by the driver: %v, want one of %d\n%s", sizes, calls, data)
 	}
 	for i, d := range targets {
@@ -602,6 +588,31 @@ func (g *glusterEnv) testDriverBatch(t *testing.T) {
 	if n := waiting(); n != 0 {
 		t.Errorf("%d requests left in %s", n, dir)
 	}
+}
+
+// execBatches returns the number of commands of each batch the driver's
+// log records ("exec batch", pkg/exec), in order.
+func execBatches(t *testing.T, path string) []int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r struct {
+			Msg      string
+			Commands int
+			Err      string
+		}
+		if json.Unmarshal([]byte(line), &r) == nil && r.Msg == "exec batch" {
+			sizes = append(sizes, r.Commands)
+			if r.Err != "" {
+				t.Errorf("a batch of %d commands failed: %s", r.Commands, r.Err)
+			}
+		}
+	}
+	return sizes
 }
 
 // driverReply calls the driver at path as the kubelet does; a reply that

@@ -237,6 +237,14 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	}
 	t.Logf("%d pods Running in %s through %s; driver mount p50 %s, p99 %s, max %s; at most %d mounts at once",
 		len(pods), allRunning.Round(time.Millisecond), mode, pct(50), pct(99), pct(100), maxOverlap(calls))
+	if mode == mcexec.ModeCRI {
+		sizes := execBatches(t, logPath)
+		n := 0
+		for _, k := range sizes {
+			n += k
+		}
+		t.Logf("through CRI: %d commands went in %d batches (sizes %v), %d alone", n, len(sizes), sizes, len(calls)-n)
+	}
 	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB, CPU %s during the wave; %d FUSE daemons using %.1f MiB RSS in all (%.1f MiB each), at the peak %d using %.1f MiB",
 		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), mib(peak.podMemory), cpu.Round(time.Millisecond), daemons, mib(daemonRSS), mib(daemonRSS)/float64(max(daemons, 1)),
 		peak.daemons, mib(peak.daemonRSS))
