@@ -45,3 +45,36 @@ func TestEncodeDecode(t *testing.T) {
 		t.Errorf("DecodeResults of one result for two commands: %v", err)
 	}
 }
+
+// FuzzDecodeRequest: any argument decodes to a valid request or an error,
+// never a panic; a request that decodes encodes again to one that decodes
+// the same.
+func FuzzDecodeRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"argv":["mount","-t","glusterfs","h:/v","/x"],"timeoutMs":60000}`,
+		`{"argv":[""],"timeoutMs":1}`, `{"argv":["x"],"timeoutMs":-5}`, `{"argv":null}`, `[]`, `{`, "",
+		`{"argv":["a\u0000b"],"timeoutMs":9223372036854775807}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, arg string) {
+		r, err := DecodeRequest(arg)
+		if err != nil {
+			return
+		}
+		if r.Validate() != nil {
+			t.Fatalf("DecodeRequest(%q) = %+v, which does not validate", arg, r)
+		}
+		args, err := EncodeRequests([]Request{r})
+		if err != nil {
+			if len(arg) <= MaxRequestSize/2 && !strings.Contains(err.Error(), "more than") {
+				t.Fatalf("EncodeRequests of a decoded request %+v: %v", r, err)
+			}
+			return
+		}
+		again, err := DecodeRequest(args[0])
+		if err != nil || strings.Join(again.Argv, "\x00") != strings.Join(r.Argv, "\x00") || again.TimeoutMs != r.TimeoutMs {
+			t.Fatalf("round trip of %+v: %+v, %v", r, again, err)
+		}
+	})
+}
