@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 	utilexec "k8s.io/utils/exec"
 
+	"github.com/mountcontainers/mountcontainers/pkg/cri"
 	"github.com/mountcontainers/mountcontainers/pkg/execbatch"
 )
 
@@ -27,14 +28,19 @@ import (
 // (registration.Registration's ExecBatch), which runs them side by side.
 //
 // Through files in BatchDir/<container ID>/, a directory only root may
-// write: a caller writes its request (ID.req) and then either leads a
-// batch or waits for its result (ID.res). A leader holds one of
-// batchLeaders lock files (flock(2), released by the kernel if it dies),
-// claims every waiting request by renaming it (ID.taken: a request is
-// claimed once), runs them (a lone request of its own as a plain ExecSync)
-// and writes each other caller's result. So while execs of the container
-// queue in the runtime, the commands that arrive meanwhile wait for the
-// next batch instead of an exec each.
+// write: a caller writes its request (ID.req, the ID starting with the
+// request's deadline) and then either leads a batch or waits for its
+// result (ID.res). A leader holds one of batchLeaders lock files
+// (flock(2), released by the kernel if it dies), claims its own request
+// first and then the others waiting, oldest deadline first, by renaming
+// them (ID.taken: a request is claimed once), answers those whose deadline
+// passed without running them, runs the rest with what is left of their
+// time (a lone request of its own as a plain ExecSync) and writes each
+// other caller's result. So while execs of the container queue in the
+// runtime, the commands that arrive meanwhile wait for the next batch
+// instead of an exec each. A batch that could not start (its program
+// missing or refusing, the runtime unavailable) tells each caller to run
+// its command alone.
 const (
 	// DefaultBatchDir is the batch directory of this project's volume
 	// hosts: on the node's /run, a tmpfs.
@@ -44,9 +50,15 @@ const (
 	// batchPoll is how often a waiting caller looks for its result or a
 	// free leader's lock.
 	batchPoll = 25 * time.Millisecond
-	// batchStale is the age after which a leader removes files that no
-	// caller will collect (a waiter that gave up, a leader that died).
+	// batchStale is how long after its deadline a leader removes a file
+	// that no caller will collect (a waiter that gave up, a leader that
+	// died).
 	batchStale = 10 * time.Minute
+	// batchOverhead is what a batch's ExecSync may take beyond its longest
+	// command: the runtime's start of the exec (about a second each on a
+	// loaded node, queued), and the runner's wait for outputs a daemon
+	// holds (2 s).
+	batchOverhead = 10 * time.Second
 )
 
 // containerIDPattern is what a container ID may be to name a directory.
@@ -62,6 +74,15 @@ type batchResult struct {
 	Err     string `json:"err,omitempty"`
 	Gone    bool   `json:"gone,omitempty"`
 	Timeout bool   `json:"timeout,omitempty"`
+	// Alone: the batch did not start; the caller runs its command alone.
+	Alone bool `json:"alone,omitempty"`
+}
+
+// batchRequest is a request file: the command and the caller's deadline.
+type batchRequest struct {
+	execbatch.Request
+	// DeadlineMs is when the caller stops waiting (Unix milliseconds).
+	DeadlineMs int64 `json:"deadlineMs"`
 }
 
 // batching reports whether argv for d goes through a batch: not when the
@@ -84,18 +105,20 @@ func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []strin
 		r.batchUnusable(ctx, d, err)
 		return r.execSyncOne(ctx, d, argv, timeout, publish)
 	}
-	id, err := writeRequest(dir, execbatch.Request{Argv: argv, TimeoutMs: max(timeout.Milliseconds(), 1)})
+	// The command's deadline: a leader runs it with what is left of it,
+	// or answers that it passed.
+	cmdDeadline := time.Now().Add(timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(cmdDeadline) {
+		cmdDeadline = dl
+	}
+	id, err := writeRequest(dir, batchRequest{Request: execbatch.Request{Argv: argv, TimeoutMs: max(timeout.Milliseconds(), 1)}, DeadlineMs: cmdDeadline.UnixMilli()})
 	if err != nil {
 		r.batchUnusable(ctx, d, err)
 		return r.execSyncOne(ctx, d, argv, timeout, publish)
 	}
-	// The runtime's own bound of the command, and a grace for a batch
-	// that took the request to write its result.
-	secs := timeout + grace(timeout)
-	deadline := time.Now().Add(secs)
-	if dl, ok := ctx.Deadline(); ok && dl.Add(grace(timeout)).Before(deadline) {
-		deadline = dl.Add(grace(timeout))
-	}
+	// Once claimed, a batch answers within the command's time and its own
+	// overhead.
+	deadline := cmdDeadline.Add(batchOverhead + grace(timeout))
 	leaders := r.batchLeaders
 	if leaders <= 0 {
 		leaders = batchLeaders
@@ -122,12 +145,15 @@ func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []strin
 			if err != nil {
 				return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: the result of its batch: %w", argv[0], d.Where(), d.Plugin, err)
 			}
+			if res.Alone {
+				return r.execSyncUntil(ctx, d, argv, cmdDeadline, publish)
+			}
 			return res.outcome(argv[0], d, timeout)
 		}
 		if out, errOut, done, lerr := r.tryLead(ctx, d, locks, dir, id, argv, timeout, publish); done {
 			return out, errOut, lerr
 		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
+		if ctx.Err() != nil || time.Now().After(cmdDeadline) {
 			// Still waiting: give up. Not claimed yet, it never runs;
 			// claimed, its batch may still run it.
 			if os.Remove(filepath.Join(dir, id+".req")) == nil {
@@ -168,24 +194,31 @@ func (r *Resolver) tryLead(ctx context.Context, d Decision, locks []*os.File, di
 	return nil, nil, false, nil
 }
 
-// lead claims the waiting requests of dir and runs them.
+// lead claims the caller's own request, then the others waiting (the
+// earliest deadlines first), and runs them. done is false when the
+// caller's request was claimed by another batch: it leads nothing then.
 func (r *Resolver) lead(ctx context.Context, d Decision, dir, id string, argv []string, timeout time.Duration, publish func(context.CancelFunc)) (stdout, stderr []byte, done bool, err error) {
-	if _, err := os.Lstat(filepath.Join(dir, id+".req")); err != nil {
-		// Another batch took it: its result comes, nothing to lead.
+	if os.Rename(filepath.Join(dir, id+".req"), filepath.Join(dir, id+".taken")) != nil {
+		// Another batch took it: its result comes.
 		return nil, nil, false, nil
 	}
 	removeStale(dir)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, nil, false, nil
+	ids, reqs := []string{id}, []batchRequest{{}}
+	if own, rerr := readRequest(filepath.Join(dir, id+".taken")); rerr == nil {
+		reqs[0] = own
+	} else {
+		os.Remove(filepath.Join(dir, id+".taken"))
+		return nil, nil, true, fmt.Errorf("exec %s in %s of plugin %s: its batch request: %w", argv[0], d.Where(), d.Plugin, rerr)
 	}
-	var ids []string
-	var reqs []execbatch.Request
-	own, size := -1, 0
+	ents, _ := os.ReadDir(dir) // sorted by name: by deadline
+	size := reqs[0].Size()
 	for _, e := range ents {
 		other, ok := strings.CutSuffix(e.Name(), ".req")
-		if !ok || len(reqs) == execbatch.MaxRequests || size > execbatch.MaxBatchSize-execbatch.MaxRequestSize {
+		if !ok {
 			continue
+		}
+		if len(reqs) == execbatch.MaxRequests || size > execbatch.MaxBatchSize-execbatch.MaxRequestSize {
+			break
 		}
 		if os.Rename(filepath.Join(dir, e.Name()), filepath.Join(dir, other+".taken")) != nil {
 			continue // another leader claimed it, or its caller gave up
@@ -193,82 +226,112 @@ func (r *Resolver) lead(ctx context.Context, d Decision, dir, id string, argv []
 		req, rerr := readRequest(filepath.Join(dir, other+".taken"))
 		if rerr != nil {
 			// Unreadable: its caller gets the error.
-			writeResult(dir, other, batchResult{Err: "its request: " + rerr.Error()})
+			writeResult(dir, other, batchResult{Err: "its batch request: " + rerr.Error()})
 			os.Remove(filepath.Join(dir, other+".taken"))
 			continue
-		}
-		if other == id {
-			own = len(reqs)
 		}
 		size += req.Size()
 		ids = append(ids, other)
 		reqs = append(reqs, req)
 	}
-	if own < 0 {
-		// The caller's request was claimed by another batch: leave
-		// nothing unanswered.
-		r.runBatch(ctx, d, dir, ids, reqs, -1)
-		return nil, nil, false, nil
-	}
 	if len(reqs) == 1 {
 		os.Remove(filepath.Join(dir, id+".taken"))
-		stdout, stderr, err = r.execSyncOne(ctx, d, argv, timeout, publish)
+		stdout, stderr, err = r.execSyncUntil(ctx, d, argv, time.UnixMilli(reqs[0].DeadlineMs), publish)
 		return stdout, stderr, true, err
 	}
-	res := r.runBatch(ctx, d, dir, ids, reqs, own)
+	res := r.runBatch(ctx, d, dir, ids, reqs)
+	if res.Alone {
+		stdout, stderr, err = r.execSyncUntil(ctx, d, argv, time.UnixMilli(reqs[0].DeadlineMs), publish)
+		return stdout, stderr, true, err
+	}
 	stdout, stderr, err = res.outcome(argv[0], d, timeout)
 	return stdout, stderr, true, err
 }
 
-// runBatch runs reqs in one ExecSync, writes the result of every request
-// but reqs[own] to its caller's file and returns reqs[own]'s.
-func (r *Resolver) runBatch(ctx context.Context, d Decision, dir string, ids []string, reqs []execbatch.Request, own int) batchResult {
-	if len(reqs) == 0 {
-		return batchResult{}
-	}
+// runBatch runs reqs (reqs[0] the leader's own) in one ExecSync, each with
+// what is left of its time, writes the result of every request but the
+// leader's to its caller's file and returns the leader's. A request whose
+// deadline passed while it waited is answered without running.
+func (r *Resolver) runBatch(ctx context.Context, d Decision, dir string, ids []string, reqs []batchRequest) batchResult {
 	results := make([]batchResult, len(reqs))
-	args, err := execbatch.EncodeRequests(reqs)
+	var run []execbatch.Request
+	var runIdx []int
 	var longest time.Duration
-	for _, q := range reqs {
-		longest = max(longest, q.Timeout())
-	}
-	if err == nil {
-		argv := append([]string{d.Registration.ExecBatch, execbatch.Subcommand}, args...)
-		// Not the leader's context alone: the batch carries others'
-		// commands, which its caller's end must not cut short.
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), longest+grace(longest))
-		var out []byte
-		start := time.Now()
-		out, _, err = r.execSyncOne(bctx, d, argv, longest, nil)
-		cancel()
-		if r.log != nil {
-			r.log.DebugContext(ctx, "exec batch", "plugin", d.Plugin, "container", d.ContainerID, "commands", len(reqs),
-				"took", time.Since(start).Round(time.Millisecond).String(), "err", errString(err))
+	now := time.Now()
+	for i, q := range reqs {
+		left := time.UnixMilli(q.DeadlineMs).Sub(now)
+		if left < time.Millisecond {
+			results[i] = batchResult{Err: "its deadline passed while it waited for a batch; it did not run", Timeout: true}
+			continue
 		}
+		q.Request.TimeoutMs = left.Milliseconds()
+		run = append(run, q.Request)
+		runIdx = append(runIdx, i)
+		longest = max(longest, left)
+	}
+	if len(run) > 0 {
+		args, err := execbatch.EncodeRequests(run)
+		var out []byte
 		if err == nil {
-			var rs []execbatch.Result
-			if rs, err = execbatch.DecodeResults(out, len(reqs)); err == nil {
-				for i := range rs {
-					results[i].Result = rs[i]
-				}
+			argv := append([]string{d.Registration.ExecBatch, execbatch.Subcommand}, args...)
+			// The runtime's bound covers the longest command and what
+			// the batch adds (batchOverhead): the runner bounds each
+			// command itself, so a slow one is its own caller's timeout,
+			// not the others'. Not the leader's context: the batch
+			// carries others' commands, which its caller's end must not
+			// cut short.
+			bound := longest + batchOverhead
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound+grace(bound))
+			start := time.Now()
+			out, _, err = r.execSyncOne(bctx, d, argv, bound, nil)
+			cancel()
+			if r.log != nil {
+				r.log.DebugContext(ctx, "exec batch", "plugin", d.Plugin, "container", d.ContainerID, "commands", len(run),
+					"took", time.Since(start).Round(time.Millisecond).String(), "err", errString(err))
+			}
+		}
+		var rs []execbatch.Result
+		if err == nil {
+			rs, err = execbatch.DecodeResults(out, len(run))
+		}
+		for k, i := range runIdx {
+			switch {
+			case err == nil:
+				results[i].Result = rs[k]
+			case batchNotStarted(err):
+				// Nothing ran: each caller runs its command alone.
+				results[i] = batchResult{Alone: true}
+			default:
+				results[i] = batchResult{Err: err.Error(), Gone: errors.Is(err, errGone), Timeout: errors.Is(err, ErrTimeout)}
 			}
 		}
 	}
-	if err != nil {
-		for i := range results {
-			results[i] = batchResult{Err: err.Error(), Gone: errors.Is(err, errGone), Timeout: errors.Is(err, ErrTimeout)}
-		}
-	}
 	for i, other := range ids {
-		if i != own {
+		if i != 0 {
 			writeResult(dir, other, results[i])
 		}
 		os.Remove(filepath.Join(dir, other+".taken"))
 	}
-	if own < 0 {
-		return batchResult{}
+	return results[0]
+}
+
+// execSyncUntil runs argv alone in one ExecSync bounded by deadline.
+func (r *Resolver) execSyncUntil(ctx context.Context, d Decision, argv []string, deadline time.Time, publish func(context.CancelFunc)) (stdout, stderr []byte, err error) {
+	left := time.Until(deadline)
+	if left < time.Millisecond {
+		return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w: its deadline passed while it waited for a batch of the container's commands: %w", argv[0], d.Where(), d.Plugin, ErrTimeout, context.DeadlineExceeded)
 	}
-	return results[own]
+	return r.execSyncOne(ctx, d, argv, left, publish)
+}
+
+// batchNotStarted reports whether a batch's ExecSync failed before any of
+// its commands could run: its program is missing or refused the batch (a
+// usage error, exit 2, as `mountpod exec-batch` gives), or the runtime is
+// unavailable.
+func batchNotStarted(err error) bool {
+	var exit utilexec.CodeExitError
+	return errors.Is(err, utilexec.ErrExecutableNotFound) || cri.IsUnavailable(err) ||
+		errors.As(err, &exit) && exit.Code == 2
 }
 
 // outcome turns a batch's result into execSync's.
@@ -331,13 +394,14 @@ func (r *Resolver) batchContainerDir(containerID string) (string, error) {
 	return dir, nil
 }
 
-// writeRequest writes req as a new request file and returns its ID.
-func writeRequest(dir string, req execbatch.Request) (string, error) {
+// writeRequest writes req as a new request file and returns its ID: the
+// deadline (zero-padded, so that names sort by it) and 16 random bytes.
+func writeRequest(dir string, req batchRequest) (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	id := hex.EncodeToString(b[:])
+	id := fmt.Sprintf("%015d-%s", max(req.DeadlineMs, 0), hex.EncodeToString(b[:]))
 	data, err := json.Marshal(req)
 	if err != nil {
 		return "", err
@@ -382,8 +446,8 @@ func writeNew(dir, name string, data []byte) error {
 // maxBatchFile bounds what is read of a request or result file.
 const maxBatchFile = 4 * execbatch.MaxOutput
 
-func readRequest(path string) (execbatch.Request, error) {
-	var req execbatch.Request
+func readRequest(path string) (batchRequest, error) {
+	var req batchRequest
 	data, err := readSmall(path)
 	if err != nil {
 		return req, err
@@ -434,17 +498,20 @@ func readSmall(path string) ([]byte, error) {
 	return buf, nil
 }
 
-// removeStale removes the files of dir that nobody will collect.
+// removeStale removes the files of dir that nobody will collect: those
+// whose request's deadline (the start of the name) passed batchStale ago.
 func removeStale(dir string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "lead-") {
+		ms, _, ok := strings.Cut(e.Name(), "-")
+		if !ok || strings.HasPrefix(e.Name(), "lead-") {
 			continue
 		}
-		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > batchStale {
+		var deadline int64
+		if _, err := fmt.Sscanf(ms, "%d", &deadline); err == nil && time.Since(time.UnixMilli(deadline)) > batchStale {
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/execbatch"
 	crifake "github.com/mountcontainers/mountcontainers/pkg/cri/critest"
+	wire "github.com/mountcontainers/mountcontainers/pkg/execbatch"
 )
 
 const batchProgram = "/usr/local/bin/mountpod"
@@ -58,6 +59,12 @@ func (b *batchEnv) open() { b.once.Do(func() { close(b.release) }) }
 
 func (b *batchEnv) run(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*runtimeapi.ExecSyncResponse, error) {
 	argv := req.Cmd
+	if argv[0] == "/missing/batch-program" {
+		b.mu.Lock()
+		b.batches = append(b.batches, argv)
+		b.mu.Unlock()
+		return nil, status.Error(codes.Unknown, `failed to exec in container: exec: "/missing/batch-program": stat /missing/batch-program: no such file or directory`)
+	}
 	if argv[0] == batchProgram && len(argv) > 1 && argv[1] == "exec-batch" {
 		b.mu.Lock()
 		b.batches = append(b.batches, argv)
@@ -197,6 +204,14 @@ func TestBatch(t *testing.T) {
 	if left := append(b.files(".req"), append(b.files(".taken"), append(b.files(".res"), b.files(".tmp")...)...)...); len(left) != 0 {
 		t.Errorf("left in the batch directory: %q", left)
 	}
+	// The runtime's bound of the batch exceeds its commands' own (the
+	// resolver's 2 minutes): a slow command times out in the runner, as
+	// its own caller's failure, not the batch's.
+	for _, req := range b.rt.ExecRequests() {
+		if req.Cmd[0] == batchProgram && req.Timeout <= int64(DefaultTimeout/time.Second) {
+			t.Errorf("the batch's ExecSync timeout is %d s, want more than its commands' %s", req.Timeout, DefaultTimeout)
+		}
+	}
 	t.Logf("9 callers' commands in one ExecSync of %s %s", batchProgram, "exec-batch")
 }
 
@@ -312,5 +327,74 @@ func TestNoBatchWithoutProgram(t *testing.T) {
 	}
 	if reqs := b.rt.ExecRequests(); len(reqs) != 1 || reqs[0].Cmd[0] != "true" {
 		t.Fatalf("ExecSync calls %v, want one of true", reqs)
+	}
+}
+
+// TestBatchAnswersExpiredRequests: a request whose deadline passed before
+// a leader claimed it (its caller gone: another process that died) is
+// answered as timed out and does not run; the leader's own runs.
+func TestBatchAnswersExpiredRequests(t *testing.T) {
+	b := newBatchEnv(t)
+	b.open()
+	marker := filepath.Join(t.TempDir(), "ran")
+	r := b.resolver(t, Options{ExecMode: ModeCRI, BatchDir: b.dir})
+	if _, err := r.batchContainerDir("ctr1"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := writeRequest(filepath.Join(b.dir, "ctr1"), batchRequest{
+		Request:    wire.Request{Argv: []string{"touch", marker}, TimeoutMs: 60_000},
+		DeadlineMs: time.Now().Add(-time.Second).UnixMilli(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := b.caller(t).Command("echo", "mine").Output(); err != nil || string(out) != "mine\n" {
+		t.Fatalf("the leader's command: %q, %v", out, err)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the expired request ran: %v", err)
+	}
+	res, ok, err := takeResult(filepath.Join(b.dir, "ctr1"), id)
+	if err != nil || !ok || !res.Timeout {
+		t.Fatalf("the expired request's result: %+v, %t, %v; want a timeout", res, ok, err)
+	}
+}
+
+// TestBatchProgramMissing: a batch whose program cannot start (a
+// registration naming a program the container lacks) runs nothing; each
+// caller then runs its command alone and gets its own result.
+func TestBatchProgramMissing(t *testing.T) {
+	b := newBatchEnv(t)
+	reg := testReg
+	reg.ExecBatch = "/missing/batch-program"
+	b.register(t, reg)
+	first := b.holdFirst(t)
+	const n = 3
+	errs := make([]error, n)
+	outs := make([][]byte, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		x := b.caller(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = x.Command("echo", fmt.Sprint(i)).Output()
+		}()
+	}
+	waitFor(t, "three requests waiting", func() bool { return len(b.files(".req")) == n })
+	b.open()
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if errs[i] != nil || string(outs[i]) != fmt.Sprintf("%d\n", i) {
+			t.Errorf("caller %d: %q, %v; want its own output", i, outs[i], errs[i])
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.batches) != 1 || len(b.plain) != 1+n {
+		t.Errorf("%d batch attempts and %d plain execs; want the one batch that could not start and each command alone", len(b.batches), len(b.plain))
 	}
 }

@@ -112,10 +112,20 @@
 // Flexvolume driver is a process per call) share batches: at most four
 // batches of a container are in flight, a command that finds them all
 // busy waits and goes in the next one, and a command alone goes as it is.
-// Each caller gets its own command's result, as above; a command whose
-// deadline passes while it waits is withdrawn and never runs. BatchDir and
-// its directories must belong to the caller's user, writable by nobody
-// else, and not be symbolic links: their files are commands run as root.
+// Each caller gets its own command's result, as above. A command runs with
+// what is left of its time when a batch takes it; one whose deadline
+// passed while it waited never runs (withdrawn by its caller, or answered
+// as timed out by the batch that claims it). The batch's ExecSync may take
+// its longest command's time and 10 s more, so one slow command times out
+// alone. A batch whose program cannot start (missing, refusing) runs
+// nothing, and each caller runs its command alone. A batched command's
+// outputs keep their last 64 KiB each, and Stop does not reach it. BatchDir
+// and its directories must belong to the caller's user, writable by
+// nobody else, and not be symbolic links: their files are commands run as
+// root, and their results. A caller that puts a secret in an argv (this
+// project's volume hosts never do: keys go by file) should not set
+// BatchDir: the argv would be in those files, as it is in the batch's
+// process list.
 //
 // # Exec fast path
 //

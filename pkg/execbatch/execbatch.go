@@ -34,9 +34,10 @@ const (
 	// Linux allows a quarter of the stack limit, 2 MiB by default).
 	MaxBatchSize = 512 << 10
 	// MaxOutput bounds what a result keeps of each of a command's outputs
-	// (a batch's whole output stays under gRPC's default 4 MiB message);
-	// the end is kept, where utilities say why they failed.
-	MaxOutput = 16 << 10
+	// (a batch's whole output, base64 in JSON, stays under the 16 MiB a
+	// CRI response may have); the end is kept, where utilities say why
+	// they failed.
+	MaxOutput = 64 << 10
 )
 
 // Request is one command of a batch.

@@ -63,7 +63,9 @@ func runOne(ctx context.Context, req wire.Request) wire.Result {
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
 		res.ExitCode, res.Failure, res.Error = -1, wire.FailureTimeout, "timed out after "+req.Timeout().String()
-	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, syscall.ENOENT) && cmd.Process == nil:
+	case cmd.Process == nil && (errors.Is(err, exec.ErrNotFound) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES)):
+		// As the runtimes say of a single exec (pkg/exec's
+		// notFoundMessage: no such file, or permission denied).
 		res.ExitCode, res.Failure, res.Error = -1, wire.FailureNotFound, err.Error()
 	case errors.As(err, &exit):
 		res.ExitCode = exitCode(exit)
