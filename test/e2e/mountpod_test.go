@@ -167,7 +167,8 @@ func TestMountpod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			exact := fmt.Sprintf(`{"podNamespace":%q,"podName":%q,"podUID":%q,"containerName":"mount","execSocket":".exec/%s.sock"}`+"\n", pod.Namespace, pod.Name, pod.UID, pod.UID)
+			// The image's mountpod is the batch program (--exec-batch auto).
+			exact := fmt.Sprintf(`{"podNamespace":%q,"podName":%q,"podUID":%q,"containerName":"mount","execSocket":".exec/%s.sock","execBatch":"/usr/local/bin/mountpod"}`+"\n", pod.Namespace, pod.Name, pod.UID, pod.UID)
 			if string(data) != exact {
 				t.Errorf("%s = %q, want %q", path, data, exact)
 			}
