@@ -28,6 +28,7 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/logging"
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -305,6 +306,13 @@ func checkDriverMounts(t *testing.T, name string, pod corev1.PodSpec, c corev1.C
 				expect(false, "%s is mounted below the Bidirectional %s: the mount would propagate to the node", m.MountPath, b.MountPath)
 			}
 		}
+	}
+	// The exec batch directory: the node's, writable, so that the calls
+	// through CRI meet there (with the Flexvolume driver's).
+	if b := cmpOr(args["exec-batch-dir"], mcexec.DefaultBatchDir); b != "none" {
+		m := mounts[b]
+		expect(m != nil && vols[m.Name].HostPath != nil && !m.ReadOnly,
+			"the exec batch directory %s is not the node's, mounted writable: %+v", b, m)
 	}
 	var criDirs []string
 	for _, e := range append([]string{args["runtime-endpoint"]}, cri.DefaultEndpoints...) {

@@ -75,7 +75,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "registration-dir", Value: registration.DefaultDir, Usage: "Directory of the mount pods' registrations."},
 		&cli.StringFlag{Name: "runtime-endpoint", Usage: "CRI runtime endpoint (default: CONTAINER_RUNTIME_ENDPOINT, then the usual sockets)."},
 		&cli.StringFlag{Name: "exec-mode", Value: string(mcexec.ModeAuto), Usage: "How commands reach the mount pod: auto, socket or cri."},
-		&cli.StringFlag{Name: "exec-batch-dir", Value: "none", Usage: `Directory, only root may write, where this driver's calls meet to send the commands that wait for the mount container at once in one CRI ExecSync (such as ` + mcexec.DefaultBatchDir + ` on a tmpfs); "none" sends each in an exec of its own.`},
+		&cli.StringFlag{Name: "exec-batch-dir", Value: mcexec.DefaultBatchDir, Usage: `Directory, only root may write, on a tmpfs, where the calls of this driver (and of others on the node given the same directory) meet to send the commands that wait for the mount container at once in one CRI ExecSync; "none" sends each in an exec of its own. One that cannot be used is logged once, and each command goes alone.`},
 		&cli.StringFlag{Name: "secrets-dir", Value: volume.DefaultSecretsDir, Usage: "Directory on a tmpfs, mounted at the same path in the mount pod, for the secrets mounts need."},
 		&cli.IntFlag{Name: "socket-group", Usage: "Group ID that may connect to the CSI socket besides root (mode 0660), for a sidecar that runs as that group; 0: root only (0600)."},
 		&cli.DurationFlag{Name: "timeout", Value: volume.DefaultTimeout, Usage: "Bound of each mount or umount, and of the statfs that tells whether a mount answers (a hung FUSE daemon makes the call Unavailable after it)."},
