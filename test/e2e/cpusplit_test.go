@@ -96,7 +96,7 @@ func takeCPU(cgroups map[string][]string) cpuSnapshot {
 // cpuGroupOf names the bed's daemons; "" for any other process.
 func cpuGroupOf(comm string) string {
 	switch comm {
-	case "kubelet", "containerd", "kube-apiserver", "etcd", "kube-controller", "kube-scheduler":
+	case "kubelet", "containerd", "kube-apiserver", "etcd", "kube-controller", "kube-scheduler", "csi-driver":
 		return comm
 	case "containerd-shim", "containerd-shim-runc-v2":
 		return "containerd-shim"

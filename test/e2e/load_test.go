@@ -38,11 +38,13 @@ const (
 	loadVolumes = 20
 )
 
-// TestLoad creates loadPods workload pods at once, three times: with the
-// driver placing its commands through the mount pod's exec socket, the
-// same with the mount pod running the distribution's mount.glusterfs
-// script instead of mount-scope's translation (the before, in the same
-// run; MOUNTPOD_HELPER_SCRIPTS), then through CRI ExecSync. Every pod
+// TestLoad creates loadPods workload pods at once, five times: with the
+// Flexvolume driver placing its commands through the mount pod's exec
+// socket, the same with the mount pod running the distribution's
+// mount.glusterfs script instead of mount-scope's translation (the before,
+// in the same run; MOUNTPOD_HELPER_SCRIPTS), then through CRI ExecSync;
+// then on PersistentVolumes of the CSI driver through each path
+// (csiLoadWave: one staging mount per volume). Every pod
 // must mount its volume with no failed attempt (no FailedMount Event),
 // write and read it back, and be Running; then all are
 // deleted at once and nothing of them may be left: no mount, FUSE daemon,
@@ -94,10 +96,27 @@ func TestLoad(t *testing.T) {
 			running["script"] = g.loadWave(t, mode, vols, parent, true)
 		})
 	}
+	// The same pods on PersistentVolumes of the GlusterFS CSI driver, on
+	// both paths.
+	csiBin := buildCmd(t, "csi-driver")
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csiDriver := filepath.Join(root, "deploy/csi/glusterfs/csidriver.yaml")
+	bed.ApplyFile(t, csiDriver)
+	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
+	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
+		t.Run("csi-"+string(mode), func(t *testing.T) {
+			running["csi-"+string(mode)] = g.csiLoadWave(t, csiBin, mode, vols, parent)
+		})
+	}
 	for _, w := range []struct{ key, what string }{
 		{string(mcexec.ModeSocket), "through the exec socket"},
 		{"script", "through the exec socket, with the distribution's mount.glusterfs script"},
 		{string(mcexec.ModeCRI), "through CRI ExecSync"},
+		{"csi-" + string(mcexec.ModeSocket), "of the CSI driver through the exec socket"},
+		{"csi-" + string(mcexec.ModeCRI), "of the CSI driver through CRI ExecSync"},
 	} {
 		if s := running[w.key]; s > 0 && baseline > 0 {
 			t.Logf("time until all %d pods are Running: %s with a GlusterFS volume %s, %s with an emptyDir (%.2fx)",
