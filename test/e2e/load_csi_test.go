@@ -100,6 +100,22 @@ spec:
 	mpPID := mountpodPID(t, mp.UID)
 	anonIdle := procStatusBytes(mpPID, "RssAnon")
 	cpu0 := podCPU(t, mp.UID)
+	var peak loadPeak
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			peak.sample(mp.UID, mpPID, parent, filepath.Join(bed.Env.KubeletRoot, "plugins/kubernetes.io/csi", csiGlusterDriver))
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	stop := sync.OnceFunc(func() { close(stopSampling); <-sampled })
+	defer stop()
 	cgroups := g.loadCgroups(t, string(mp.UID), parent)
 	cpuStart := takeCPU(cgroups)
 	start := time.Now()
@@ -126,6 +142,7 @@ spec:
 	allRunning := time.Since(start)
 	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, takeCPU(cgroups)))
 	cpu := podCPU(t, mp.UID) - cpu0
+	stop()
 
 	for _, p := range pods {
 		out, err := bed.Client.CoreV1().Pods(g.ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "main"}).Do(ctx).Raw()
@@ -175,8 +192,9 @@ spec:
 		}
 		t.Logf("through CRI: %d commands went in %d batches (sizes %v)", n, len(sizes), sizes)
 	}
-	t.Logf("mount pod: mountpod's own memory (RssAnon) %.1f MiB before the wave, %.1f MiB after; CPU %s during the wave",
-		mib(anonIdle), mib(procStatusBytes(mpPID, "RssAnon")), cpu.Round(time.Millisecond))
+	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB (working set %.1f MiB), CPU %s during the wave; at the peak %d FUSE daemons using %.1f MiB",
+		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), mib(peak.podMemory), mib(peak.podWorkingSet), cpu.Round(time.Millisecond),
+		peak.daemons, mib(peak.daemonRSS))
 
 	// All deleted at once: every volume unpublished and unstaged, nothing
 	// left behind.

@@ -151,7 +151,7 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	go func() {
 		defer close(sampled)
 		for {
-			peak.sample(g, mp.UID, mpPID, parent)
+			peak.sample(mp.UID, mpPID, parent, filepath.Join(bed.Env.KubeletRoot, "pods"))
 			select {
 			case <-stopSampling:
 				return
@@ -259,8 +259,8 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 		}
 		t.Logf("through CRI: %d commands went in %d batches (sizes %v), %d alone", n, len(sizes), sizes, len(calls)-n)
 	}
-	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB, CPU %s during the wave; %d FUSE daemons using %.1f MiB RSS in all (%.1f MiB each), at the peak %d using %.1f MiB",
-		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), mib(peak.podMemory), cpu.Round(time.Millisecond), daemons, mib(daemonRSS), mib(daemonRSS)/float64(max(daemons, 1)),
+	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB (working set %.1f MiB), CPU %s during the wave; %d FUSE daemons using %.1f MiB RSS in all (%.1f MiB each), at the peak %d using %.1f MiB",
+		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), mib(peak.podMemory), mib(peak.podWorkingSet), cpu.Round(time.Millisecond), daemons, mib(daemonRSS), mib(daemonRSS)/float64(max(daemons, 1)),
 		peak.daemons, mib(peak.daemonRSS))
 
 	// All deleted at once: every volume unmounted, nothing left behind.
@@ -476,22 +476,25 @@ func waitAllRunning(t *testing.T, bed *framework.Bed, ns, label string, n int, t
 // loadPeak is what the node held at most during a wave.
 type loadPeak struct {
 	mountpodHWM, podMemory int64 // bytes
+	podWorkingSet          int64 // the mount pod's, as the kubelet reckons it
 	mountpodAnon           int64 // RssAnon: mountpod's own memory, not its binary's pages
 	daemons                int
 	daemonRSS              int64
 }
 
-func (p *loadPeak) sample(g *glusterEnv, uid types.UID, pid int, parent string) {
+// sample takes the mount pod's memory (its pod uid, mountpod's pid) and
+// the FUSE daemons of mounts below root in scopes under parent.
+func (p *loadPeak) sample(uid types.UID, pid int, parent, root string) {
 	if v := procStatusBytes(pid, "VmHWM"); v > p.mountpodHWM {
 		p.mountpodHWM = v
 	}
 	if v := procStatusBytes(pid, "RssAnon"); v > p.mountpodAnon {
 		p.mountpodAnon = v
 	}
-	if v := podMemoryUsage(uid); v > p.podMemory {
-		p.podMemory = v
-	}
-	n, rss := fuseDaemonsInScopes(parent, filepath.Join(g.bed.Env.KubeletRoot, "pods"))
+	usage, ws := podMemoryUsage(uid)
+	p.podMemory = max(p.podMemory, usage)
+	p.podWorkingSet = max(p.podWorkingSet, ws)
+	n, rss := fuseDaemonsInScopes(parent, root)
 	if n > p.daemons {
 		p.daemons = n
 	}
@@ -536,18 +539,28 @@ func procStatusBytes(pid int, field string) int64 {
 }
 
 // podMemoryUsage returns the memory use of the pod's cgroup (v1, as the
-// bed's kubelet makes it).
-func podMemoryUsage(uid types.UID) int64 {
-	paths, _ := filepath.Glob("/sys/fs/cgroup/memory/kubepods/*/pod" + string(uid) + "/memory.usage_in_bytes")
-	more, _ := filepath.Glob("/sys/fs/cgroup/memory/kubepods/pod" + string(uid) + "/memory.usage_in_bytes")
-	for _, p := range append(paths, more...) {
-		data, err := os.ReadFile(p)
-		if err == nil {
-			v, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-			return v
+// bed's kubelet makes it) and its working set, as the kubelet reckons it
+// (the use less the inactive page cache: what the pod's memory request is
+// compared with).
+func podMemoryUsage(uid types.UID) (usage, workingSet int64) {
+	paths, _ := filepath.Glob("/sys/fs/cgroup/memory/kubepods/*/pod" + string(uid))
+	more, _ := filepath.Glob("/sys/fs/cgroup/memory/kubepods/pod" + string(uid))
+	for _, dir := range append(paths, more...) {
+		data, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes"))
+		if err != nil {
+			continue
 		}
+		usage, _ = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		stat, _ := os.ReadFile(filepath.Join(dir, "memory.stat"))
+		var inactive int64
+		for _, line := range strings.Split(string(stat), "\n") {
+			if v, ok := strings.CutPrefix(line, "total_inactive_file "); ok {
+				inactive, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		return usage, max(usage-inactive, 0)
 	}
-	return 0
+	return 0, 0
 }
 
 // fuseDaemonsOf returns how many glusterfs processes serve dirs, and their
