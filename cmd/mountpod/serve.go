@@ -31,6 +31,7 @@ func serveCommand(logTo io.Writer) *cli.Command {
 				return err
 			}
 			setGCPercent(c, cfg.Logger)
+			defer startMemoryTrim(c.Context, cfg.Logger)()
 			inst := installConfigFrom(c)
 			if err := inst.Validate(); err != nil {
 				return cli.Exit(err.Error(), exitUsage)

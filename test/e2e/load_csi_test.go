@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -159,8 +161,30 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(evs.Items); n != 0 {
-		t.Errorf("%d FailedMount Events, want none; first: %s", n, evs.Items[0].Message)
+	// The kubelet fetches a pod's claim as soon as it sees the pod; the API
+	// server's node authorizer lets it once its graph links the pod to the
+	// node, a moment later, and the kubelet asks again. That is the
+	// cluster's, before any mount is attempted: counted apart. Any other
+	// FailedMount is a failed mount.
+	var authorizerLag, failed []string
+	for _, ev := range evs.Items {
+		if !strings.HasPrefix(ev.InvolvedObject.Name, "load-"+wave+"-") {
+			continue
+		}
+		if strings.Contains(ev.Message, "failed to fetch PVC from API server") && strings.Contains(ev.Message, "no relationship found between node") {
+			authorizerLag = append(authorizerLag, ev.InvolvedObject.Name)
+			continue
+		}
+		failed = append(failed, ev.InvolvedObject.Name+": "+ev.Message)
+	}
+	if len(failed) != 0 {
+		t.Errorf("%d FailedMount Events, want none; first: %s", len(failed), failed[0])
+	}
+	if len(authorizerLag) != 0 {
+		t.Logf("%d FailedMount Events before any mount (the node authorizer had not yet linked the pod to the node when the kubelet fetched its claim): %v", len(authorizerLag), authorizerLag)
+	}
+	if codes := csiCallCodes(t, logPath, "NodeStageVolume"); len(codes) != 1 || codes["OK"] != len(vols) {
+		t.Errorf("the driver's NodeStageVolume calls by code: %v, want %d OK and nothing else (one per volume, none retried)", codes, len(vols))
 	}
 	var staging []string
 	for _, m := range csiMounts(t, bed.Env.KubeletRoot, csiGlusterDriver) {
@@ -244,4 +268,22 @@ func msPct(ms []float64, p int) time.Duration {
 	s := slices.Clone(ms)
 	slices.Sort(s)
 	return (time.Duration(s[min(len(s)-1, len(s)*p/100)] * float64(time.Millisecond))).Round(time.Millisecond)
+}
+
+// csiCallCodes counts the calls of a CSI method in the driver's log by
+// their gRPC code.
+func csiCallCodes(t *testing.T, logPath, method string) map[string]int {
+	t.Helper()
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]int{}
+	for _, line := range strings.Split(string(data), "\n") {
+		var r struct{ Msg, Method, Code string }
+		if json.Unmarshal([]byte(line), &r) == nil && r.Msg == "csi call" && strings.HasSuffix(r.Method, "/"+method) {
+			codes[r.Code]++
+		}
+	}
+	return codes
 }
