@@ -155,7 +155,7 @@ func serveStorm(b *testing.B, bin string, want registration.Registration, target
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(),
 		"POD_NAMESPACE="+pod.PodNamespace, "POD_NAME="+pod.PodName, "POD_UID="+pod.PodUID, "CONTAINER_NAME="+pod.ContainerName,
-		"PLUGIN_CONTAINERS_DIR="+dir, "MOUNTPOD_PLUGINS=kubernetes.io/rbd,kubernetes.io/glusterfs", "MOUNTPOD_REQUIRE_TOOLS=",
+		"PLUGIN_CONTAINERS_DIR="+dir, "MOUNTPOD_PLUGINS=kubernetes.io/rbd,kubernetes.io/glusterfs", "MOUNTPOD_REQUIRE_TOOLS=", "MOUNTPOD_EXEC_BATCH=none",
 		"MOUNTPOD_METRICS_ADDRESS="+metricsAddr)
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
