@@ -31,7 +31,7 @@ import (
 // gone through mode's path; then all pods are deleted at once and nothing
 // of the volumes may be left (staging or published mount, FUSE daemon,
 // scope, mount record). It returns the time until all pods were Running.
-func (g *glusterEnv) csiLoadWave(t *testing.T, bin string, mode mcexec.ExecMode, vols []string, parent string) time.Duration {
+func (g *glusterEnv) csiLoadWave(t *testing.T, bin string, mode mcexec.ExecMode, vols []string, parent string) waveFigures {
 	bed := g.bed
 	ctx := context.Background()
 	wave := "csi-" + string(mode)
@@ -142,7 +142,9 @@ spec:
 	}
 	pods := waitAllRunning(t, bed, g.ns, label, loadPods, 5*time.Minute)
 	allRunning := time.Since(start)
-	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, takeCPU(cgroups)))
+	cpuRunning := takeCPU(cgroups)
+	fig := waveFigures{running: allRunning, cpu: cpuRunning.busy - cpuStart.busy}
+	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, cpuRunning))
 	cpu := podCPU(t, mp.UID) - cpu0
 	stop()
 
@@ -248,16 +250,19 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
+	fig.deleted = time.Since(start)
+	cpuDeleted := takeCPU(cgroups)
+	fig.deleteCPU = cpuDeleted.busy - cpuStart.busy
 	t.Logf("all %d deleted at once: pods gone, volumes unpublished and unstaged, no FUSE daemon, scope or mount record left after %s (no mount after %s, no pod after %s)",
-		len(pods), time.Since(start).Round(time.Millisecond), mountsGone.Round(time.Second), podsGone.Round(time.Second))
-	t.Logf("CPU of the deletion: %s", cpuSplit(cpuStart, takeCPU(cgroups)))
+		len(pods), fig.deleted.Round(time.Millisecond), mountsGone.Round(time.Second), podsGone.Round(time.Second))
+	t.Logf("CPU of the deletion: %s", cpuSplit(cpuStart, cpuDeleted))
 	unstage, unpublish := callTimes(t, logPath, "NodeUnstageVolume"), callTimes(t, logPath, "NodeUnpublishVolume")
 	if len(unstage) != len(vols) || len(unpublish) != loadPods {
 		t.Errorf("the driver's log shows %d NodeUnstageVolume and %d NodeUnpublishVolume calls that succeeded, want %d and %d", len(unstage), len(unpublish), len(vols), loadPods)
 	}
 	t.Logf("NodeUnpublishVolume p50 %s, p99 %s; NodeUnstageVolume p50 %s, p99 %s",
 		msPct(unpublish, 50), msPct(unpublish, 99), msPct(unstage, 50), msPct(unstage, 99))
-	return allRunning
+	return fig
 }
 
 // msPct is the p-th percentile of ms (milliseconds) as a duration.

@@ -77,10 +77,10 @@ func TestLoad(t *testing.T) {
 	}
 
 	// The raw operation, in the same run: the same pods with an emptyDir.
-	var baseline time.Duration
+	var baseline waveFigures
 	t.Run("emptyDir", func(t *testing.T) { baseline = g.baselineWave(t) })
 
-	running := map[string]time.Duration{}
+	running := map[string]waveFigures{}
 	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
 		t.Run(string(mode), func(t *testing.T) {
 			running[string(mode)] = g.loadWave(t, mode, vols, parent, false)
@@ -118,20 +118,34 @@ func TestLoad(t *testing.T) {
 		{"csi-" + string(mcexec.ModeSocket), "of the CSI driver through the exec socket"},
 		{"csi-" + string(mcexec.ModeCRI), "of the CSI driver through CRI ExecSync"},
 	} {
-		if s := running[w.key]; s > 0 && baseline > 0 {
-			t.Logf("time until all %d pods are Running: %s with a GlusterFS volume %s, %s with an emptyDir (%.2fx)",
-				loadPods, s.Round(time.Millisecond), w.what, baseline.Round(time.Millisecond), float64(s)/float64(baseline))
+		f, b := running[w.key], baseline
+		if f.running == 0 || b.running == 0 {
+			continue
 		}
+		t.Logf("with a GlusterFS volume %s against an emptyDir: all %d Running in %s against %s (%.2fx), machine CPU %s against %s (%.2fx); all deleted in %s against %s (%.2fx), machine CPU %s against %s (%.2fx)",
+			w.what, loadPods, f.running.Round(time.Millisecond), b.running.Round(time.Millisecond), ratio(f.running, b.running),
+			f.cpu.Round(100*time.Millisecond), b.cpu.Round(100*time.Millisecond), ratio(f.cpu, b.cpu),
+			f.deleted.Round(time.Millisecond), b.deleted.Round(time.Millisecond), ratio(f.deleted, b.deleted),
+			f.deleteCPU.Round(100*time.Millisecond), b.deleteCPU.Round(100*time.Millisecond), ratio(f.deleteCPU, b.deleteCPU))
 	}
-	if s, c := running[string(mcexec.ModeSocket)], running[string(mcexec.ModeCRI)]; s > 0 && c > 0 {
+	if s, c := running[string(mcexec.ModeSocket)], running[string(mcexec.ModeCRI)]; s.running > 0 && c.running > 0 {
 		t.Logf("time until all %d pods are Running: %s through the exec socket, %s through CRI ExecSync (%.2fx)",
-			loadPods, s.Round(time.Millisecond), c.Round(time.Millisecond), float64(c)/float64(s))
+			loadPods, s.running.Round(time.Millisecond), c.running.Round(time.Millisecond), ratio(c.running, s.running))
 	}
 }
 
+// waveFigures are what a wave's ratios are made of: the time until all
+// its pods were Running and the machine's busy CPU time meanwhile, the
+// same for their deletion until nothing of them was left.
+type waveFigures struct {
+	running, cpu, deleted, deleteCPU time.Duration
+}
+
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }
+
 // loadWave runs one wave in mode and returns the time until all its pods
 // were Running.
-func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string, parent string, script bool) time.Duration {
+func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string, parent string, script bool) waveFigures {
 	bed := g.bed
 	logPath := g.setDriverMode(t, mode)
 	mp := g.mountPod(t)
@@ -180,7 +194,9 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	created := createLoadPods(t, g, mode, vols)
 	pods := waitAllRunning(t, bed, g.ns, label, len(created), 5*time.Minute)
 	allRunning := time.Since(start)
-	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, takeCPU(cgroups)))
+	cpuRunning := takeCPU(cgroups)
+	fig := waveFigures{running: allRunning, cpu: cpuRunning.busy - cpuStart.busy}
+	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, cpuRunning))
 	user, sys := procTimes(mpPID)
 	t.Logf("mountpod serve itself: user %s, system %s", (user - user0).Round(10*time.Millisecond), (sys - sys0).Round(10*time.Millisecond))
 	close(stopSampling)
@@ -295,9 +311,12 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	if err != nil {
 		t.Fatal(err)
 	}
+	fig.deleted = time.Since(start)
+	cpuDeleted := takeCPU(cgroups)
+	fig.deleteCPU = cpuDeleted.busy - cpuStart.busy
 	t.Logf("all %d deleted at once: pods gone, volumes unmounted, no FUSE daemon, scope or mount record left after %s",
-		len(pods), time.Since(start).Round(time.Millisecond))
-	t.Logf("CPU of the deletion: %s", cpuSplit(cpuStart, takeCPU(cgroups)))
+		len(pods), fig.deleted.Round(time.Millisecond))
+	t.Logf("CPU of the deletion: %s", cpuSplit(cpuStart, cpuDeleted))
 	unmounts := driverCalls(t, logPath, "unmount")
 	if len(unmounts) < len(pods) {
 		t.Errorf("the driver logged %d unmounts, want at least %d (one per pod)", len(unmounts), len(pods))
@@ -331,7 +350,7 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 			utook[len(utook)/2].Round(time.Millisecond), utook[len(utook)-1].Round(time.Millisecond), maxOverlap(unmounts),
 			mountsGone.Round(time.Second), podsGone.Round(time.Second), scopesGone.Round(time.Second))
 	}
-	return allRunning
+	return fig
 }
 
 // baselineWave creates the wave's pods with an emptyDir instead of a
@@ -339,7 +358,7 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 // node's own cost of starting and stopping that many pods, against which
 // the waves with volumes are compared. It returns the time until all were
 // Running.
-func (g *glusterEnv) baselineWave(t *testing.T) time.Duration {
+func (g *glusterEnv) baselineWave(t *testing.T) waveFigures {
 	bed := g.bed
 	const mode = "emptydir"
 	label := "e2e-load=" + mode
@@ -370,7 +389,9 @@ func (g *glusterEnv) baselineWave(t *testing.T) time.Duration {
 	}
 	pods := waitAllRunning(t, bed, g.ns, label, loadPods, 5*time.Minute)
 	allRunning := time.Since(start)
-	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, takeCPU(cgroups)))
+	cpuRunning := takeCPU(cgroups)
+	fig := waveFigures{running: allRunning, cpu: cpuRunning.busy - cpuStart.busy}
+	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, cpuRunning))
 	for _, p := range pods {
 		out, err := bed.Client.CoreV1().Pods(g.ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "main"}).Do(context.Background()).Raw()
 		if err != nil || strings.TrimSpace(string(out)) != "ok "+p.Name {
@@ -393,9 +414,12 @@ func (g *glusterEnv) baselineWave(t *testing.T) time.Duration {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d pods with an emptyDir Running in %s, all deleted in %s", loadPods, allRunning.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	t.Logf("CPU of the deletion: %s", cpuSplit(cpuStart, takeCPU(cgroups)))
-	return allRunning
+	fig.deleted = time.Since(start)
+	cpuDeleted := takeCPU(cgroups)
+	fig.deleteCPU = cpuDeleted.busy - cpuStart.busy
+	t.Logf("%d pods with an emptyDir Running in %s, all deleted in %s", loadPods, allRunning.Round(time.Millisecond), fig.deleted.Round(time.Millisecond))
+	t.Logf("CPU of the deletion: %s", cpuSplit(cpuStart, cpuDeleted))
+	return fig
 }
 
 // createLoadPods creates the wave's pods at once (as many requests in
