@@ -698,7 +698,7 @@ func TestCSIAllowedServers(t *testing.T) {
 // the driver accepts.
 func checkAllowedServersExample(t *testing.T, readme string, o csiOverlay) {
 	t.Helper()
-	remote := "github.com/mountcontainers/mountcontainers/deploy/" + o.overlay + "?ref=v1.2.3"
+	remote := "github.com/mountcontainers/mountcontainers/deploy/" + o.overlay + "?ref=<the commit you built from>"
 	var example string
 	parts := strings.Split(readme, "```")
 	for i := 1; i < len(parts); i += 2 {

@@ -122,7 +122,7 @@ func TestFlexvolumePolicyOptOut(t *testing.T) {
 			example = strings.TrimPrefix(parts[i], "yaml\n")
 		}
 	}
-	const remote = "github.com/mountcontainers/mountcontainers/deploy/glusterfs?ref=v1.2.3"
+	const remote = "github.com/mountcontainers/mountcontainers/deploy/glusterfs?ref=<the commit you built from>"
 	if !strings.Contains(example, remote) || !strings.Contains(example, "glusterfs-mountcontainers-flexvolume-pv-only") {
 		t.Fatalf("README.md has no opt-out example on %s naming glusterfs-mountcontainers-flexvolume-pv-only:\n%s", remote, example)
 	}
