@@ -98,8 +98,10 @@ func TestMemoryTrim(t *testing.T) {
 	}
 	runtime.GC() // the busy spell's cycle: the 32 MiB are live
 	trimSink = nil
-	if h := heapHeld(); h < before+32<<20 {
-		t.Fatalf("the heap holds %d bytes after the burst, want at least %d", h, before+32<<20)
+	// What was garbage before the burst went in its cycle: the heap holds
+	// at least the burst, not necessarily more than before.
+	if h := heapHeld(); h < 32<<20 {
+		t.Fatalf("the heap holds %d bytes after the burst, want at least its %d", h, 32<<20)
 	}
 	deadline := time.Now().Add(10 * time.Second) // a hang guard, not a verdict
 	for heapHeld() > before+8<<20 {
