@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -103,43 +102,14 @@ spec:
 	anonIdle := procStatusBytes(mpPID, "RssAnon")
 	cpu0 := podCPU(t, mp.UID)
 	var peak loadPeak
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			peak.sample(mp.UID, mpPID, parent, filepath.Join(bed.Env.KubeletRoot, "plugins/kubernetes.io/csi", csiGlusterDriver))
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
-	stop := sync.OnceFunc(func() { close(stopSampling); <-sampled })
+	stop := peak.start(mp.UID, mpPID, parent, filepath.Join(bed.Env.KubeletRoot, "plugins/kubernetes.io/csi", csiGlusterDriver))
 	defer stop()
 	cgroups := g.loadCgroups(t, string(mp.UID), parent)
 	cpuStart := takeCPU(cgroups)
 	start := time.Now()
-	names := make([]string, loadPods)
-	for i := range names {
-		names[i] = fmt.Sprintf("load-%s-%03d", wave, i)
-	}
-	errs := make([]error, loadPods)
-	var wg sync.WaitGroup
-	for i, name := range names {
-		pod := loadPod(g, name, wave, "")
-		pod.Spec.Volumes[0].VolumeSource = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claims[i%len(claims)]}}
-		wg.Go(func() {
-			_, errs[i] = bed.Client.CoreV1().Pods(g.ns).Create(context.Background(), pod, metav1.CreateOptions{})
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("create %s: %v", names[i], err)
-		}
-	}
+	createLoadPods(t, g, wave, func(i int) corev1.VolumeSource {
+		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claims[i%len(claims)]}}
+	})
 	pods := waitAllRunning(t, bed, g.ns, label, loadPods, 5*time.Minute)
 	allRunning := time.Since(start)
 	cpuRunning := takeCPU(cgroups)

@@ -160,19 +160,8 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	// four times a second cost 8 % of the bed's two cores, under the load
 	// this test measures.
 	var peak loadPeak
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			peak.sample(mp.UID, mpPID, parent, filepath.Join(bed.Env.KubeletRoot, "pods"))
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
+	stopSampling := peak.start(mp.UID, mpPID, parent, filepath.Join(bed.Env.KubeletRoot, "pods"))
+	defer stopSampling()
 
 	// A wave that fails leaves no pod to the next one (the node takes 110).
 	t.Cleanup(func() {
@@ -191,7 +180,7 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	cpuStart := takeCPU(cgroups)
 	user0, sys0 := procTimes(mpPID)
 	start := time.Now()
-	created := createLoadPods(t, g, mode, vols)
+	created := createLoadPods(t, g, string(mode), func(i int) corev1.VolumeSource { return g.loadFlexVolume(vols[i%len(vols)]) })
 	pods := waitAllRunning(t, bed, g.ns, label, len(created), 5*time.Minute)
 	allRunning := time.Since(start)
 	cpuRunning := takeCPU(cgroups)
@@ -199,8 +188,7 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, cpuRunning))
 	user, sys := procTimes(mpPID)
 	t.Logf("mountpod serve itself: user %s, system %s", (user - user0).Round(10*time.Millisecond), (sys - sys0).Round(10*time.Millisecond))
-	close(stopSampling)
-	<-sampled
+	stopSampling()
 	cpu := podCPU(t, mp.UID) - cpu0
 
 	// Each pod wrote its name into its volume and read it back before
@@ -370,23 +358,7 @@ func (g *glusterEnv) baselineWave(t *testing.T) waveFigures {
 	cgroups := g.loadCgroups(t, "", "")
 	cpuStart := takeCPU(cgroups)
 	start := time.Now()
-	names := make([]string, loadPods)
-	errs := make([]error, loadPods)
-	var wg sync.WaitGroup
-	for i := range loadPods {
-		names[i] = fmt.Sprintf("load-%s-%03d", mode, i)
-		pod := loadPod(g, names[i], mode, "")
-		pod.Spec.Volumes[0].VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
-		wg.Go(func() {
-			_, errs[i] = bed.Client.CoreV1().Pods(g.ns).Create(context.Background(), pod, metav1.CreateOptions{})
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("create %s: %v", names[i], err)
-		}
-	}
+	createLoadPods(t, g, mode, func(int) corev1.VolumeSource { return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}} })
 	pods := waitAllRunning(t, bed, g.ns, label, loadPods, 5*time.Minute)
 	allRunning := time.Since(start)
 	cpuRunning := takeCPU(cgroups)
@@ -423,19 +395,19 @@ func (g *glusterEnv) baselineWave(t *testing.T) waveFigures {
 }
 
 // createLoadPods creates the wave's pods at once (as many requests in
-// flight as the API server takes) and returns their names.
-func createLoadPods(t *testing.T, g *glusterEnv, mode mcexec.ExecMode, vols []string) []string {
+// flight as the API server takes), pod i with the volume source(i), and
+// returns their names.
+func createLoadPods(t *testing.T, g *glusterEnv, wave string, source func(i int) corev1.VolumeSource) []string {
 	t.Helper()
 	names := make([]string, loadPods)
 	errs := make([]error, loadPods)
 	var wg sync.WaitGroup
 	for i := range loadPods {
-		names[i] = fmt.Sprintf("load-%s-%03d", mode, i)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = g.bed.Client.CoreV1().Pods(g.ns).Create(context.Background(), loadPod(g, names[i], string(mode), vols[i%len(vols)]), metav1.CreateOptions{})
-		}()
+		names[i] = fmt.Sprintf("load-%s-%03d", wave, i)
+		pod := loadPod(g, names[i], wave, source(i))
+		wg.Go(func() {
+			_, errs[i] = g.bed.Client.CoreV1().Pods(g.ns).Create(context.Background(), pod, metav1.CreateOptions{})
+		})
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -446,9 +418,9 @@ func createLoadPods(t *testing.T, g *glusterEnv, mode mcexec.ExecMode, vols []st
 	return names
 }
 
-// loadPod writes its own name into its volume, reads it back, says "ok
-// NAME" and sleeps; it fails if any of that fails.
-func loadPod(g *glusterEnv, name, mode, volume string) *corev1.Pod {
+// loadPod writes its own name into its volume (source), reads it back,
+// says "ok NAME" and sleeps; it fails if any of that fails.
+func loadPod(g *glusterEnv, name, mode string, source corev1.VolumeSource) *corev1.Pod {
 	grace := int64(1)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"e2e-load": mode}},
@@ -462,12 +434,18 @@ echo "ok $0"
 exec sleep infinity`, name},
 				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
 			}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{FlexVolume: &corev1.FlexVolumeSource{
-				Driver:  glusterDriver,
-				Options: map[string]string{"server": g.bed.Env.NodeName, "volume": volume, "mountOptions": "log-level=WARNING"},
-			}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: source}},
 		},
 	}
+}
+
+// loadFlexVolume is a GlusterFS volume of the Flexvolume driver, as the
+// Flexvolume waves' pods have.
+func (g *glusterEnv) loadFlexVolume(volume string) corev1.VolumeSource {
+	return corev1.VolumeSource{FlexVolume: &corev1.FlexVolumeSource{
+		Driver:  glusterDriver,
+		Options: map[string]string{"server": g.bed.Env.NodeName, "volume": volume, "mountOptions": "log-level=WARNING"},
+	}}
 }
 
 // waitAllRunning waits until n pods with label are Running and returns
@@ -504,6 +482,24 @@ type loadPeak struct {
 	mountpodAnon           int64 // RssAnon: mountpod's own memory, not its binary's pages
 	daemons                int
 	daemonRSS              int64
+}
+
+// start samples twice a second until the returned stop is called (stop
+// waits for the last sample; calling it again does nothing).
+func (p *loadPeak) start(uid types.UID, pid int, parent, root string) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			p.sample(uid, pid, parent, root)
+			select {
+			case <-quit:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	return sync.OnceFunc(func() { close(quit); <-done })
 }
 
 // sample takes the mount pod's memory (its pod uid, mountpod's pid) and
