@@ -67,15 +67,30 @@ func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger, obs
 	} else if o.Scopes != nil {
 		log.Info("FUSE mounts run in scopes", "backend", o.Scopes.Backend())
 	}
+	k := &livemount.Keeper{Options: o, Logger: log, Observe: observe}
+	var emptied *recovery.ScopeEvents
+	if o.Scopes != nil {
+		// cgroup v2: a scope is removed within about a second of its
+		// daemon's exit (an unmount), not at the next survey. Elsewhere
+		// the surveys alone find it.
+		if e, err := recovery.NewScopeEmptiedEvents(o.Scopes, o.Plugins, nil); err == nil {
+			emptied, k.Events = e, e
+		} else {
+			log.Info("the scopes of unmounted volumes are removed at the next survey", "period", livemount.DefaultKeepPeriod, "reason", err)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		(&livemount.Keeper{Options: o, Logger: log, Observe: observe}).Run(ctx)
+		k.Run(ctx)
 	}()
 	return func() {
 		cancel()
 		<-done
+		if emptied != nil {
+			emptied.Close()
+		}
 		if o.Scopes != nil {
 			o.Scopes.Close()
 		}

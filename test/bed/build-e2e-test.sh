@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# build-e2e-test.sh: build Kubernetes' own end-to-end suite (e2e.test, from
-# k8s.io/kubernetes/test/e2e at the version pinned in test/cluster/go.mod) and
-# the agnhost test binary its storage tests run in pods, into a cache outside
-# the clone:
-#   $KUBE_CACHE_DIR/<version>-<go version>/e2e/{e2e.test,agnhost/agnhost}
+# build-e2e-test.sh: build Kubernetes' own end-to-end suite with its External
+# Storage part only (e2e.test, from test/cluster/e2e-storage: the TestMain and
+# RunE2ETests of k8s.io/kubernetes/test/e2e at the version pinned in
+# test/cluster/go.mod, with test/e2e/storage/external's specs) and the agnhost
+# test binary its storage tests run in pods, into a cache outside the clone:
+#   $KUBE_CACHE_DIR/<version>-<go version>/e2e-storage/{e2e.test,agnhost/agnhost}
 # (agnhost/ is the build context of test/images/e2e-agnhost).
 # A second run with the same key does nothing. Prints the directory on stdout.
 # test/conformance runs the External Storage part of e2e.test against the CSI
@@ -18,7 +19,7 @@ cluster_dir="$REPO_ROOT/test/cluster"
 version=$(kube_version)
 [[ $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "bad kubernetes version '$version' in $cluster_dir/go.mod"
 minor=${BASH_REMATCH[1]}
-dir="$(dirname "$(kube_bin_dir)")/e2e"
+dir="$(dirname "$(kube_bin_dir)")/e2e-storage"
 
 # One build at a time (a build takes minutes of CPU); a second caller waits
 # and then finds the binaries cached.
@@ -34,7 +35,7 @@ if [[ -x $dir/e2e.test && -x $dir/agnhost/agnhost ]]; then
 	exit 0
 fi
 
-log "building e2e.test and agnhost $version into $dir (cold: ~8-12 min on 2 cores)"
+log "building e2e.test and agnhost $version into $dir (cold: ~4-8 min on 2 cores)"
 start=$(date +%s)
 tmp="$dir.tmp.$$"
 rm -rf "$tmp"
@@ -49,7 +50,7 @@ done
 	cd "$cluster_dir"
 	# -mod=mod as in build-kube.sh: go.sum is committed, so this only verifies.
 	export GOFLAGS=-mod=mod CGO_ENABLED=0 GOWORK=off
-	go test -c -trimpath -ldflags "$ldflags" -o "$tmp/e2e.test" k8s.io/kubernetes/test/e2e
+	go test -c -trimpath -ldflags "$ldflags" -o "$tmp/e2e.test" ./e2e-storage
 	go build -trimpath -ldflags "$ldflags" -o "$tmp/agnhost/agnhost" k8s.io/kubernetes/test/images/agnhost
 )
 [[ -x $tmp/e2e.test && -x $tmp/agnhost/agnhost ]] || die "the build did not produce e2e.test and agnhost"

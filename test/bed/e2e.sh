@@ -179,7 +179,8 @@ fi
 # go test's timeouts (of the tests, the bed's coming up and going aside) end
 # a hang with Go's goroutine dump well before CI's 90 minutes: the suites
 # take about 11 and 5 minutes.
-# Cold, e2e.test's build (8 to 12 minutes of CPU) runs beside the one-node
+# Cold, e2e.test's build (about 4 minutes of both cores after Kubernetes':
+# the External Storage part only, test/cluster/e2e-storage) runs beside the one-node
 # suite, which mostly waits on its Kubernetes: one after the other, it was
 # 208 s of a cold .ci/run's 47 min 39 s. The conformance step's build-e2e-test.sh then
 # waits for it (its lock) and finds it cached; a build that failed here is

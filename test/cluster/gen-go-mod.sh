@@ -12,8 +12,7 @@
 # packages, so Go's build cache compiles them once (cold, the provisioner
 # takes seconds after Kubernetes instead of minutes), and the bed's
 # Kubernetes is built from exactly the versions its release names.
-# go.sum is written by the first `go build` (build-kube.sh, GOFLAGS=-mod=mod);
-# commit both files.
+# Commit go.mod and go.sum.
 set -euo pipefail
 
 usage="usage: gen-go-mod.sh vX.Y.Z PROVISIONER_VERSION"
@@ -76,4 +75,15 @@ pins=0
 	echo ")"
 } >"$here/go.mod"
 rm -f "$here/go.sum"
+# The module's own package (e2e-storage, the External Storage suite's
+# e2e.test) imports Kubernetes' packages: Go lists every module they come from
+# in go.mod (as indirect requirements; each is pinned above, so the build
+# list stays Kubernetes'). go.sum gets the sums of everything the bed builds
+# here (test/bed/build-kube.sh, build-sidecars.sh, build-e2e-test.sh).
+(
+	cd "$here"
+	go list -deps -test ./... >/dev/null
+	go list -deps k8s.io/kubernetes/cmd/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl} \
+		"$provisioner_module/cmd/csi-provisioner" k8s.io/kubernetes/test/images/agnhost >/dev/null
+)
 echo "gen-go-mod: wrote $here/go.mod for k8s.io/kubernetes $version (${#staging[@]} staging modules at $staging_version) and $provisioner_module $provisioner_version ($pins modules pinned)"

@@ -9,10 +9,24 @@ import (
 // DefaultKeepPeriod is how often a [Keeper] surveys the mounts.
 const DefaultKeepPeriod = 10 * time.Second
 
+// DefaultWakeDelay is how long a [Keeper] woken by its Events waits before
+// it surveys: the scopes of a wave of unmounts empty over seconds, and one
+// survey a second removes them all without a survey per scope.
+const DefaultWakeDelay = time.Second
+
+// Events wakes a [Keeper] before its next survey is due.
+type Events interface {
+	// C receives a value when a scope may be ready to go.
+	C() <-chan struct{}
+	// Refresh is called after every survey: scopes come and go.
+	Refresh()
+}
+
 // Keeper runs in the mount pod's daemon: at start it logs the live mounts
 // of its plugins (those made by earlier pods included: it adopts them, and
-// never unmounts or kills anything), then surveys them every Period, logs
-// what changed and removes the scopes whose mount and processes are gone.
+// never unmounts or kills anything), then surveys them every Period (and
+// soon after its Events wake it), logs what changed and removes the scopes
+// whose mount and processes are gone.
 type Keeper struct {
 	Options Options
 	Period  time.Duration
@@ -21,6 +35,13 @@ type Keeper struct {
 	// metrics) after the scopes of gone mounts were removed, and the
 	// scopes removed; it must not block.
 	Observe func(r Report, removed []Scope)
+	// Events, when set, wakes the keeper when a scope's last process
+	// has exited (cgroup v2: recovery.NewScopeEmptiedEvents); it surveys
+	// WakeDelay (default [DefaultWakeDelay]) later instead of at the end
+	// of its Period. Without it a gone mount's scope stays until the next
+	// survey.
+	Events    Events
+	WakeDelay time.Duration
 }
 
 // Run keeps the mounts until ctx ends.
@@ -28,6 +49,10 @@ func (k *Keeper) Run(ctx context.Context) {
 	period := k.Period
 	if period <= 0 {
 		period = DefaultKeepPeriod
+	}
+	wakeDelay := k.WakeDelay
+	if wakeDelay <= 0 {
+		wakeDelay = DefaultWakeDelay
 	}
 	log := k.Logger
 	if log == nil {
@@ -56,10 +81,21 @@ func (k *Keeper) Run(ctx context.Context) {
 				k.Observe(r, removed)
 			}
 		}
+		var wake <-chan struct{}
+		if k.Events != nil {
+			k.Events.Refresh()
+			wake = k.Events.C()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(period):
+		case <-wake:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wakeDelay):
+			}
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
+	"strings"
 	"sync"
 
 	"github.com/fsnotify/fsnotify"
@@ -34,6 +36,8 @@ type ScopeEvents struct {
 	w       *fsnotify.Watcher
 	c       chan struct{}
 	done    chan struct{}
+	// emptiedOnly: wake only when a scope's file says "populated 0".
+	emptiedOnly bool
 
 	// Logger, when set, gets a line whenever the set of watched files
 	// changes, and the watcher's errors.
@@ -51,6 +55,19 @@ var ErrNoScopeEvents = errors.New("the scopes give no cgroup events (cgroup v2 a
 // It fails with [ErrNoScopeEvents] when m's scopes report nothing. log may
 // be nil.
 func NewScopeEvents(m scope.Manager, plugins []string, log *slog.Logger) (*ScopeEvents, error) {
+	return newScopeEvents(m, plugins, log, false)
+}
+
+// NewScopeEmptiedEvents is [NewScopeEvents] that wakes only when a scope's
+// last process has exited (its cgroup.events reads "populated 0"), not
+// when one starts or on the kernel's other rewrites of the file: the mount
+// pod's keeper removes the scope of an unmounted volume then, rather than
+// at its next survey, and a wave of new mounts costs it nothing.
+func NewScopeEmptiedEvents(m scope.Manager, plugins []string, log *slog.Logger) (*ScopeEvents, error) {
+	return newScopeEvents(m, plugins, log, true)
+}
+
+func newScopeEvents(m scope.Manager, plugins []string, log *slog.Logger, emptiedOnly bool) (*ScopeEvents, error) {
 	src, ok := scope.EventsOf(m)
 	if !ok {
 		return nil, fmt.Errorf("%s backend: %w", m.Backend(), ErrNoScopeEvents)
@@ -59,7 +76,7 @@ func NewScopeEvents(m scope.Manager, plugins []string, log *slog.Logger) (*Scope
 	if err != nil {
 		return nil, err
 	}
-	e := &ScopeEvents{scopes: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]bool{}, Logger: log}
+	e := &ScopeEvents{scopes: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]bool{}, Logger: log, emptiedOnly: emptiedOnly}
 	go e.loop()
 	e.Refresh()
 	return e, nil
@@ -80,7 +97,11 @@ func (e *ScopeEvents) loop() {
 				delete(e.watched, ev.Name)
 				e.mu.Unlock()
 			}
-			if ev.Has(fsnotify.Write) || ev.Has(fsnotify.Remove) {
+			wake := ev.Has(fsnotify.Write) || ev.Has(fsnotify.Remove)
+			if e.emptiedOnly {
+				wake = ev.Has(fsnotify.Write) && emptied(ev.Name)
+			}
+			if wake {
 				select {
 				case e.c <- struct{}{}:
 				default: // a pass is due already
@@ -157,4 +178,20 @@ func (e *ScopeEvents) Close() error {
 	err := e.w.Close()
 	<-e.done
 	return err
+}
+
+// emptied reports whether the cgroup.events file at path says the cgroup
+// has no process left. A file that cannot be read (the scope is being
+// removed) is not news: the removal was someone's pass already.
+func emptied(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "populated 0" {
+			return true
+		}
+	}
+	return false
 }

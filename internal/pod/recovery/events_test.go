@@ -71,3 +71,83 @@ func TestScopeEventsOnARealCgroup(t *testing.T) {
 		t.Fatal("not woken within 2 s of the scope's last process exiting")
 	}
 }
+
+// TestScopeEmptiedEventsOnARealCgroup: the keeper's events read a live
+// scope's cgroup.events as not emptied, and wake once its last process
+// exited (root; a cgroup v2 hierarchy).
+func TestScopeEmptiedEventsOnARealCgroup(t *testing.T) {
+	parent, _ := scopetest.Parent(t)
+	m, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	target := filepath.Join(t.TempDir(), "mnt")
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Place(plugin, target, sleep.Process.Pid); err != nil {
+		sleep.Process.Kill()
+		sleep.Wait()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { scopetest.RemoveOnceEmpty(t, parent, plugin, target) })
+	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+	e, err := NewScopeEmptiedEvents(m, []string{plugin}, nil)
+	if errors.Is(err, ErrNoScopeEvents) {
+		t.Skip("no cgroup v2 hierarchy here: the keeper surveys every period")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	src, _ := scope.EventsOf(m)
+	files, err := src.EventFiles(plugin)
+	if err != nil || len(files) != 1 {
+		t.Fatalf("the scope's cgroup.events: %v %v, want one file", files, err)
+	}
+	if emptied(files[0]) {
+		t.Fatalf("%s reads as emptied while the scope's process runs", files[0])
+	}
+	// Whatever the kernel reported while the scope was populated must not
+	// have woken it.
+	select {
+	case <-e.C():
+		t.Fatal("woken while the scope's process runs")
+	default:
+	}
+	if err := sleep.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	sleep.Wait()
+	select {
+	case <-e.C():
+	case <-time.After(10 * time.Second): // a hang guard
+		t.Fatal("not woken after the scope's last process exited")
+	}
+	if !emptied(files[0]) {
+		t.Fatalf("%s does not read as emptied after the scope's process exited", files[0])
+	}
+}
+
+func TestEmptied(t *testing.T) {
+	dir := t.TempDir()
+	for content, want := range map[string]bool{
+		"populated 0\nfrozen 0\n": true,
+		"populated 1\nfrozen 0\n": false,
+		"populated 10\n":          false,
+		"":                        false,
+	} {
+		p := filepath.Join(dir, "cgroup.events")
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := emptied(p); got != want {
+			t.Errorf("emptied(%q) = %v, want %v", content, got, want)
+		}
+	}
+	if emptied(filepath.Join(dir, "missing")) {
+		t.Error("a missing file reads as emptied")
+	}
+}
