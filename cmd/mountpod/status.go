@@ -73,7 +73,7 @@ func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger, obs
 		// cgroup v2: a scope is removed within about a second of its
 		// daemon's exit (an unmount), not at the next survey. Elsewhere
 		// the surveys alone find it.
-		if e, err := recovery.NewScopeEmptiedEvents(o.Scopes, o.Plugins, nil); err == nil {
+		if e, err := recovery.NewScopeEvents(o.Scopes, o.Plugins, nil); err == nil {
 			emptied, k.Events = e, e
 		} else {
 			log.Info("the scopes of unmounted volumes are removed at the next survey", "period", livemount.DefaultKeepPeriod, "reason", err)

@@ -36,7 +36,7 @@ type Keeper struct {
 	// scopes removed; it must not block.
 	Observe func(r Report, removed []Scope)
 	// Events, when set, wakes the keeper when a scope's last process
-	// has exited (cgroup v2: recovery.NewScopeEmptiedEvents); it surveys
+	// has exited (cgroup v2: recovery.NewScopeEvents); it surveys
 	// WakeDelay (default [DefaultWakeDelay]) later instead of at the end
 	// of its Period. Without it a gone mount's scope stays until the next
 	// survey.

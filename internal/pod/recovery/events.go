@@ -26,7 +26,10 @@ type Events interface {
 
 // ScopeEvents watches the cgroup v2 "cgroup.events" file of every scope of
 // its plugins: the kernel rewrites it ("populated 0") when the scope's
-// last process, the FUSE daemon, exits. Where there is no cgroup v2
+// last process, the FUSE daemon, exits, and C receives a value then (and
+// for no other rewrite of the file). The mount pod runs two: one wakes the
+// [Recoverer], the other the keeper of live mounts (package livemount),
+// which removes the scope of a volume that was unmounted. Where there is no cgroup v2
 // hierarchy (cgroup v1 only, or the systemd backend, whose scopes are units)
 // there is none ([NewScopeEvents] fails with [ErrNoScopeEvents]) and the
 // Recoverer's poll finds dead mounts alone.
@@ -36,8 +39,6 @@ type ScopeEvents struct {
 	w       *fsnotify.Watcher
 	c       chan struct{}
 	done    chan struct{}
-	// emptiedOnly: wake only when a scope's file says "populated 0".
-	emptiedOnly bool
 
 	// Logger, when set, gets a line whenever the set of watched files
 	// changes, and the watcher's errors.
@@ -55,19 +56,6 @@ var ErrNoScopeEvents = errors.New("the scopes give no cgroup events (cgroup v2 a
 // It fails with [ErrNoScopeEvents] when m's scopes report nothing. log may
 // be nil.
 func NewScopeEvents(m scope.Manager, plugins []string, log *slog.Logger) (*ScopeEvents, error) {
-	return newScopeEvents(m, plugins, log, false)
-}
-
-// NewScopeEmptiedEvents is [NewScopeEvents] that wakes only when a scope's
-// last process has exited (its cgroup.events reads "populated 0"), not
-// when one starts or on the kernel's other rewrites of the file: the mount
-// pod's keeper removes the scope of an unmounted volume then, rather than
-// at its next survey, and a wave of new mounts costs it nothing.
-func NewScopeEmptiedEvents(m scope.Manager, plugins []string, log *slog.Logger) (*ScopeEvents, error) {
-	return newScopeEvents(m, plugins, log, true)
-}
-
-func newScopeEvents(m scope.Manager, plugins []string, log *slog.Logger, emptiedOnly bool) (*ScopeEvents, error) {
 	src, ok := scope.EventsOf(m)
 	if !ok {
 		return nil, fmt.Errorf("%s backend: %w", m.Backend(), ErrNoScopeEvents)
@@ -76,7 +64,7 @@ func newScopeEvents(m scope.Manager, plugins []string, log *slog.Logger, emptied
 	if err != nil {
 		return nil, err
 	}
-	e := &ScopeEvents{scopes: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]bool{}, Logger: log, emptiedOnly: emptiedOnly}
+	e := &ScopeEvents{scopes: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]bool{}, Logger: log}
 	go e.loop()
 	e.Refresh()
 	return e, nil
@@ -97,11 +85,10 @@ func (e *ScopeEvents) loop() {
 				delete(e.watched, ev.Name)
 				e.mu.Unlock()
 			}
-			wake := ev.Has(fsnotify.Write) || ev.Has(fsnotify.Remove)
-			if e.emptiedOnly {
-				wake = ev.Has(fsnotify.Write) && emptied(ev.Name)
-			}
-			if wake {
+			// Only a death is news: the file is rewritten for other
+			// changes too (a process joining the scope), and a scope is
+			// removed only once it was empty, which woke us then.
+			if ev.Has(fsnotify.Write) && emptied(ev.Name) {
 				select {
 				case e.c <- struct{}{}:
 				default: // a pass is due already
