@@ -111,7 +111,7 @@ conformance: ## Run Kubernetes' External Storage e2e suite against the CSI drive
 	CONFORMANCE_SET=all E2E_SUITES=conformance test/bed/e2e.sh
 
 .PHONY: e2e-load
-e2e-load: ## Run the load test alone: 100 pods with GlusterFS volumes at once, of the Flexvolume driver through the exec socket (with mount-scope's mount.glusterfs and the distribution's script) and CRI, of the CSI driver through each, and 100 with an emptyDir to compare (root; 8 min 43 s on 2026-11-27; BENCHMARKS.md).
+e2e-load: ## Run the load test alone: 100 pods with GlusterFS volumes at once, of the Flexvolume driver through the exec socket (with mount-scope's mount.glusterfs and the distribution's script) and CRI, of the CSI driver through each, and 100 with an emptyDir to compare (root; 11 min 22 s on 2026-11-28, the bed and its build included; BENCHMARKS.md).
 	E2E_TAGS=e2e_load E2E_RUN=TestLoad test/bed/e2e.sh
 
 .PHONY: e2e-scale

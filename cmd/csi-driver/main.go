@@ -10,6 +10,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -47,6 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := &cli.App{
 		Name:           "csi-driver",
 		Usage:          "Serve the CSI driver of one file system, mounting through the plugin's mount pod.",
+		Description:    fmt.Sprintf("Exit codes: 0 stopped by SIGTERM or SIGINT after a clean shutdown; %d the driver failed while serving; %d bad flags or configuration.", exitFailure, exitUsage),
 		Version:        version.Version,
 		Writer:         stdout,
 		ErrWriter:      stderr,

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,6 +79,10 @@ func TestVersion(t *testing.T) {
 // server here is unreachable.
 func TestExitCodes(t *testing.T) {
 	setUnreachableKubeconfig(t)
+	if code, stdout, _ := runApp("--help"); code != 0 ||
+		!strings.Contains(stdout, fmt.Sprintf("%d the rollout failed", exitFailure)) || !strings.Contains(stdout, fmt.Sprintf("%d refused to start", exitRefused)) {
+		t.Errorf("--help = %d, %s; want 0 and the exit codes listed", code, stdout)
+	}
 	if code, _, stderr := runApp("-n", "", "ds"); code != exitRefused || !strings.Contains(stderr, "namespace and name are required") {
 		t.Errorf("empty namespace = %d, %s; want %d (refused)", code, stderr, exitRefused)
 	}

@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -53,9 +54,11 @@ const (
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
-		Name:      "mountpod",
-		Usage:     "Register this container as the carrier of volume plugins' utilities (MountContainers).",
-		Version:   version,
+		Name:    "mountpod",
+		Usage:   "Register this container as the carrier of volume plugins' utilities (MountContainers).",
+		Version: version,
+		Description: fmt.Sprintf("Exit codes: 0 done; %d serve failed, check found the pod not ready, status could not survey the mounts, or reattach failed; %d bad flags or configuration, or a batch exec-batch refused. "+
+			"exec-batch exits 0 once it printed every command's result, whatever their exit codes.", exitFailure, exitUsage),
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Commands:  []*cli.Command{serveCommand(stderr), checkCommand(stdout), statusCommand(stdout), reattachCommand(), execBatchCommand(stdout)},

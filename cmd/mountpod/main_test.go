@@ -168,6 +168,7 @@ func TestExitCodes(t *testing.T) {
 		wantStderr string
 	}{
 		{"version", nil, []string{"--version"}, 0, "mountpod version dev", ""},
+		{"help lists the exit codes", nil, []string{"--help"}, 0, "Exit codes: 0 done; 1 serve failed", ""},
 		{"check not registered", nil, []string{"check"}, 1, "not ready:\n  plugin kubernetes.io/glusterfs: not registered", ""},
 		{"check missing tool", map[string]string{"MOUNTPOD_REQUIRE_TOOLS": "sh,no-such-tool-here"}, []string{"check"}, 1, "not ready:\n  missing required tools: no-such-tool-here", ""},
 		{"serve missing tools", map[string]string{"MOUNTPOD_REQUIRE_TOOLS": "no-such-tool-here,sh,nor-this"}, []string{"serve"}, 1, "", "missing required tools: no-such-tool-here, nor-this"},

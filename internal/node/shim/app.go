@@ -131,8 +131,10 @@ func multiCallTool(args []string) (string, bool) {
 func newApp(stdio IO, b Backend, unknown *string) *cli.App {
 	cfg := &Config{}
 	return &cli.App{
-		Name:    BinaryName,
-		Usage:   "Run a volume plugin's utilities in its registered mount pod, or on the host.",
+		Name:  BinaryName,
+		Usage: "Run a volume plugin's utilities in its registered mount pod, or on the host.",
+		Description: fmt.Sprintf("Exit codes: the utility's own; %d it did not end within its timeout; %d the shim failed (bad flags, no answer from the mount pod); %d the utility cannot be run; %d it was not found; 128+N it was killed by signal N.",
+			ExitTimeout, ExitShimFailed, ExitCannotRun, ExitNotFound),
 		Version: version.Version,
 		Writer:  stdio.Stdout, ErrWriter: stdio.Stderr,
 		// Exit codes are data: the shim returns them, urfave/cli must not

@@ -125,6 +125,9 @@ func TestOwnExitCodes(t *testing.T) {
 		{"bad host mode", []string{"--host-mode", "chroot", "run", "--plugin", "x", "--", "true"}, 125, "host-mode"},
 		{"missing plugin flag", []string{"run", "--", "true"}, 125, "plugin"},
 	}
+	if r := run(t, noRuntime(t), "", shimBin, "--help"); r.code != 0 || !strings.Contains(r.stdout, "124 it did not end within its timeout; 125 the shim failed") {
+		t.Fatalf("--help: code %d, stdout %q; want 0 and the exit codes listed", r.code, r.stdout)
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := run(t, noRuntime(t), "", shimBin, append(append([]string{}, base...), tc.args...)...)
