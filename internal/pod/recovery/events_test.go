@@ -16,25 +16,7 @@ import (
 // machine's cgroup v2 hierarchy, unified or hybrid) and checks that its
 // exit wakes the recoverer at once.
 func TestScopeEventsOnARealCgroup(t *testing.T) {
-	parent, _ := scopetest.Parent(t)
-	m, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	target := filepath.Join(t.TempDir(), "mnt")
-	sleep := exec.Command("sleep", "60")
-	if err := sleep.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Place(plugin, target, sleep.Process.Pid); err != nil {
-		sleep.Process.Kill()
-		sleep.Wait()
-		t.Fatal(err)
-	}
-	// Cleanups run last first: the sleep is gone before its scope goes.
-	t.Cleanup(func() { scopetest.RemoveOnceEmpty(t, parent, plugin, target) })
-	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+	m, sleep := sleepInScope(t)
 	_, unifiedErr := os.Stat(filepath.Join(scope.DefaultCgroupRoot, "unified"))
 	_, v2Err := os.Stat(filepath.Join(scope.DefaultCgroupRoot, "cgroup.controllers"))
 	hasV2 := unifiedErr == nil || v2Err == nil
@@ -76,24 +58,7 @@ func TestScopeEventsOnARealCgroup(t *testing.T) {
 // as emptied, whatever rewrites of it the kernel reported while the process
 // ran woke nothing, and its exit wakes (root; a cgroup v2 hierarchy).
 func TestScopeEventsOnlyWhenEmptied(t *testing.T) {
-	parent, _ := scopetest.Parent(t)
-	m, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	target := filepath.Join(t.TempDir(), "mnt")
-	sleep := exec.Command("sleep", "60")
-	if err := sleep.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Place(plugin, target, sleep.Process.Pid); err != nil {
-		sleep.Process.Kill()
-		sleep.Wait()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { scopetest.RemoveOnceEmpty(t, parent, plugin, target) })
-	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+	m, sleep := sleepInScope(t)
 	e, err := NewScopeEvents(m, []string{plugin}, nil)
 	if errors.Is(err, ErrNoScopeEvents) {
 		t.Skip("no cgroup v2 hierarchy here: the recoverer and the keeper poll")
@@ -150,4 +115,30 @@ func TestEmptied(t *testing.T) {
 	if emptied(filepath.Join(dir, "missing")) {
 		t.Error("a missing file reads as emptied")
 	}
+}
+
+// sleepInScope places a sleep in a real scope of plugin under a test
+// parent (root); cleanups kill it and remove the scope.
+func sleepInScope(t *testing.T) (scope.Manager, *exec.Cmd) {
+	t.Helper()
+	parent, _ := scopetest.Parent(t)
+	m, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	target := filepath.Join(t.TempDir(), "mnt")
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Place(plugin, target, sleep.Process.Pid); err != nil {
+		sleep.Process.Kill()
+		sleep.Wait()
+		t.Fatal(err)
+	}
+	// Cleanups run last first: the sleep is gone before its scope goes.
+	t.Cleanup(func() { scopetest.RemoveOnceEmpty(t, parent, plugin, target) })
+	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+	return m, sleep
 }
