@@ -268,7 +268,12 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 	dir := filepath.Join(r.Dir, mountrecord.Dir)
 	entries, err := mountrecord.List(dir)
 	if err != nil {
-		r.log().Warn("cannot read the mount records", "dir", dir, "err", err)
+		// Logged once per error (the key below cannot be a path), not
+		// every second.
+		if key := "list: " + err.Error(); !r.warned[key] {
+			r.warned[key] = true
+			r.log().Warn("cannot read the mount records", "dir", dir, "err", err)
+		}
 		return nil
 	}
 	held := map[string]bool{}

@@ -259,34 +259,24 @@ type Entry struct {
 	Err    error
 }
 
-// List reads every record in dir, sorted by file name. A file that cannot
-// be trusted or decoded, or whose name is not its target's, is returned
-// with Err set rather than failing the listing. A missing directory lists
-// as empty.
+// List reads every record in dir, sorted by file name, with dir and its
+// ancestors checked once ([registration.ReadTrustedDir]). A file that
+// cannot be trusted or decoded, or whose name is not its target's, is
+// returned with Err set rather than failing the listing; a directory that
+// cannot be trusted fails it. A missing directory lists as empty.
 func List(dir string) ([]Entry, error) {
-	des, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	files, err := registration.ReadTrustedDir(dir, MaxSize, func(name string) bool {
+		return !strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".json")
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list mount records in %s: %w", dir, err)
 	}
 	var out []Entry
-	for _, de := range des {
-		name := de.Name()
-		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
-			continue
-		}
-		e := Entry{Path: filepath.Join(dir, name)}
-		data, ok, err := registration.ReadTrusted(e.Path, MaxSize)
-		switch {
-		case err != nil:
-			e.Err = err
-		case !ok:
-			continue // removed since ReadDir
-		default:
-			e.Record, e.Err = Decode(data)
-			if e.Err == nil && FileName(e.Record.Target) != name {
+	for _, f := range files {
+		e := Entry{Path: filepath.Join(dir, f.Name), Err: f.Err}
+		if e.Err == nil {
+			e.Record, e.Err = Decode(f.Data)
+			if e.Err == nil && FileName(e.Record.Target) != f.Name {
 				e.Err = fmt.Errorf("names target %s, whose record is %s", e.Record.Target, FileName(e.Record.Target))
 			}
 			if e.Err != nil {

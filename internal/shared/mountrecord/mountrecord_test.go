@@ -3,6 +3,7 @@ package mountrecord
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -216,4 +217,68 @@ func TestCheckPod(t *testing.T) {
 	if err := r.CheckPod(); err == nil || !strings.Contains(err.Error(), "not in a pod's volume directory") {
 		t.Errorf("a target outside the pods' directories: %v", err)
 	}
+}
+
+// TestListRefusesAnUntrustedDirectory: a records directory others may
+// write, or a symbolic link to one, fails the listing, naming it; nothing
+// in it is read.
+func TestListRefusesAnUntrustedDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), Dir)
+	if err := Write(dir, glusterRecord("/k/pods/a/volumes/x")); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := List(link); err == nil || !errors.Is(err, registration.ErrUntrusted) || !strings.Contains(err.Error(), link) || es != nil {
+		t.Errorf("List(a symlink to the records) = %v, %v; want no entry and an error naming it that wraps ErrUntrusted", es, err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := List(dir); err == nil || !errors.Is(err, registration.ErrUntrusted) || !strings.Contains(err.Error(), dir) || es != nil {
+		t.Errorf("List(a directory others may write) = %v, %v; want no entry and an error naming it that wraps ErrUntrusted", es, err)
+	}
+}
+
+// BenchmarkList: the recovery lists the records every second. One walk of
+// the directory's ancestors for all of them ("one-walk", List), against
+// one walk per record ("walk-per-file", how List read them before).
+func BenchmarkList(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "kubelet", "plugin-containers", Dir)
+	for i := range 100 {
+		if err := Write(dir, glusterRecord(fmt.Sprintf("/var/lib/kubelet/pods/%d/volumes/kubernetes.io~glusterfs/v", i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("one-walk", func(b *testing.B) {
+		for b.Loop() {
+			if es, err := List(dir); err != nil || len(es) != 100 {
+				b.Fatalf("%d records, %v", len(es), err)
+			}
+		}
+	})
+	b.Run("walk-per-file", func(b *testing.B) {
+		for b.Loop() {
+			des, err := os.ReadDir(dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for _, de := range des {
+				data, ok, err := registration.ReadTrusted(filepath.Join(dir, de.Name()), MaxSize)
+				if err != nil || !ok {
+					b.Fatal(err)
+				}
+				if _, err := Decode(data); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			if n != 100 {
+				b.Fatalf("%d records", n)
+			}
+		}
+	})
 }
