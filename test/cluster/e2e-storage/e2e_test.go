@@ -2,12 +2,13 @@
 // Storage part registered: the TestMain of k8s.io/kubernetes/test/e2e (its
 // flags, less -version, -list-conformance-tests and the log checker's; its
 // embedded manifests) and that package's RunE2ETests and suite set-up, with
-// test/e2e/storage/external as the one source of specs. A driver definition given by --storage.testdriver makes the same
-// specs as in the full e2e.test, from the same code; the specs of the other
-// areas (apps, network, node, the in-tree storage drivers ...) are not
-// compiled in. test/bed/build-e2e-test.sh builds it as e2e.test;
-// test/README.md ("Conformance") says why and how its spec list was
-// compared with the full binary's.
+// test/e2e/storage/external as the one source of specs. A driver definition
+// given by --storage.testdriver makes the same specs as in the full
+// e2e.test, from the same code; the specs of the other areas (apps,
+// network, node, the in-tree storage drivers ...) are not compiled in.
+// test/bed/build-e2e-test.sh builds it as e2e.test; test/README.md
+// ("Conformance") says why, and how its spec list was compared with the
+// full binary's.
 package e2estorage
 
 import (
