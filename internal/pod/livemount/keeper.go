@@ -9,6 +9,11 @@ import (
 // DefaultKeepPeriod is how often a [Keeper] surveys the mounts.
 const DefaultKeepPeriod = 10 * time.Second
 
+// FullSurveyPeriod is how often at most a [Keeper]'s survey looks for
+// daemons among all processes; its other surveys look in the plugins'
+// scopes first ([Options.DaemonsInScopes]).
+const FullSurveyPeriod = time.Minute
+
 // DefaultWakeDelay is how long a [Keeper] woken by its Events waits before
 // it surveys: the scopes of a wave of unmounts empty over seconds, and one
 // survey a second removes them all without a survey per scope.
@@ -26,7 +31,10 @@ type Events interface {
 // of its plugins (those made by earlier pods included: it adopts them, and
 // never unmounts or kills anything), then surveys them every Period (and
 // soon after its Events wake it), logs what changed and removes the scopes
-// whose mount and processes are gone.
+// whose mount and processes are gone. One survey in [FullSurveyPeriod]
+// reads every process for daemons; the others read the scopes' processes
+// ([Options.DaemonsInScopes]), so a mount of another plugin may be logged
+// without its daemons.
 type Keeper struct {
 	Options Options
 	Period  time.Duration
@@ -60,8 +68,14 @@ func (k *Keeper) Run(ctx context.Context) {
 	}
 	prev := map[string]Mount{}
 	first := true
+	var lastFull time.Time
 	for {
-		r, err := Survey(ctx, k.Options)
+		o := k.Options
+		o.DaemonsInScopes = !first && time.Since(lastFull) < FullSurveyPeriod
+		if !o.DaemonsInScopes {
+			lastFull = time.Now()
+		}
+		r, err := Survey(ctx, o)
 		if err != nil {
 			log.Warn("survey of live mounts failed", "err", err)
 		} else {

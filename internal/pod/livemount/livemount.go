@@ -79,6 +79,16 @@ type Options struct {
 	// StatTimeout bounds the health check of each mount; default
 	// [DefaultStatTimeout].
 	StatTimeout time.Duration
+	// DaemonsInScopes, with Scopes, looks for daemons among the processes
+	// of the plugins' scopes first, and among all processes only when a
+	// mount that has one of those scopes shows no daemon there. The
+	// daemons of the other mounts (another plugin's, or one made without
+	// a scope) are then not looked for (their Daemons is empty), and a
+	// process outside a mount's scope that also holds its connection is
+	// not seen. Reading every process's descriptors is most of a
+	// survey's cost on a node running a hundred pods; the keeper's
+	// surveys between its full ones set this, `mountpod status` never.
+	DaemonsInScopes bool
 }
 
 // IsFUSE reports whether fstype is a FUSE file system type
@@ -120,8 +130,6 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		conns[c] = append(conns[c], mi.MountPoint)
 		mounts = append(mounts, Mount{Target: mi.MountPoint, Source: mountinfo.Unescape(mi.Source), FSType: mi.FsType})
 	}
-	daemons := findDaemons(o.ProcRoot, seen, conns)
-
 	type known struct {
 		plugin string
 		s      scope.Scope
@@ -138,6 +146,23 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 				scopes[s.Name] = known{p, s}
 			}
 		}
+	}
+	var daemons map[string][]int
+	if o.DaemonsInScopes && o.Scopes != nil {
+		pids := []int{}
+		for _, k := range scopes {
+			pids = append(pids, k.s.PIDs...)
+		}
+		daemons = findDaemons(o.ProcRoot, pids, seen, conns)
+		for _, m := range mounts {
+			if _, ok := scopes[boundary.MountKey(m.Target)]; ok && len(daemons[m.Target]) == 0 {
+				daemons = nil // a daemon gone or outside its scope: look everywhere
+				break
+			}
+		}
+	}
+	if daemons == nil {
+		daemons = findDaemons(o.ProcRoot, nil, seen, conns)
 	}
 	used := map[string]bool{}
 	for i := range mounts {
@@ -202,22 +227,27 @@ func connection(major, minor int) uint64 {
 
 // findDaemons returns, for each target, the PIDs of the processes that
 // serve it: see the package documentation. conns maps a FUSE connection
-// to the targets it is mounted at.
-func findDaemons(procRoot string, targets map[string]bool, conns map[uint64][]string) map[string][]int {
+// to the targets it is mounted at. It reads the processes pids, or every
+// process when pids is nil.
+func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map[uint64][]string) map[string][]int {
 	out := map[string][]int{}
 	if len(targets) == 0 {
 		return out
 	}
-	entries, err := os.ReadDir(procRoot)
-	if err != nil {
-		return out
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	if pids == nil {
+		entries, err := os.ReadDir(procRoot)
 		if err != nil {
-			continue
+			return out
 		}
-		for _, t := range served(filepath.Join(procRoot, e.Name()), targets, conns) {
+		pids = []int{}
+		for _, e := range entries {
+			if pid, err := strconv.Atoi(e.Name()); err == nil && pid > 0 {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	for _, pid := range pids {
+		for _, t := range served(filepath.Join(procRoot, strconv.Itoa(pid)), targets, conns) {
 			if !slices.Contains(out[t], pid) {
 				out[t] = append(out[t], pid)
 			}

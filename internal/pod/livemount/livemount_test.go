@@ -176,3 +176,60 @@ func TestSurveyBadInput(t *testing.T) {
 		t.Errorf("missing mount table: %v, want an error naming it", err)
 	}
 }
+
+// TestSurveyDaemonsInScopes: with DaemonsInScopes a survey reads the
+// processes of the plugins' scopes only, unless a mount with one of those
+// scopes shows no daemon there: then it reads every process.
+func TestSurveyDaemonsInScopes(t *testing.T) {
+	kubelet := t.TempDir()
+	a := filepath.Join(kubelet, "pods/a/volumes/x~glusterfs/data")
+	other := filepath.Join(kubelet, "pods/o/volumes/y~cephfs/data")
+	for _, d := range []string{a, other} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mi := filepath.Join(t.TempDir(), "mountinfo")
+	lines := []string{
+		"20 1 0:20 / / rw - ext4 /dev/vda rw",
+		fmt.Sprintf("30 20 0:30 / %s rw - fuse.glusterfs srv:/gv0 rw", a),
+		fmt.Sprintf("31 20 0:31 / %s rw - fuse.ceph-fuse ceph-fuse rw", other),
+	}
+	if err := os.WriteFile(mi, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	proc := t.TempDir()
+	writeProc(t, proc, 100, rootProc([]int{30}, "/usr/sbin/glusterfs", a))
+	writeProc(t, proc, 200, rootProc([]int{31}, "/usr/bin/ceph-fuse", other)) // another plugin's, no scope of ours
+	writeProc(t, proc, 300, rootProc(nil, "/bin/sleep", "30"))
+	writeProc(t, proc, 500, rootProc([]int{30}, "/usr/bin/holder")) // a's connection, outside its scope
+	const plugin = "x.io/glusterfs"
+	survey := func(inScopes bool, scopePIDs []int) map[string][]int {
+		t.Helper()
+		fs := &fakeScopes{scopes: map[string][]scope.Scope{plugin: {
+			{Name: scope.Name(a), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(a), PIDs: scopePIDs},
+		}}}
+		r, err := Survey(context.Background(), Options{KubeletDir: kubelet, Plugins: []string{plugin}, Scopes: fs,
+			MountInfo: mi, ProcRoot: proc, DaemonsInScopes: inScopes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string][]int{}
+		for _, m := range r.Mounts {
+			got[m.Target] = m.Daemons
+		}
+		return got
+	}
+	all := map[string][]int{a: {100, 500}, other: {200}}
+	if got := survey(false, []int{100}); !reflect.DeepEqual(got, all) {
+		t.Errorf("full survey: daemons %v, want %v", got, all)
+	}
+	// a's daemon is in its scope: nothing else is read.
+	if got, want := survey(true, []int{100}), map[string][]int{a: {100}, other: nil}; !reflect.DeepEqual(got, want) {
+		t.Errorf("survey in scopes: daemons %v, want %v (the scope's process only)", got, want)
+	}
+	// a's scope holds no daemon of it: every process is read.
+	if got := survey(true, []int{300}); !reflect.DeepEqual(got, all) {
+		t.Errorf("survey in scopes, a's daemon outside its scope: daemons %v, want %v (every process read)", got, all)
+	}
+}
