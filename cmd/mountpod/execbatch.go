@@ -27,7 +27,15 @@ func execBatchCommand(stdout io.Writer) *cli.Command {
 			if len(args) > 0 && args[0] == "--" {
 				args = args[1:]
 			}
-			if err := execbatch.Run(c.Context, args, stdout); err != nil {
+			// Without its slots (a bad setting, which serve refuses
+			// at start, or a directory that cannot be made, which serve
+			// logs) the batch runs unbounded: failing the mounts would
+			// be worse.
+			slots, _ := openCommandSlots()
+			if slots != nil {
+				defer slots.Close()
+			}
+			if err := execbatch.Run(c.Context, args, stdout, slots); err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			return nil

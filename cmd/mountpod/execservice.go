@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/internal/pod/cmdslots"
 	"github.com/mountcontainers/mountcontainers/internal/pod/execserver"
 	"github.com/mountcontainers/mountcontainers/internal/pod/metrics"
 	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
@@ -63,11 +67,22 @@ func startExecService(cfg registrar.Config, m *metrics.Metrics) (stop func(), er
 	if err != nil {
 		return nil, err
 	}
+	slots, err := openCommandSlots()
+	switch {
+	case slots != nil:
+		log.Info("commands at once in this container, the batches through CRI ExecSync included", "max", slots.Count(), "env", envCommandSlots)
+	case err != nil && errors.Is(err, errBadCommandSlots):
+		l.Close()
+		return nil, err
+	case err != nil:
+		log.Warn("commands at once in this container are bounded only per exec path", "env", envCommandSlots, "err", err)
+	}
 	scfg := execserver.Config{
 		Identity: execserver.Identity{PodNamespace: cfg.Pod.PodNamespace, PodName: cfg.Pod.PodName, PodUID: cfg.Pod.PodUID, ContainerName: cfg.Pod.ContainerName},
 		Version:  version,
 		Logger:   log,
 		Plugins:  cfg.Plugins,
+		Slots:    slots,
 	}
 	if m != nil {
 		scfg.Observer = m
@@ -85,6 +100,32 @@ func startExecService(cfg registrar.Config, m *metrics.Metrics) (stop func(), er
 	return func() {
 		cancel()
 		<-done
+		if slots != nil {
+			slots.Close()
+		}
 		log.Log(context.Background(), slog.LevelInfo, "exec service stopped")
 	}, nil
+}
+
+// envCommandSlots sets how many commands run at once in the mount
+// container, through the exec service and the batches of CRI ExecSync
+// together (package cmdslots); 0 bounds them only per path.
+const envCommandSlots = "MOUNTPOD_COMMAND_SLOTS"
+
+var errBadCommandSlots = errors.New(envCommandSlots + ": want a whole number from 0 to " + strconv.Itoa(cmdslots.MaxCount))
+
+// openCommandSlots opens the container's command slots, as
+// envCommandSlots sets them: nil and no error when it is 0.
+func openCommandSlots() (*cmdslots.Slots, error) {
+	n := cmdslots.DefaultCount
+	if v, ok := os.LookupEnv(envCommandSlots); ok {
+		var err error
+		if n, err = strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 0 || n > cmdslots.MaxCount {
+			return nil, fmt.Errorf("%w, got %q", errBadCommandSlots, v)
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return cmdslots.Open(cmdslots.DefaultDir, n)
 }

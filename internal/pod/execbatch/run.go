@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mountcontainers/mountcontainers/internal/pod/cmdslots"
 	wire "github.com/mountcontainers/mountcontainers/pkg/execbatch"
 )
 
@@ -26,8 +27,10 @@ const waitDelay = 2 * time.Second
 // Run runs the requests that args carry, side by side, and writes their
 // results (a JSON array, in order) to out. A request that does not decode
 // is refused in its result; only a write error, or more than
-// wire.MaxRequests requests, is Run's.
-func Run(ctx context.Context, args []string, out io.Writer) error {
+// wire.MaxRequests requests, is Run's. slots, when not nil, bound the
+// commands running at once in the container: each command takes one
+// first, and its wait counts in its timeout.
+func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slots) error {
 	if len(args) == 0 || len(args) > wire.MaxRequests {
 		return errors.New("exec-batch: want 1 to " + strconv.Itoa(wire.MaxRequests) + " requests, got " + strconv.Itoa(len(args)))
 	}
@@ -42,17 +45,25 @@ func Run(ctx context.Context, args []string, out io.Writer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = runOne(ctx, req)
+			results[i] = runOne(ctx, req, slots)
 		}()
 	}
 	wg.Wait()
 	return json.NewEncoder(out).Encode(results)
 }
 
-// runOne runs one command with its timeout.
-func runOne(ctx context.Context, req wire.Request) wire.Result {
+// runOne runs one command with its timeout, in a slot of slots when not
+// nil.
+func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots) wire.Result {
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout())
 	defer cancel()
+	if slots != nil {
+		release, err := slots.Acquire(ctx)
+		if err != nil {
+			return wire.Result{ExitCode: -1, Failure: wire.FailureTimeout, Error: "timed out after " + req.Timeout().String() + " before it started: " + err.Error()}
+		}
+		defer release()
+	}
 	cmd := exec.CommandContext(ctx, req.Argv[0], req.Argv[1:]...)
 	var stdout, stderr tailBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

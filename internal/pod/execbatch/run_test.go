@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mountcontainers/mountcontainers/internal/pod/cmdslots"
 	wire "github.com/mountcontainers/mountcontainers/pkg/execbatch"
 )
 
@@ -23,9 +25,14 @@ func run(t *testing.T, reqs ...wire.Request) []wire.Result {
 
 func runArgs(t *testing.T, args []string) []wire.Result {
 	t.Helper()
+	return runSlots(t, args, nil)
+}
+
+func runSlots(t *testing.T, args []string, slots *cmdslots.Slots) []wire.Result {
+	t.Helper()
 	var out bytes.Buffer
 	done := make(chan error, 1)
-	go func() { done <- Run(context.Background(), args, &out) }()
+	go func() { done <- Run(context.Background(), args, &out, slots) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -120,7 +127,7 @@ func TestRunRefusesBadBatch(t *testing.T) {
 			args[i] = mustEncode(t, wire.Request{Argv: []string{"true"}, TimeoutMs: long})
 		}
 		var out bytes.Buffer
-		if err := Run(context.Background(), args, &out); err == nil || out.Len() != 0 {
+		if err := Run(context.Background(), args, &out, nil); err == nil || out.Len() != 0 {
 			t.Errorf("%d requests: %v, output %q; want an error and no output", n, err, out.Bytes())
 		}
 	}
@@ -133,4 +140,58 @@ func mustEncode(t *testing.T, r wire.Request) string {
 		t.Fatal(err)
 	}
 	return args[0]
+}
+
+// TestRunInSlots: with the container's slots, a batch's commands run no
+// more at once than there are slots (each here claims a directory no other
+// may hold while it runs: without slots they overlap and all but one
+// fail), and a command that gets no slot within its timeout fails as
+// timed out, before it started.
+func TestRunInSlots(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the slots' directory must be root's")
+	}
+	dir := filepath.Join(t.TempDir(), "slots")
+	claim := filepath.Join(t.TempDir(), "claim")
+	exclusive := mustEncode(t, wire.Request{Argv: []string{"sh", "-c", `mkdir "$1" && sleep 0.3 && rmdir "$1"`, "sh", claim}, TimeoutMs: long})
+	batch := []string{exclusive, exclusive, exclusive}
+	failed := func(rs []wire.Result) int {
+		n := 0
+		for _, r := range rs {
+			if r.ExitCode != 0 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := failed(runSlots(t, batch, nil)); n == 0 {
+		t.Fatal("without slots the three claims never overlapped: the check below proves nothing")
+	}
+	os.Remove(claim)
+	slots, err := cmdslots.Open(dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slots.Close()
+	if rs := runSlots(t, batch, slots); failed(rs) != 0 {
+		t.Fatalf("with one slot: %+v, want the three commands one after another, all exited 0", rs)
+	}
+	// Another process (another opener) holds the one slot.
+	other, err := cmdslots.Open(dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	release, err := other.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	rs := runSlots(t, []string{mustEncode(t, wire.Request{Argv: []string{"touch", claim}, TimeoutMs: 100})}, slots)
+	if r := rs[0]; r.Failure != wire.FailureTimeout || !strings.Contains(r.Error, "before it started") || !strings.Contains(r.Error, dir) {
+		t.Errorf("a command that got no slot: %+v, want a timeout before it started, naming %s", r, dir)
+	}
+	if _, err := os.Stat(claim); err == nil {
+		t.Error("the command that got no slot ran")
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mountcontainers/mountcontainers/internal/pod/cmdslots"
 	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 )
 
@@ -218,5 +219,47 @@ func TestQueueBounds(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("a refused command ran")
+	}
+}
+
+// TestContainerSlots: with the container's command slots all held by
+// another process (a batch run through CRI ExecSync), a call waits at most
+// QueueWait for one and is then refused, ErrNotStarted, without running;
+// once one is free, a call runs.
+func TestContainerSlots(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the slots' directory must be root's")
+	}
+	dir := filepath.Join(t.TempDir(), "slots")
+	slots, err := cmdslots.Open(dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slots.Close()
+	batch, err := cmdslots.Open(dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer batch.Close()
+	release, err := batch.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, Config{QueueWait: 300 * time.Millisecond, Slots: slots})
+	marker := filepath.Join(ts.dir, "ran")
+	_, err = ts.client.Start(context.Background(), execclient.Command{Argv: []string{"touch", marker}})
+	if !errors.Is(err, execclient.ErrNotStarted) || !strings.Contains(err.Error(), "all 1 command slots of the container busy") {
+		t.Fatalf("call with the container's slots held: %v, want ErrNotStarted naming them", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the refused command ran")
+	}
+	release()
+	res, _, _, err := runCmd(t, ts.client, execclient.Command{Argv: []string{"touch", marker}})
+	if err != nil || res.Code != 0 {
+		t.Fatalf("call after the slot was freed: %+v, %v", res, err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the command did not run: %v", err)
 	}
 }

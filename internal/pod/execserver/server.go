@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mountcontainers/mountcontainers/internal/pod/cmdslots"
 	"github.com/mountcontainers/mountcontainers/pkg/execapi"
 	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 )
@@ -90,6 +91,11 @@ type Config struct {
 	// Observer, when set, is told of every call (the mount pod's
 	// metrics).
 	Observer Observer
+	// Slots, when set, bound the commands running at once in the whole
+	// container (the batches run through CRI ExecSync take them too): a
+	// command takes one after its place among MaxConcurrent, waiting for
+	// it at most QueueWait more.
+	Slots *cmdslots.Slots
 }
 
 // Server is the exec service. Create it with [NewServer].
@@ -246,10 +252,31 @@ func askedTimeout(ms int64) string {
 	return (time.Duration(ms) * time.Millisecond).String()
 }
 
-// acquire takes a command slot, waiting for one until ctx (the call's
+// acquire takes a command slot of this service and then one of the
+// container ([Config.Slots]), waiting for each until ctx (the call's
 // deadline) ends or QueueWait has passed, and returns the function that
-// gives it back. When MaxQueued calls wait already, it refuses at once.
-func (s *Server) acquire(ctx context.Context) (release func(), err error) {
+// gives them back. When MaxQueued calls wait already, it refuses at once.
+func (s *Server) acquire(ctx context.Context) (func(), error) {
+	own, err := s.acquireOwn(ctx)
+	if err != nil || s.cfg.Slots == nil {
+		return own, err
+	}
+	wait, cancel := context.WithTimeout(ctx, s.cfg.QueueWait)
+	defer cancel()
+	free, err := s.cfg.Slots.Acquire(wait)
+	if err != nil {
+		own()
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		s.log.Warn("exec service busy: call refused", "waited", s.cfg.QueueWait, "err", err)
+		return nil, status.Errorf(codes.ResourceExhausted, "exec service busy: %v", err)
+	}
+	return func() { free(); own() }, nil
+}
+
+// acquireOwn takes a command slot of this service: see [Server.acquire].
+func (s *Server) acquireOwn(ctx context.Context) (release func(), err error) {
 	release = func() { <-s.slots }
 	select {
 	case s.slots <- struct{}{}:

@@ -1,0 +1,173 @@
+// Package cmdslots bounds the commands that run at once in the mount
+// container, whichever way they came: the exec service (one process, the
+// exec socket) and every `mountpod exec-batch` (a process per CRI
+// ExecSync) take a slot for each command they run. Each command's helpers
+// (mount(8), a mount helper, a FUSE client starting) are the mount
+// container's memory until they exit or move to their scope, so a wave of
+// mounts through CRI, where batches run side by side in separate
+// processes, would otherwise hold as many at once as the kubelet asks.
+//
+// A slot is a file of a directory private to the container, held with an
+// exclusive flock(2) for as long as its command runs. The kernel releases
+// it when the open file goes, so a killed holder leaks no slot.
+package cmdslots
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// DefaultDir holds the slot files, in the mount container.
+	DefaultDir = "/run/mountpod/slots"
+	// DefaultCount is how many commands run at once in the container.
+	// Through the exec socket a wave of 100 GlusterFS mounts ran at most
+	// 18 at once, and the container stayed under 64 MiB; through CRI 74
+	// ran at once, and it reached 106 MiB (BENCHMARKS.md).
+	DefaultCount = 16
+	// MaxCount bounds Count: each slot is an open file of every process
+	// that takes one.
+	MaxCount = 1024
+)
+
+// Poll bounds of a wait for a slot that another process holds: a release
+// in this process wakes its waiters at once.
+const (
+	firstPoll = 5 * time.Millisecond
+	maxPoll   = 100 * time.Millisecond
+)
+
+// Slots are the container's command slots, as one process sees them.
+// Create them with [Open]; they are safe for concurrent use.
+type Slots struct {
+	dir   string
+	files []*os.File
+
+	mu    sync.Mutex
+	held  []bool        // by this process
+	next  int           // where the next search starts
+	freed chan struct{} // closed, and replaced, when this process frees one
+}
+
+// Open opens (making them when missing) the count slot files of dir, which
+// is made when missing too. dir must be a directory that root owns and
+// nobody else can write; a slot file must be a regular file: anything
+// else is an error naming it, and nothing is opened.
+func Open(dir string, count int) (*Slots, error) {
+	if count < 1 || count > MaxCount {
+		return nil, fmt.Errorf("command slots: count %d: want 1 to %d", count, MaxCount)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("command slots: %w", err)
+	}
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("command slots: open %s: %w", dir, err)
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil {
+		return nil, fmt.Errorf("command slots: %s: %w", dir, err)
+	}
+	if st.Uid != 0 || st.Mode&0o022 != 0 {
+		return nil, fmt.Errorf("command slots: %s: owned by uid %d, mode %#o: want root's, writable by root alone", dir, st.Uid, st.Mode&0o7777)
+	}
+	s := &Slots{dir: dir, held: make([]bool, count), freed: make(chan struct{})}
+	for i := range count {
+		name := "slot-" + strconv.Itoa(i)
+		fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+		if err == nil {
+			if err = unix.Fstat(fd, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+				err = errors.New("not a regular file")
+			}
+			if err != nil {
+				unix.Close(fd)
+			}
+		}
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("command slots: %s/%s: %w", dir, name, err)
+		}
+		s.files = append(s.files, os.NewFile(uintptr(fd), dir+"/"+name))
+	}
+	return s, nil
+}
+
+// Count is how many slots there are.
+func (s *Slots) Count() int { return len(s.files) }
+
+// Acquire takes a slot, waiting until one is free or ctx ends, and returns
+// the function that gives it back (call it once).
+func (s *Slots) Acquire(ctx context.Context) (release func(), err error) {
+	poll := firstPoll
+	for {
+		i, freed, err := s.try()
+		if err != nil {
+			return nil, err
+		}
+		if i >= 0 {
+			var once sync.Once
+			return func() { once.Do(func() { s.release(i) }) }, nil
+		}
+		t := time.NewTimer(poll/2 + rand.N(poll/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("all %d command slots of the container busy (%s): %w", len(s.files), s.dir, context.Cause(ctx))
+		case <-freed:
+			t.Stop()
+		case <-t.C:
+			poll = min(2*poll, maxPoll)
+		}
+	}
+}
+
+// try takes a free slot and returns its index, or -1 and the channel
+// closed when this process next frees one.
+func (s *Slots) try() (int, <-chan struct{}, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.files)
+	for k := range n {
+		i := (s.next + k) % n
+		if s.held[i] {
+			continue
+		}
+		err := unix.Flock(int(s.files[i].Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			s.held[i] = true
+			s.next = (i + 1) % n
+			return i, nil, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return -1, nil, fmt.Errorf("command slot %s: %w", s.files[i].Name(), err)
+		}
+	}
+	return -1, s.freed, nil
+}
+
+func (s *Slots) release(i int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = unix.Flock(int(s.files[i].Fd()), unix.LOCK_UN)
+	s.held[i] = false
+	close(s.freed)
+	s.freed = make(chan struct{})
+}
+
+// Close closes the slot files, releasing the slots this process holds.
+func (s *Slots) Close() error {
+	var errs []error
+	for _, f := range s.files {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
+}
