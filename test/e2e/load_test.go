@@ -263,8 +263,8 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 		}
 		t.Logf("through CRI: %d commands went in %d batches (sizes %v), %d alone", n, len(sizes), sizes, len(calls)-n)
 	}
-	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB (working set %.1f MiB), CPU %s during the wave; %d FUSE daemons using %.1f MiB RSS in all (%.1f MiB each), at the peak %d using %.1f MiB",
-		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), mib(peak.podMemory), mib(peak.podWorkingSet), cpu.Round(time.Millisecond), daemons, mib(daemonRSS), mib(daemonRSS)/float64(max(daemons, 1)),
+	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB (working set %.1f MiB; at that peak %s; %.1f MiB right after), CPU %s during the wave; %d FUSE daemons using %.1f MiB RSS in all (%.1f MiB each), at the peak %d using %.1f MiB",
+		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), mib(peak.podMemory), mib(peak.podWorkingSet), peak.atPeak, mib(podMemoryUsage(mp.UID).usage), cpu.Round(time.Millisecond), daemons, mib(daemonRSS), mib(daemonRSS)/float64(max(daemons, 1)),
 		peak.daemons, mib(peak.daemonRSS))
 
 	// All deleted at once: every volume unmounted, nothing left behind.
@@ -482,6 +482,8 @@ type loadPeak struct {
 	mountpodAnon           int64 // RssAnon: mountpod's own memory, not its binary's pages
 	daemons                int
 	daemonRSS              int64
+	// atPeak is what the mount pod's cgroup held when its use peaked.
+	atPeak podMemory
 }
 
 // start samples twice a second until the returned stop is called (stop
@@ -511,9 +513,11 @@ func (p *loadPeak) sample(uid types.UID, pid int, parent, root string) {
 	if v := procStatusBytes(pid, "RssAnon"); v > p.mountpodAnon {
 		p.mountpodAnon = v
 	}
-	usage, ws := podMemoryUsage(uid)
-	p.podMemory = max(p.podMemory, usage)
-	p.podWorkingSet = max(p.podWorkingSet, ws)
+	m := podMemoryUsage(uid)
+	if m.usage > p.podMemory {
+		p.podMemory, p.atPeak = m.usage, m
+	}
+	p.podWorkingSet = max(p.podWorkingSet, m.workingSet)
 	n, rss := fuseDaemonsInScopes(parent, root)
 	if n > p.daemons {
 		p.daemons = n
@@ -562,7 +566,7 @@ func procStatusBytes(pid int, field string) int64 {
 // bed's kubelet makes it) and its working set, as the kubelet reckons it
 // (the use less the inactive page cache: what the pod's memory request is
 // compared with).
-func podMemoryUsage(uid types.UID) (usage, workingSet int64) {
+func podMemoryUsage(uid types.UID) podMemory {
 	paths, _ := filepath.Glob("/sys/fs/cgroup/memory/kubepods/*/pod" + string(uid))
 	more, _ := filepath.Glob("/sys/fs/cgroup/memory/kubepods/pod" + string(uid))
 	for _, dir := range append(paths, more...) {
@@ -570,17 +574,41 @@ func podMemoryUsage(uid types.UID) (usage, workingSet int64) {
 		if err != nil {
 			continue
 		}
-		usage, _ = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		var m podMemory
+		m.usage, _ = strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		if k, err := os.ReadFile(filepath.Join(dir, "memory.kmem.usage_in_bytes")); err == nil {
+			m.kernel, _ = strconv.ParseInt(strings.TrimSpace(string(k)), 10, 64)
+		}
 		stat, _ := os.ReadFile(filepath.Join(dir, "memory.stat"))
 		var inactive int64
 		for _, line := range strings.Split(string(stat), "\n") {
-			if v, ok := strings.CutPrefix(line, "total_inactive_file "); ok {
-				inactive, _ = strconv.ParseInt(v, 10, 64)
+			k, v, _ := strings.Cut(line, " ")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "total_inactive_file":
+				inactive = n
+			case "total_rss":
+				m.anon = n
+			case "total_cache":
+				m.cache = n
 			}
 		}
-		return usage, max(usage-inactive, 0)
+		m.workingSet = max(m.usage-inactive, 0)
+		return m
 	}
-	return 0, 0
+	return podMemory{}
+}
+
+// podMemory is a pod's memory (cgroup v1): its use, and its working set as
+// the kubelet reckons it (use less inactive page cache); of its use, the
+// processes' anonymous memory, the page cache and the kernel's own
+// (memory.kmem: slab, such as the dentries and inodes of /proc files read).
+type podMemory struct {
+	usage, workingSet, anon, cache, kernel int64
+}
+
+func (m podMemory) String() string {
+	return fmt.Sprintf("anonymous %.1f MiB, page cache %.1f MiB, kernel %.1f MiB", mib(m.anon), mib(m.cache), mib(m.kernel))
 }
 
 // fuseDaemonsOf returns how many glusterfs processes serve dirs, and their

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -46,6 +47,10 @@ type ScopeEvents struct {
 
 	mu      sync.Mutex
 	watched map[string]bool
+	// names are the scopes that emptied since the last [ScopeEvents.Emptied],
+	// kept once it was first called (the keeper's events never are).
+	track bool
+	names map[string]bool
 }
 
 // ErrNoScopeEvents: the scopes of the manager report nothing (the systemd
@@ -89,6 +94,11 @@ func (e *ScopeEvents) loop() {
 			// changes too (a process joining the scope), and a scope is
 			// removed only once it was empty, which woke us then.
 			if ev.Has(fsnotify.Write) && emptied(ev.Name) {
+				e.mu.Lock()
+				if e.track {
+					e.names[filepath.Base(filepath.Dir(ev.Name))] = true
+				}
+				e.mu.Unlock()
 				select {
 				case e.c <- struct{}{}:
 				default: // a pass is due already
@@ -107,6 +117,25 @@ func (e *ScopeEvents) loop() {
 
 // C implements [Events].
 func (e *ScopeEvents) C() <-chan struct{} { return e.c }
+
+// Emptied returns the names of the scopes (scope.Name of their mounts'
+// targets) that emptied since its last call, and forgets them. Its first
+// call starts keeping them: it returns none then, and a caller must take
+// none to mean "unknown".
+func (e *ScopeEvents) Emptied() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.track {
+		e.track, e.names = true, map[string]bool{}
+		return nil
+	}
+	out := make([]string, 0, len(e.names))
+	for n := range e.names {
+		out = append(out, n)
+	}
+	clear(e.names)
+	return out
+}
 
 // Refresh watches the cgroup.events of every scope there is now, and
 // forgets those of scopes that are gone. It runs after every pass of the

@@ -75,6 +75,9 @@ func TestScopeEventsOnlyWhenEmptied(t *testing.T) {
 	if emptied(files[0]) {
 		t.Fatalf("%s reads as emptied while the scope's process runs", files[0])
 	}
+	if names := e.Emptied(); len(names) != 0 {
+		t.Fatalf("the first Emptied named %v, want none (it starts keeping them)", names)
+	}
 	// Whatever the kernel reported while the scope was populated must not
 	// have woken it.
 	select {
@@ -93,6 +96,12 @@ func TestScopeEventsOnlyWhenEmptied(t *testing.T) {
 	}
 	if !emptied(files[0]) {
 		t.Fatalf("%s does not read as emptied after the scope's process exited", files[0])
+	}
+	if names, want := e.Emptied(), filepath.Base(filepath.Dir(files[0])); len(names) != 1 || names[0] != want {
+		t.Errorf("Emptied named %v, want the scope %s", names, want)
+	}
+	if names := e.Emptied(); len(names) != 0 {
+		t.Errorf("Emptied named %v again, want them forgotten", names)
 	}
 }
 

@@ -77,6 +77,7 @@ import (
 
 	"k8s.io/mount-utils"
 
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -216,31 +217,76 @@ func (r *Recoverer) Run(ctx context.Context) {
 	// daemon's exit a moment before the mount answers "not connected".
 	var burst <-chan time.Time
 	burstLeft := 0
+	// Emptied scopes whose mounts are gone (unmounts) are no news: a
+	// wave of a hundred unmounts would otherwise cost a hundred passes
+	// and their quick passes.
+	named, _ := r.Events.(emptiedNamer)
+	if named != nil {
+		named.Emptied() // start keeping the names
+	}
+	skip := false
 	for {
-		r.mu.Lock()
-		r.woken = woken
-		r.mu.Unlock()
-		r.Pass(ctx)
-		if r.Events != nil {
-			r.Events.Refresh()
+		if !skip {
+			r.mu.Lock()
+			r.woken = woken
+			r.mu.Unlock()
+			r.Pass(ctx)
+			if r.Events != nil {
+				r.Events.Refresh()
+			}
+			if burstLeft > 0 {
+				burstLeft--
+				burst = time.After(burstInterval)
+			} else {
+				burst = nil
+			}
 		}
-		if burstLeft > 0 {
-			burstLeft--
-			burst = time.After(burstInterval)
-		} else {
-			burst = nil
-		}
+		skip = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			woken = "poll"
 		case <-wake:
-			woken, burstLeft = "event", burstPasses
+			if named != nil && r.onlyUnmounted(named.Emptied()) {
+				skip = true // quick passes under way go on
+			} else {
+				woken, burstLeft = "event", burstPasses
+			}
 		case <-burst:
 			woken = "event"
 		}
 	}
+}
+
+// emptiedNamer is [Events] that name the scopes that emptied: see
+// [ScopeEvents.Emptied].
+type emptiedNamer interface {
+	Emptied() []string
+}
+
+// onlyUnmounted reports whether none of the scopes names (scope.Name of a
+// target) is that of a FUSE mount in the mount table: their daemons exited
+// after their mounts went, as an unmount ends. None named, or a mount
+// table that cannot be read, is unknown: false.
+func (r *Recoverer) onlyUnmounted(names []string) bool {
+	if len(names) == 0 {
+		return false
+	}
+	infos, err := mountinfo.ParseFile(r.mountInfo())
+	if err != nil {
+		return false
+	}
+	emptied := make(map[string]bool, len(names))
+	for _, n := range names {
+		emptied[n] = true
+	}
+	for _, mi := range infos {
+		if strings.HasPrefix(mi.FsType, "fuse") && emptied[scope.Name(mi.MountPoint)] {
+			return false
+		}
+	}
+	return true
 }
 
 // After an event wakes the recoverer, burstPasses more passes run
