@@ -83,7 +83,7 @@ func TestUnmountsWakeNoPass(t *testing.T) {
 		}
 	}
 	next("at start")
-	<-ev.asked // Run's first Emptied, which starts the keeping
+	<-ev.asked                   // Run's first Emptied, which starts the keeping
 	ev.fire(scope.Name(gone))    // an unmount: no pass
 	ev.fire(scope.Name(mounted)) // a death: a pass
 	if n := next("after a death"); n != 3 {
