@@ -28,11 +28,14 @@ import (
 const (
 	// DefaultDir holds the slot files, in the mount container.
 	DefaultDir = "/run/mountpod/slots"
-	// DefaultCount is how many commands run at once in the container.
-	// Through the exec socket a wave of 100 GlusterFS mounts ran at most
-	// 18 at once, and the container stayed under 64 MiB; through CRI 74
-	// ran at once, and it reached 106 MiB (BENCHMARKS.md).
-	DefaultCount = 16
+	// DefaultCount is how many commands run at once in the container:
+	// the exec service's own bound (execserver.DefaultMaxConcurrent),
+	// now over both paths. Through CRI, batches side by side had put 74
+	// mounts at once in the container (106 MiB). A bound of 16 cut that
+	// to 75 MiB but slowed a wave of 100 mounts through the exec socket
+	// by a tenth: a mount waits on its server more than on the CPU
+	// (BENCHMARKS.md, 2026-11-28, later).
+	DefaultCount = 32
 	// MaxCount bounds Count: each slot is an open file of every process
 	// that takes one.
 	MaxCount = 1024
