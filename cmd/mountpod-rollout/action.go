@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -68,6 +69,18 @@ func checkArgs(c *cli.Context) error {
 	case rollout.StrategyInPlace:
 	default:
 		return cli.Exit(fmt.Sprintf("--strategy %q: want %s or %s", s, rollout.StrategyDrain, rollout.StrategyInPlace), exitUsage)
+	}
+	switch d := c.String("dry-run"); d {
+	case dryRunNone, dryRunClient:
+	case "server":
+		return cli.Exit("--dry-run=server is not supported: each step of a rollout waits for the one before to take effect; --dry-run=client prints the plan", exitUsage)
+	default:
+		return cli.Exit(fmt.Sprintf("--dry-run %q: want %s or %s", d, dryRunClient, dryRunNone), exitUsage)
+	}
+	if s := c.String("selector"); s != "" {
+		if _, err := labels.Parse(s); err != nil {
+			return cli.Exit(fmt.Sprintf("--selector %q: %v", s, err), exitUsage)
+		}
 	}
 	switch u := rollout.UnscopedPolicy(c.String("unscoped")); u {
 	case rollout.UnscopedDrain, rollout.UnscopedRefuse:

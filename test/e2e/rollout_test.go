@@ -562,7 +562,7 @@ func (r *rolloutEnv) testDryRun(t *testing.T) {
 	// The new image tag of the same image: a new revision.
 	r.patchDS(t, types.StrategicMergePatchType, fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"mount","image":%q}]}}}}`, r.newTag))
 
-	stdout, _, code := r.runRollout(t, "--dry-run", "-o", "json")
+	stdout, _, code := r.runRollout(t, "--dry-run=client", "-o", "json")
 	if code != 0 {
 		t.Fatalf("dry run exit %d", code)
 	}

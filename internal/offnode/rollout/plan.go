@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -40,6 +41,8 @@ type Plan struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Resume is set when the plan continues an earlier rollout.
 	Resume bool `json:"resume,omitempty"`
+	// NodeSelector limits the plan to the nodes it selects.
+	NodeSelector string `json:"nodeSelector,omitempty"`
 	// Nodes are the nodes to upgrade, in order; UpToDate those whose mount
 	// pod already runs the newest revision.
 	Nodes    []NodePlan `json:"nodes"`
@@ -82,6 +85,9 @@ func (p *Plan) String() string {
 		fmt.Fprintf(&b, "strategy: %s\n", p.Strategy)
 	}
 	fmt.Fprintf(&b, "drain: %s\n", p.Drain)
+	if p.NodeSelector != "" {
+		fmt.Fprintf(&b, "nodes: those selected by %s\n", p.NodeSelector)
+	}
 	for _, w := range p.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)
 	}
@@ -276,9 +282,23 @@ func (r *Rollout) plan(ctx context.Context, t *target, revName string) (*Plan, e
 	if err != nil {
 		return nil, err
 	}
+	selected, err := r.selectedNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if selected != nil {
+		plan.NodeSelector = o.NodeSelector
+	}
 	inPlan := map[string]bool{}
 	add := func(node, why string) {
 		if inPlan[node] {
+			return
+		}
+		if selected != nil && !selected[node] {
+			if why != "outdated" {
+				plan.Warnings = append(plan.Warnings, fmt.Sprintf("node %s is %s by an earlier rollout, but the node selector leaves it out: it stays as it is", node, why))
+			}
+			inPlan[node] = true
 			return
 		}
 		inPlan[node] = true
@@ -310,11 +330,32 @@ func (r *Rollout) plan(ctx context.Context, t *target, revName string) (*Plan, e
 	for _, n := range slices.Sorted(maps.Keys(pods)) {
 		if pods[n].Labels[RevisionLabel] != t.revision {
 			add(n, "outdated")
-		} else if !inPlan[n] {
+		} else if !inPlan[n] && (selected == nil || selected[n]) {
 			plan.UpToDate = append(plan.UpToDate, n)
 		}
 	}
 	return plan, nil
+}
+
+// selectedNodes returns the nodes Options.NodeSelector selects, or nil
+// when it is empty.
+func (r *Rollout) selectedNodes(ctx context.Context) (map[string]bool, error) {
+	if r.opts.NodeSelector == "" {
+		return nil, nil
+	}
+	sel, err := labels.Parse(r.opts.NodeSelector)
+	if err != nil {
+		return nil, refuse("", "node selector %q: %v", r.opts.NodeSelector, err)
+	}
+	nodes, err := r.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list the nodes of selector %q: %w", r.opts.NodeSelector, err)
+	}
+	out := make(map[string]bool, len(nodes.Items))
+	for _, n := range nodes.Items {
+		out[n.Name] = true
+	}
+	return out, nil
 }
 
 // taintedNodes returns the nodes fenced with this DaemonSet's taint, by

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -737,5 +738,39 @@ func setRecord(t *testing.T, e *env, rec rollout.Record) {
 	ds.Annotations = map[string]string{rollout.RecordAnnotation: string(data)}
 	if _, err := e.c.Client.AppsV1().DaemonSets(ns).Update(context.Background(), ds, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNodeSelector: with a node selector the plan holds only the selected
+// nodes; a node fenced by an earlier rollout but not selected stays as it
+// is, and the plan warns of it.
+func TestNodeSelector(t *testing.T) {
+	e := newEnv(t, nil)
+	for name, zone := range map[string]string{"n1": "a", "n2": "b", "n3": "a"} {
+		n := e.node(name)
+		n.Labels = map[string]string{"zone": zone}
+		if name == "n1" {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: rollout.TaintKey, Value: ns + "." + dsName, Effect: corev1.TaintEffectNoSchedule})
+		}
+		if _, err := e.c.Client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, err := e.run(func(o *rollout.Options) { o.NodeSelector = "zone=b" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Nodes) != 1 || plan.Nodes[0].Node != "n2" || len(plan.UpToDate) != 0 || plan.NodeSelector != "zone=b" {
+		t.Errorf("plan nodes %+v, up to date %v, selector %q; want n2 alone", plan.Nodes, plan.UpToDate, plan.NodeSelector)
+	}
+	if !slices.ContainsFunc(plan.Warnings, func(w string) bool { return strings.Contains(w, "node n1 is tainted") }) {
+		t.Errorf("warnings %v, want one of fenced n1 left out", plan.Warnings)
+	}
+	revs := e.revisions()
+	if revs["n2"] != "new" || revs["n1"] != "old" || !e.tainted("n1") {
+		t.Errorf("revisions %v, n1 tainted %v: want n2 upgraded, n1 left as it was", revs, e.tainted("n1"))
+	}
+	if _, err := e.run(func(o *rollout.Options) { o.NodeSelector = "zone in (" }); !rollout.IsRefused(err) {
+		t.Errorf("a selector that does not parse: %v, want a refusal", err)
 	}
 }

@@ -153,6 +153,11 @@ type Options struct {
 	AllPods bool
 	// PodSelector is a label selector of further pods to drain.
 	PodSelector string
+	// NodeSelector, when set, is a label selector of the nodes to upgrade
+	// (kubectl drain's --selector); the DaemonSet's other nodes are left
+	// as they are, a node an earlier rollout fenced included (the plan
+	// warns of it).
+	NodeSelector string
 	// Plugins are the volume plugins the mount pod serves, such as
 	// kubernetes.io/glusterfs (default: the MOUNTPOD_PLUGINS variable of the
 	// DaemonSet's container).
