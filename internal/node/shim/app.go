@@ -83,7 +83,7 @@ type Backend interface {
 	// Run runs argv for plugin and returns the shim's exit code.
 	Run(ctx context.Context, cfg *Config, plugin string, argv []string, stdio IO) int
 	// Status prints the state of every registration, or of plugin, in
-	// output format "table" or "json".
+	// output format "text" (a table) or "json".
 	Status(ctx context.Context, cfg *Config, plugin, output string, stdio IO) error
 }
 

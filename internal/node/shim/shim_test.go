@@ -247,8 +247,20 @@ func TestStatusJSONNamesEveryRegistration(t *testing.T) {
 		t.Errorf("broken: %+v; want invalid with an error", s)
 	}
 	r = run(t, noRuntime(t), "", shimBin, "--registration-dir", reg, "status")
-	if r.code != 0 || !strings.Contains(r.stdout, "kubernetes.io/rbd") || !strings.Contains(r.stdout, "runtime unreachable") {
-		t.Fatalf("status table: code %d, %q", r.code, r.stdout)
+	if r.code != 0 || !strings.Contains(r.stdout, "kubernetes.io/rbd") || !strings.Contains(r.stdout, "runtime unreachable") || r.stderr != "" {
+		t.Fatalf("status table: code %d, %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// -o text is the table; -o table, its old name, still is, and warns.
+	text := run(t, noRuntime(t), "", shimBin, "--registration-dir", reg, "status", "-o", "text")
+	table := run(t, noRuntime(t), "", shimBin, "--registration-dir", reg, "status", "-o", "table")
+	if text.code != 0 || text.stdout != r.stdout || text.stderr != "" {
+		t.Errorf("status -o text: code %d, %q, stderr %q; want the table, no warning", text.code, text.stdout, text.stderr)
+	}
+	if table.code != 0 || table.stdout != r.stdout || strings.Count(table.stderr, "status -o table is deprecated: use -o text") != 1 {
+		t.Errorf("status -o table: code %d, %q, stderr %q; want the table and one warning", table.code, table.stdout, table.stderr)
+	}
+	if bad := run(t, noRuntime(t), "", shimBin, "--registration-dir", reg, "status", "-o", "yaml"); bad.code == 0 || !strings.Contains(bad.stderr, `-o "yaml": want text or json`) {
+		t.Errorf("status -o yaml: code %d, stderr %q; want a failure naming the choices", bad.code, bad.stderr)
 	}
 	r = run(t, noRuntime(t), "", shimBin, "--registration-dir", t.TempDir(), "status", "--plugin", "kubernetes.io/rbd", "-o", "json")
 	if !strings.Contains(r.stdout, `"reason": "no file"`) {

@@ -78,11 +78,20 @@ func statusCommand(cfg *Config, stdio IO, b Backend) *cli.Command {
 		Usage: "Show every registration and whether its container is live.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "plugin", Usage: "Show only this plugin (also when it is not registered).", Destination: &plugin},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "Output format: table or json.", Value: "table", Destination: &output},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: `Output format: "text" (a table) or "json", as every binary of this project names them; "table", the old name of text, warns.`, Value: "text", Destination: &output},
 		},
 		Action: func(c *cli.Context) error {
-			if output != "table" && output != "json" {
-				return cli.Exit(fmt.Sprintf("status: -o %q: want table or json", output), ExitShimFailed)
+			switch output {
+			case "text", "json":
+			case "table":
+				// The launcher hands status over to the helper, with
+				// these arguments: the helper warns.
+				if _, handsOver := b.(*launcher); !handsOver {
+					fmt.Fprintln(stdio.Stderr, BinaryName+": status -o table is deprecated: use -o text")
+				}
+				output = "text"
+			default:
+				return cli.Exit(fmt.Sprintf("status: -o %q: want text or json", output), ExitShimFailed)
 			}
 			return b.Status(c.Context, cfg, plugin, output, stdio)
 		},
