@@ -54,10 +54,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:      "mountpod-rollout",
-		Usage:     "Upgrade the mount pods of an OnDelete DaemonSet node by node: taint the node, evict the pods using the plugin's volumes, wait for their mounts to go, replace the mount pod, wait until it is Ready, remove the taint; or, with --strategy in-place, replace the mount pod under its live mounts where they are all scoped (docs/upgrade.md).",
+		Usage:     "Upgrade the mount pods of an OnDelete DaemonSet node by node.",
 		ArgsUsage: "[flags] DAEMONSET",
 		Version:   version.Version,
-		Description: fmt.Sprintf("Exit codes: 0 every node done (or the plan printed, with --dry-run=client); %d the rollout failed (the node it stopped at stays tainted: --resume); %d bad flags or configuration; %d refused to start, nothing touched.",
+		Description: fmt.Sprintf("Upgrade the mount pods of an OnDelete DaemonSet node by node: taint the node, evict the pods using the plugin's volumes, wait for their mounts to go, replace the mount pod, wait until it is Ready, remove the taint; or, with --strategy in-place, replace the mount pod under its live mounts where they are all scoped (docs/upgrade.md). Exit codes: 0 every node done (or the plan printed, with --dry-run=client); %d the rollout failed (the node it stopped at stays tainted: --resume); %d bad flags or configuration; %d refused to start, nothing touched.",
 			exitFailure, exitUsage, exitRefused),
 		Writer:    stdout,
 		ErrWriter: stderr,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,5 +118,17 @@ func TestFlagsToOptions(t *testing.T) {
 		if got.Strategy != tc.strategy || got.Unscoped != tc.unscoped || got.Name != "ds" {
 			t.Errorf("%q: strategy %q, unscoped %q, name %q", tc.args, got.Strategy, got.Unscoped, got.Name)
 		}
+	}
+}
+
+// TestShortHelp: the usage line is one short line; the details and the
+// exit codes are the description.
+func TestShortHelp(t *testing.T) {
+	app := newApp(io.Discard, io.Discard)
+	if u := app.Usage; len(u) > 100 || strings.Contains(u, "\n") {
+		t.Errorf("usage of %d bytes, want one line of at most 100: %q", len(u), u)
+	}
+	if !strings.Contains(app.Description, "--strategy in-place") || !strings.Contains(app.Description, "Exit codes:") {
+		t.Errorf("description %q, want the details and the exit codes", app.Description)
 	}
 }

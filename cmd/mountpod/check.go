@@ -12,9 +12,10 @@ import (
 
 func checkCommand(stdout io.Writer) *cli.Command {
 	return &cli.Command{
-		Name:  "check",
-		Usage: "Exit 0 if every configured plugin is registered to this pod and every required tool is present; otherwise print why not and exit 1. Meant for the readiness probe.",
-		Flags: settingsFlags(),
+		Name:        "check",
+		Usage:       "Exit 0 when this pod is registered for its plugins and has its tools (readiness).",
+		Description: "Exit 0 if every configured plugin is registered to this pod and every required tool is present; otherwise print why not and exit 1. Meant for the readiness probe.",
+		Flags:       settingsFlags(),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit("check takes no arguments", exitUsage)

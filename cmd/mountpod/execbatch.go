@@ -19,7 +19,8 @@ func execBatchCommand(stdout io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:            wire.Subcommand,
 		Hidden:          true,
-		Usage:           "Run the commands of REQUEST... (JSON, package execbatch) side by side and print their results (run by a volume host through CRI ExecSync).",
+		Usage:           "Run a batch of commands a volume host sent in one CRI ExecSync.",
+		Description:     "Run the commands of REQUEST... (JSON, package execbatch) side by side, each in a command slot of the container (MOUNTPOD_COMMAND_SLOTS), and print their results.",
 		ArgsUsage:       "REQUEST...",
 		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -203,4 +204,24 @@ func TestMain(m *testing.M) {
 		os.Setenv("PATH", os.Getenv("PATH")+":/bin")
 	}
 	os.Exit(m.Run())
+}
+
+// TestShortHelp: the usage line of the binary and of each command, hidden
+// ones included, is one short line; the details are the command's
+// description (`mountpod COMMAND --help`).
+func TestShortHelp(t *testing.T) {
+	const most = 100
+	app := newApp(io.Discard, io.Discard)
+	if u := app.Usage; len(u) > most || strings.Contains(u, "\n") {
+		t.Errorf("mountpod's usage is %d bytes, want one line of at most %d: %q", len(u), most, u)
+	}
+	for _, c := range app.Commands {
+		if len(c.Usage) > most || strings.Contains(c.Usage, "\n") {
+			t.Errorf("mountpod %s: usage of %d bytes, want one line of at most %d (the rest in its description): %q", c.Name, len(c.Usage), most, c.Usage)
+		}
+	}
+	code, out, _ := runApp(context.Background(), "serve", "--help")
+	if code != 0 || !strings.Contains(out, "DESCRIPTION:") || !strings.Contains(out, "MOUNTPOD_RECOVERY=false turns that off") {
+		t.Errorf("serve --help = %d, %q; want the long description", code, out)
+	}
 }

@@ -144,9 +144,10 @@ func scopeManager() (scope.Manager, scope.HelperConfig, error) {
 // mount namespace (see package recovery); it is not for people.
 func reattachCommand() *cli.Command {
 	return &cli.Command{
-		Name:   recovery.ReattachCommand,
-		Hidden: true,
-		Usage:  "Replace the dead mount at --path (mount --mount-id in the container's mountinfo) with the mount tree of descriptor --fd (run by the recovery in a container's mount namespace).",
+		Name:        recovery.ReattachCommand,
+		Hidden:      true,
+		Usage:       "Replace a container's dead mount with a new one (run by the recovery).",
+		Description: "Replace the dead mount at --path (mount --mount-id in the container's mountinfo) with the mount tree of descriptor --fd (run by the recovery in a container's mount namespace).",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "fd", Required: true},
 			&cli.StringFlag{Name: "path", Required: true},

@@ -99,8 +99,9 @@ func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger, obs
 
 func statusCommand(stdout io.Writer) *cli.Command {
 	return &cli.Command{
-		Name:  "status",
-		Usage: "Print the live FUSE mounts under the kubelet's directory (those made by earlier mount pods included), their daemons, whether each daemon runs in its mount's scope and whether the mount answers, and the plugins' scopes that have no mount. When scopes are on but unavailable it says why and shows no mount as scoped.",
+		Name:        "status",
+		Usage:       "Print the live FUSE mounts, their daemons and scopes, and the scopes without a mount.",
+		Description: "Print the live FUSE mounts under the kubelet's directory (those made by earlier mount pods included), their daemons, whether each daemon runs in its mount's scope and whether the mount answers, and the plugins' scopes that have no mount. When scopes are on but unavailable it says why and shows no mount as scoped.",
 		Flags: append(mountFlags(),
 			&cli.StringSliceFlag{Name: "plugin", EnvVars: []string{boundary.EnvPlugins}, Usage: "Volume plugin whose scopes are listed; repeat the flag or separate names with commas."},
 			&cli.StringFlag{Name: "registration-dir", EnvVars: []string{"PLUGIN_CONTAINERS_DIR"}, Value: registration.DefaultDir, Usage: "Directory of the registration files."},

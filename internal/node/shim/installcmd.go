@@ -7,9 +7,10 @@ import (
 func installCommand(cfg *Config) *cli.Command {
 	var dir, plugin, source string
 	return &cli.Command{
-		Name:      "install",
-		Usage:     "Place the shim and links named after each TOOL into DIR; invoked as TOOL, the shim runs TOOL for PLUGIN.",
-		ArgsUsage: "TOOL...",
+		Name:        "install",
+		Usage:       "Place the shim and links named after each TOOL into DIR.",
+		Description: "Place the shim and links named after each TOOL into DIR; invoked as TOOL, the shim runs TOOL for PLUGIN.",
+		ArgsUsage:   "TOOL...",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Usage: "Directory to install into (put it on the callers' PATH).", Required: true, Destination: &dir},
 			&cli.StringFlag{Name: "plugin", Usage: "Volume plugin the tools belong to.", Required: true, Destination: &plugin},
@@ -32,9 +33,10 @@ func installCommand(cfg *Config) *cli.Command {
 func uninstallCommand() *cli.Command {
 	var dir string
 	return &cli.Command{
-		Name:      "uninstall",
-		Usage:     "Remove the given tools' links from DIR (all when none is given), and the shim once none is left.",
-		ArgsUsage: "[TOOL...]",
+		Name:        "uninstall",
+		Usage:       "Remove the given tools' links from DIR, and the shim once none is left.",
+		Description: "Remove the given tools' links from DIR (all of them when no TOOL is given), and the shim once none is left.",
+		ArgsUsage:   "[TOOL...]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Usage: "Directory the shim was installed into.", Required: true, Destination: &dir},
 		},
