@@ -95,28 +95,40 @@ func writeProc(t *testing.T, root string, pid int, p fakeProc) {
 	}
 }
 
+// writeMountInfo writes a mount table of lines and returns its path.
+func writeMountInfo(t *testing.T, lines ...string) string {
+	t.Helper()
+	mi := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(mi, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return mi
+}
+
+// makeDirs makes each directory of dirs.
+func makeDirs(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestSurvey(t *testing.T) {
 	kubelet := t.TempDir()
 	a := filepath.Join(kubelet, "pods/a/volumes/x~glusterfs/data")
 	b := filepath.Join(kubelet, "pods/b/volumes/x~glusterfs/data")
 	gone := filepath.Join(kubelet, "pods/gone/volumes/x~glusterfs/data")
-	for _, d := range []string{a, b} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mi := filepath.Join(t.TempDir(), "mountinfo")
-	lines := []string{
+	makeDirs(t, a, b)
+	mi := writeMountInfo(t,
 		"20 1 0:20 / / rw - ext4 /dev/vda rw",
 		fmt.Sprintf("30 20 0:30 / %s rw - fuse.glusterfs srv:/gv0 rw", a),
 		fmt.Sprintf("31 20 0:31 / %s rw - fuse.glusterfs srv:/gv1 rw", b),
 		fmt.Sprintf("32 20 0:32 / %s rw - fuse.glusterfs srv:/gv2 rw", gone),
 		fmt.Sprintf("33 20 0:33 / %s/plain rw - ext4 /dev/loop0 rw", kubelet),
 		"34 20 0:34 / /elsewhere rw - fuse.sshfs h:/ rw",
-	}
-	if err := os.WriteFile(mi, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	)
 	proc := t.TempDir()
 	writeProc(t, proc, 100, rootProc([]int{30}, "/usr/sbin/glusterfs", "--volfile-server=srv", a))
 	writeProc(t, proc, 200, rootProc([]int{31}, "/usr/sbin/glusterfs", "--volfile-server=srv", b))
@@ -184,20 +196,12 @@ func TestSurveyDaemonsInScopes(t *testing.T) {
 	kubelet := t.TempDir()
 	a := filepath.Join(kubelet, "pods/a/volumes/x~glusterfs/data")
 	other := filepath.Join(kubelet, "pods/o/volumes/y~cephfs/data")
-	for _, d := range []string{a, other} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mi := filepath.Join(t.TempDir(), "mountinfo")
-	lines := []string{
+	makeDirs(t, a, other)
+	mi := writeMountInfo(t,
 		"20 1 0:20 / / rw - ext4 /dev/vda rw",
 		fmt.Sprintf("30 20 0:30 / %s rw - fuse.glusterfs srv:/gv0 rw", a),
 		fmt.Sprintf("31 20 0:31 / %s rw - fuse.ceph-fuse ceph-fuse rw", other),
-	}
-	if err := os.WriteFile(mi, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	)
 	proc := t.TempDir()
 	writeProc(t, proc, 100, rootProc([]int{30}, "/usr/sbin/glusterfs", a))
 	writeProc(t, proc, 200, rootProc([]int{31}, "/usr/bin/ceph-fuse", other)) // another plugin's, no scope of ours
