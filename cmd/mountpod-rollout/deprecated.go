@@ -54,6 +54,10 @@ func currentSpellings(args []string, flags []cli.Flag, stderr io.Writer) []strin
 			out = append(out, rest[i:]...)
 			break
 		}
+		if strings.HasPrefix(a, "---") {
+			out = append(out, a) // not a flag: the parser refuses it
+			continue
+		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		switch {
 		case name == "dry-run" && (!hasValue || value == "true"):
@@ -62,7 +66,7 @@ func currentSpellings(args []string, flags []cli.Flag, stderr io.Writer) []strin
 		case name == "dry-run" && value == "false":
 			warn("--dry-run=false", "use --dry-run=none, as kubectl")
 			a = "--dry-run=" + dryRunNone
-		case name == "l" && a[1] != '-':
+		case name == "l":
 			warn("-l", "use --pod-selector (kubectl drain's -l selects nodes: --selector here)")
 			a = "--pod-selector"
 			if hasValue {

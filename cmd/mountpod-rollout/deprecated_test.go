@@ -24,6 +24,7 @@ func TestOldSpellings(t *testing.T) {
 		{[]string{"--dry-run=false", "ds"}, false, "", []string{"--dry-run=false is deprecated: use --dry-run=none"}},
 		{[]string{"-l", "app=x", "ds"}, false, "app=x", []string{"-l is deprecated: use --pod-selector"}},
 		{[]string{"-l=app=y", "--dry-run", "ds"}, true, "app=y", []string{"-l is deprecated", "--dry-run without a value"}},
+		{[]string{"--l", "app=w", "ds"}, false, "app=w", []string{"-l is deprecated"}},
 		// A value that looks like a flag is a value; the name ends the flags.
 		{[]string{"--pod-selector", "-l", "--context", "--dry-run", "ds", "--dry-run"}, false, "-l", nil},
 		{[]string{"--dry-run=client", "--pod-selector", "app=z", "ds"}, true, "app=z", nil},

@@ -30,8 +30,8 @@ func execBatchCommand(stdout io.Writer) *cli.Command {
 			}
 			// Without its slots (a bad setting, which serve refuses
 			// at start, or a directory that cannot be made, which serve
-			// logs) the batch runs unbounded: failing the mounts would
-			// be worse.
+			// logs when it serves the exec socket) the batch runs
+			// unbounded: failing the mounts would be worse.
 			slots, _ := openCommandSlots()
 			if slots != nil {
 				defer slots.Close()

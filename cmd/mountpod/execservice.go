@@ -67,13 +67,11 @@ func startExecService(cfg registrar.Config, m *metrics.Metrics) (stop func(), er
 	if err != nil {
 		return nil, err
 	}
+	// serve checked the setting: an error here is the directory's.
 	slots, err := openCommandSlots()
 	switch {
 	case slots != nil:
 		log.Info("commands at once in this container, the batches through CRI ExecSync included", "max", slots.Count(), "env", envCommandSlots)
-	case err != nil && errors.Is(err, errBadCommandSlots):
-		l.Close()
-		return nil, err
 	case err != nil:
 		log.Warn("commands at once in this container are bounded only per exec path", "env", envCommandSlots, "err", err)
 	}
@@ -100,9 +98,8 @@ func startExecService(cfg registrar.Config, m *metrics.Metrics) (stop func(), er
 	return func() {
 		cancel()
 		<-done
-		if slots != nil {
-			slots.Close()
-		}
+		// The slots stay open: a call still ending may give its slot
+		// back; the process's exit closes them.
 		log.Log(context.Background(), slog.LevelInfo, "exec service stopped")
 	}, nil
 }
@@ -114,18 +111,25 @@ const envCommandSlots = "MOUNTPOD_COMMAND_SLOTS"
 
 var errBadCommandSlots = errors.New(envCommandSlots + ": want a whole number from 0 to " + strconv.Itoa(cmdslots.MaxCount))
 
+// commandSlotsCount returns the count envCommandSlots sets.
+func commandSlotsCount() (int, error) {
+	v, ok := os.LookupEnv(envCommandSlots)
+	if !ok {
+		return cmdslots.DefaultCount, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 || n > cmdslots.MaxCount {
+		return 0, fmt.Errorf("%w, got %q", errBadCommandSlots, v)
+	}
+	return n, nil
+}
+
 // openCommandSlots opens the container's command slots, as
 // envCommandSlots sets them: nil and no error when it is 0.
 func openCommandSlots() (*cmdslots.Slots, error) {
-	n := cmdslots.DefaultCount
-	if v, ok := os.LookupEnv(envCommandSlots); ok {
-		var err error
-		if n, err = strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 0 || n > cmdslots.MaxCount {
-			return nil, fmt.Errorf("%w, got %q", errBadCommandSlots, v)
-		}
-	}
-	if n == 0 {
-		return nil, nil
+	n, err := commandSlotsCount()
+	if err != nil || n == 0 {
+		return nil, err
 	}
 	return cmdslots.Open(cmdslots.DefaultDir, n)
 }

@@ -176,6 +176,7 @@ func TestExitCodes(t *testing.T) {
 		{"serve without pod UID", map[string]string{"POD_UID": ""}, []string{"serve"}, 2, "", "podUID is missing"},
 		{"serve without plugins", map[string]string{"MOUNTPOD_PLUGINS": ""}, []string{"serve"}, 2, "", "no plugin to register"},
 		{"serve with an argument", nil, []string{"serve", "extra"}, 2, "", "serve takes no arguments"},
+		{"serve with bad command slots", map[string]string{"MOUNTPOD_COMMAND_SLOTS": "many", "MOUNTPOD_EXEC_SOCKET": "none"}, []string{"serve"}, 2, "", `MOUNTPOD_COMMAND_SLOTS: want a whole number from 0 to 1024, got "many"`},
 		{"unknown flag", nil, []string{"serve", "--bogus"}, 2, "", "flag provided but not defined"},
 	}
 	for _, tt := range tests {
@@ -184,7 +185,11 @@ func TestExitCodes(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			code, stdout, stderr := runApp(context.Background(), tt.args...)
+			// A hang guard: a serve that should have refused to start
+			// serves until the context ends, and then exits 0.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			code, stdout, stderr := runApp(ctx, tt.args...)
 			if code != tt.wantCode || !strings.Contains(stdout, tt.wantStdout) || !strings.Contains(stderr, tt.wantStderr) {
 				t.Errorf("mountpod %q = %d\nstdout: %s\nstderr: %s\nwant %d, stdout containing %q, stderr containing %q",
 					tt.args, code, stdout, stderr, tt.wantCode, tt.wantStdout, tt.wantStderr)

@@ -37,6 +37,11 @@ func serveCommand(logTo io.Writer) *cli.Command {
 			if err := inst.Validate(); err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
+			// The batches through CRI read this setting too, and cannot
+			// refuse it.
+			if _, err := commandSlotsCount(); err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
 			m, stopMetrics := startMetrics(c.String("metrics-address"), cfg.Plugins, cfg.Logger)
 			defer stopMetrics()
 			if m != nil {

@@ -316,8 +316,18 @@ func (r *Rollout) plan(ctx context.Context, t *target, revName string) (*Plan, e
 	}
 	if rec != nil && rec.Phase != PhaseDone && o.Resume {
 		plan.Resume = true
+		var left []string
 		for _, n := range rec.Unfinished() {
+			if selected != nil && !selected[n] {
+				left = append(left, n)
+			}
 			add(n, "unfinished")
+		}
+		// Resumed, the rollout would end done with these nodes never
+		// finished, and their record gone.
+		if len(left) > 0 {
+			return nil, refuse("Resume with a selector that selects them too, or without --selector.",
+				"the last rollout left nodes %v unfinished, and the node selector %q leaves them out", left, o.NodeSelector)
 		}
 	}
 	tainted, err := r.taintedNodes(ctx)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -230,7 +231,15 @@ func (r *Rollout) resumeCommand() string {
 			flags += " --unscoped " + string(r.opts.Unscoped)
 		}
 	}
+	if r.opts.NodeSelector != "" {
+		flags += " --selector " + shellQuote(r.opts.NodeSelector)
+	}
 	return fmt.Sprintf("mountpod-rollout -n %s%s --resume %s", r.opts.Namespace, flags, r.opts.Name)
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // setNode records node's step, error and strategy (nr's Since is set to

@@ -110,7 +110,11 @@ func (r *Rollout) Run(ctx context.Context) (*Plan, error) {
 		return plan, err
 	}
 	if len(plan.Nodes) == 0 && (old == nil || old.Phase == PhaseDone) {
-		r.report(Event{Status: StatusDone, Message: "every mount pod runs revision " + plan.Revision})
+		msg := "every mount pod runs revision " + plan.Revision
+		if plan.NodeSelector != "" {
+			msg = "every mount pod of the nodes selected by " + plan.NodeSelector + " runs revision " + plan.Revision
+		}
+		r.report(Event{Status: StatusDone, Message: msg})
 		return plan, nil
 	}
 	// Refuse what the record of a rollout that ended refuses before

@@ -774,3 +774,31 @@ func TestNodeSelector(t *testing.T) {
 		t.Errorf("a selector that does not parse: %v, want a refusal", err)
 	}
 }
+
+// TestNodeSelectorResume: resuming with a node selector that leaves out a
+// node the last rollout left unfinished is refused (resumed, the rollout
+// would end done and its record of that node gone), and the resume
+// command a failure prints keeps the selector.
+func TestNodeSelectorResume(t *testing.T) {
+	e := newEnv(t, nil)
+	for name, zone := range map[string]string{"n1": "a", "n2": "b", "n3": "b"} {
+		n := e.node(name)
+		n.Labels = map[string]string{"zone": zone}
+		if _, err := e.c.Client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.c.SetReplacementReady("n1", false)
+	_, err := e.run(func(o *rollout.Options) { o.NodeSelector = "zone=a" })
+	wantFailure(t, err, "n1", rollout.StepReady, "not Ready")
+	if !strings.Contains(err.Error(), "--selector 'zone=a' --resume") {
+		t.Errorf("failure %q, want the resume command with the selector", err)
+	}
+	_, err = e.run(func(o *rollout.Options) { o.Resume, o.NodeSelector = true, "zone=b" })
+	if !rollout.IsRefused(err) || !strings.Contains(err.Error(), "nodes [n1] unfinished") {
+		t.Fatalf("resume leaving out the unfinished n1: %v, want a refusal naming it", err)
+	}
+	if rec := e.record(); rec.Phase != rollout.PhaseFailed {
+		t.Errorf("record phase %s after the refusal, want it still failed", rec.Phase)
+	}
+}

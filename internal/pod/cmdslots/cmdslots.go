@@ -1,7 +1,8 @@
-// Package cmdslots bounds the commands that run at once in the mount
-// container, whichever way they came: the exec service (one process, the
-// exec socket) and every `mountpod exec-batch` (a process per CRI
-// ExecSync) take a slot for each command they run. Each command's helpers
+// Package cmdslots bounds the commands volume hosts run at once in the
+// mount container, whichever way they came: the exec service (one process,
+// the exec socket) and every `mountpod exec-batch` (a process per CRI
+// ExecSync) take a slot for each command they run. (The recovery's own
+// mounts take none: they are few, and must not wait behind a wave.) Each command's helpers
 // (mount(8), a mount helper, a FUSE client starting) are the mount
 // container's memory until they exit or move to their scope, so a wave of
 // mounts through CRI, where batches run side by side in separate
@@ -9,7 +10,11 @@
 //
 // A slot is a file of a directory private to the container, held with an
 // exclusive flock(2) for as long as its command runs. The kernel releases
-// it when the open file goes, so a killed holder leaks no slot.
+// it when the open file goes, so a killed holder leaks no slot. Every
+// waiter, whatever its process, looks for a free slot on the same
+// schedule (every 5 ms at first, then less often, up to every 50 ms, with
+// jitter): a process's own waiters get no head start on another's, so
+// neither path can starve the other.
 package cmdslots
 
 import (
@@ -41,11 +46,10 @@ const (
 	MaxCount = 1024
 )
 
-// Poll bounds of a wait for a slot that another process holds: a release
-// in this process wakes its waiters at once.
+// Poll bounds of a wait for a slot.
 const (
 	firstPoll = 5 * time.Millisecond
-	maxPoll   = 100 * time.Millisecond
+	maxPoll   = 50 * time.Millisecond
 )
 
 // Slots are the container's command slots, as one process sees them.
@@ -54,10 +58,9 @@ type Slots struct {
 	dir   string
 	files []*os.File
 
-	mu    sync.Mutex
-	held  []bool        // by this process
-	next  int           // where the next search starts
-	freed chan struct{} // closed, and replaced, when this process frees one
+	mu   sync.Mutex
+	held []bool // by this process
+	next int    // where the next search starts
 }
 
 // Open opens (making them when missing) the count slot files of dir, which
@@ -83,9 +86,15 @@ func Open(dir string, count int) (*Slots, error) {
 	if st.Uid != 0 || st.Mode&0o022 != 0 {
 		return nil, fmt.Errorf("command slots: %s: owned by uid %d, mode %#o: want root's, writable by root alone", dir, st.Uid, st.Mode&0o7777)
 	}
-	s := &Slots{dir: dir, held: make([]bool, count), freed: make(chan struct{})}
+	s := &Slots{dir: dir, held: make([]bool, count)}
 	for i := range count {
 		name := "slot-" + strconv.Itoa(i)
+		// What is there already must be a regular file before it is
+		// opened: opening a device can act.
+		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+			s.Close()
+			return nil, fmt.Errorf("command slots: %s/%s: not a regular file", dir, name)
+		}
 		fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
 		if err == nil {
 			if err = unix.Fstat(fd, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -112,7 +121,7 @@ func (s *Slots) Count() int { return len(s.files) }
 func (s *Slots) Acquire(ctx context.Context) (release func(), err error) {
 	poll := firstPoll
 	for {
-		i, freed, err := s.try()
+		i, err := s.try()
 		if err != nil {
 			return nil, err
 		}
@@ -125,17 +134,14 @@ func (s *Slots) Acquire(ctx context.Context) (release func(), err error) {
 		case <-ctx.Done():
 			t.Stop()
 			return nil, fmt.Errorf("all %d command slots of the container busy (%s): %w", len(s.files), s.dir, context.Cause(ctx))
-		case <-freed:
-			t.Stop()
 		case <-t.C:
 			poll = min(2*poll, maxPoll)
 		}
 	}
 }
 
-// try takes a free slot and returns its index, or -1 and the channel
-// closed when this process next frees one.
-func (s *Slots) try() (int, <-chan struct{}, error) {
+// try takes a free slot and returns its index, or -1.
+func (s *Slots) try() (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(s.files)
@@ -148,13 +154,13 @@ func (s *Slots) try() (int, <-chan struct{}, error) {
 		if err == nil {
 			s.held[i] = true
 			s.next = (i + 1) % n
-			return i, nil, nil
+			return i, nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return -1, nil, fmt.Errorf("command slot %s: %w", s.files[i].Name(), err)
+			return -1, fmt.Errorf("command slot %s: %w", s.files[i].Name(), err)
 		}
 	}
-	return -1, s.freed, nil
+	return -1, nil
 }
 
 func (s *Slots) release(i int) {
@@ -162,11 +168,11 @@ func (s *Slots) release(i int) {
 	defer s.mu.Unlock()
 	_ = unix.Flock(int(s.files[i].Fd()), unix.LOCK_UN)
 	s.held[i] = false
-	close(s.freed)
-	s.freed = make(chan struct{})
 }
 
-// Close closes the slot files, releasing the slots this process holds.
+// Close closes the slot files, releasing the slots this process holds. No
+// slot may be taken or given back during or after it: a process that may
+// still run commands lets its exit close them.
 func (s *Slots) Close() error {
 	var errs []error
 	for _, f := range s.files {

@@ -171,8 +171,8 @@ func TestKilledHolderLeaksNothing(t *testing.T) {
 }
 
 // TestOpenRefuses: a bad count, a directory others can write or that is a
-// symlink, and a slot that is a symlink or a FIFO are refused with an error
-// naming them, without blocking.
+// symlink, and a slot that is a symlink, a FIFO, a directory or a device
+// are refused with an error naming them, without blocking.
 func TestOpenRefuses(t *testing.T) {
 	rootOnly(t)
 	for _, n := range []int{0, -1, MaxCount + 1} {
@@ -198,6 +198,8 @@ func TestOpenRefuses(t *testing.T) {
 		"fifo":    func(p string) error { return syscall.Mkfifo(p, 0o600) },
 		"symlink": func(p string) error { return os.Symlink("/etc/passwd", p) },
 		"dir":     func(p string) error { return os.Mkdir(p, 0o700) },
+		// /dev/null's numbers: opening a device can act, so it is not.
+		"device": func(p string) error { return syscall.Mknod(p, syscall.S_IFCHR|0o600, 1<<8|3) },
 	} {
 		dir := t.TempDir()
 		if err := plant(filepath.Join(dir, "slot-1")); err != nil {

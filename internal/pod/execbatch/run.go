@@ -59,8 +59,12 @@ func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots) wire.R
 	defer cancel()
 	if slots != nil {
 		release, err := slots.Acquire(ctx)
-		if err != nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, context.DeadlineExceeded):
 			return wire.Result{ExitCode: -1, Failure: wire.FailureTimeout, Error: "timed out after " + req.Timeout().String() + " before it started: " + err.Error()}
+		default:
+			return wire.Result{ExitCode: -1, Failure: wire.FailureStart, Error: err.Error()}
 		}
 		defer release()
 	}

@@ -2,6 +2,7 @@ package execserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -264,13 +265,19 @@ func (s *Server) acquire(ctx context.Context) (func(), error) {
 	wait, cancel := context.WithTimeout(ctx, s.cfg.QueueWait)
 	defer cancel()
 	free, err := s.cfg.Slots.Acquire(wait)
-	if err != nil {
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
 		own()
-		if ctx.Err() != nil {
-			return nil, status.FromContextError(ctx.Err()).Err()
-		}
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		own()
 		s.log.Warn("exec service busy: call refused", "waited", s.cfg.QueueWait, "err", err)
 		return nil, status.Errorf(codes.ResourceExhausted, "exec service busy: %v", err)
+	default:
+		own()
+		s.log.Error("exec service: the container's command slots failed", "err", err)
+		return nil, status.Errorf(codes.Internal, "exec service: %v", err)
 	}
 	return func() { free(); own() }, nil
 }
