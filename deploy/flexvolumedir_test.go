@@ -11,7 +11,9 @@ import (
 // TestFlexvolumeDirComponents: each component of deploy/flexvolume-dir,
 // on each overlay that installs a Flexvolume driver, moves the install
 // directory, its mount in the pod and its host path together, to its
-// platform's directory, as an overlay of a user's builds them.
+// platform's directory (and, on GKE, the shim's off the read-only root),
+// as an overlay of a user's builds them. Only rendered here: neither
+// platform runs in the tests.
 func TestFlexvolumeDirComponents(t *testing.T) {
 	deploy, err := filepath.Abs(".")
 	if err != nil {
@@ -31,7 +33,15 @@ func TestFlexvolumeDirComponents(t *testing.T) {
 				if err1 != nil || err2 != nil {
 					t.Fatal(err1, err2)
 				}
-				k := "resources: [" + base + "]\ncomponents: [" + comp + "]\n"
+				comps := comp
+				if component == "gke" && overlay == "glusterfs" {
+					shim, err := filepath.Rel(dir, filepath.Join(deploy, "flexvolume-dir", "gke-shim"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					comps += ", " + shim
+				}
+				k := "resources: [" + base + "]\ncomponents: [" + comps + "]\n"
 				if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -52,6 +62,24 @@ func TestFlexvolumeDirComponents(t *testing.T) {
 				}
 				if mount != want || host != want {
 					t.Errorf("flexvolume-dir mounted at %q from the host's %q, want both %q", mount, host, want)
+				}
+				// Container-Optimized OS's root is read-only: with
+				// gke-shim, glusterfs's shim goes where the kubelet's own
+				// files are. cephfs installs no shim.
+				if overlay != "glusterfs" {
+					return
+				}
+				wantShim := "/opt/mountcontainers/bin"
+				if component == "gke" {
+					wantShim = "/home/kubernetes/mountcontainers/bin"
+				}
+				if got := envValue(ds, "MOUNTPOD_INSTALL_SHIM_DIR"); got != wantShim {
+					t.Errorf("MOUNTPOD_INSTALL_SHIM_DIR = %q, want %q", got, wantShim)
+				}
+				for _, v := range ds.Spec.Template.Spec.Volumes {
+					if v.Name == "shim-dir" && (v.HostPath == nil || v.HostPath.Path != wantShim) {
+						t.Errorf("shim-dir from %+v, want the host's %s", v.HostPath, wantShim)
+					}
 				}
 			})
 		}
