@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -143,18 +144,18 @@ func mustEncode(t *testing.T, r wire.Request) string {
 }
 
 // TestRunInSlots: with the container's slots, a batch's commands run no
-// more at once than there are slots (each here claims a directory no other
-// may hold while it runs: without slots they overlap and all but one
-// fail), and a command that gets no slot within its timeout fails as
-// timed out, before it started.
+// more at once than there are slots, and a command that gets no slot within
+// its timeout fails as timed out, before it started. Without slots the
+// batch's commands run side by side (each waits until all three have
+// started); with one slot each claims a directory no other may hold while
+// it runs.
 func TestRunInSlots(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the slots' directory must be root's")
 	}
 	dir := filepath.Join(t.TempDir(), "slots")
 	claim := filepath.Join(t.TempDir(), "claim")
-	exclusive := mustEncode(t, wire.Request{Argv: []string{"sh", "-c", `mkdir "$1" && sleep 0.3 && rmdir "$1"`, "sh", claim}, TimeoutMs: long})
-	batch := []string{exclusive, exclusive, exclusive}
+	met := t.TempDir()
 	failed := func(rs []wire.Result) int {
 		n := 0
 		for _, r := range rs {
@@ -164,10 +165,19 @@ func TestRunInSlots(t *testing.T) {
 		}
 		return n
 	}
-	if n := failed(runSlots(t, batch, nil)); n == 0 {
-		t.Fatal("without slots the three claims never overlapped: the check below proves nothing")
+	var together []string
+	for i := range 3 {
+		// Up to 30 s for the others to start: a hang guard on a loaded
+		// machine, not a measure of speed.
+		together = append(together, mustEncode(t, wire.Request{Argv: []string{"sh", "-c",
+			`touch "$1/$2"; i=0; while [ "$(ls "$1" | wc -l)" -lt 3 ]; do i=$((i+1)); [ $i -lt 300 ] || exit 1; sleep 0.1; done`,
+			"sh", met, strconv.Itoa(i)}, TimeoutMs: long}))
 	}
-	os.Remove(claim)
+	if rs := runSlots(t, together, nil); failed(rs) != 0 {
+		t.Fatalf("without slots: %+v, want the three commands side by side, all exited 0", rs)
+	}
+	exclusive := mustEncode(t, wire.Request{Argv: []string{"sh", "-c", `mkdir "$1" && sleep 0.3 && rmdir "$1"`, "sh", claim}, TimeoutMs: long})
+	batch := []string{exclusive, exclusive, exclusive}
 	slots, err := cmdslots.Open(dir, 1)
 	if err != nil {
 		t.Fatal(err)
