@@ -77,6 +77,7 @@ import (
 
 	"k8s.io/mount-utils"
 
+	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
@@ -282,7 +283,7 @@ func (r *Recoverer) onlyUnmounted(names []string) bool {
 		emptied[n] = true
 	}
 	for _, mi := range infos {
-		if strings.HasPrefix(mi.FsType, "fuse") && emptied[scope.Name(mi.MountPoint)] {
+		if livemount.IsFUSE(mi.FsType) && emptied[scope.Name(mi.MountPoint)] {
 			return false
 		}
 	}
