@@ -64,6 +64,14 @@ component_names() {
 	done
 	return 0
 }
+# A systemd node (BED_FLAVOR=systemd) powers off: nspawn takes SIGTERM as
+# the node's shutdown, in which its systemd stops the kubelet, the pods,
+# the mounts' scopes and containerd, and unmounts.
+mapfile -t pids < <(component_pid node)
+if ((${#pids[@]} > 0)); then
+	log "powering the systemd node off"
+	grace=90 stop_pids "${pids[@]}"
+fi
 mapfile -t pids < <(for c in $(component_names kubelet); do component_pid "$c"; done)
 stop_pids "${pids[@]}"
 # The API server shuts down slowly once etcd is gone: stop it before etcd.

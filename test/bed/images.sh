@@ -39,44 +39,6 @@ bh() {
 
 sha() { sha256sum | cut -c1-16; }
 
-# apt_mirror prints the URI of the host's apt source that carries $SUITE, from
-# one-line sources (sources.list, *.list) or deb822 ones (*.sources).
-apt_mirror() {
-	local f uri
-	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-		[[ -f $f ]] || continue
-		uri=$(awk -v suite="$SUITE" '
-			$1 == "deb" {
-				i = 2
-				if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
-				if ($(i + 1) == suite) { print $i; exit }
-			}' "$f")
-		[[ -n $uri ]] && { echo "${uri%/}"; return 0; }
-	done
-	for f in /etc/apt/sources.list.d/*.sources; do
-		[[ -f $f ]] || continue
-		uri=$(awk -v suite="$SUITE" '
-			function flush() {
-				if (types ~ /(^| )deb( |$)/ && enabled != "no" && (" " suites " ") ~ (" " suite " ")) {
-					split(uris, u, " "); print u[1]; found = 1; exit
-				}
-				types = ""; uris = ""; suites = ""; enabled = ""
-			}
-			/^#/ { next }
-			/^[ \t]*$/ { flush(); next }
-			{
-				key = tolower($1); sub(/:$/, "", key)
-				val = $0; sub(/^[^:]*:[ \t]*/, "", val)
-				if (key == "types") types = val
-				else if (key == "uris") uris = val
-				else if (key == "suites") suites = val
-				else if (key == "enabled") enabled = tolower(val)
-			}
-			END { if (!found) flush() }' "$f")
-		[[ -n $uri ]] && { echo "${uri%/}"; return 0; }
-	done
-	return 1
-}
 
 have_image() { bh inspect --type image "$1" >/dev/null 2>&1; }
 

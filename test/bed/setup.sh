@@ -9,7 +9,7 @@ source "$here/lib.sh"
 
 [[ $EUID -eq 0 ]] || die "setup.sh must run as root"
 packages=(containerd runc containernetworking-plugins etcd-server buildah debootstrap openssl
-	iptables iproute2 kmod util-linux mount e2fsprogs curl ca-certificates gzip tar jq)
+	iptables iproute2 kmod util-linux mount e2fsprogs curl ca-certificates gzip tar jq systemd-container)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f '${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")

@@ -58,6 +58,20 @@ NODE_IP=${NODE_IP:-$(ip -4 -o addr show scope global | awk '{sub(/\/.*/, "", $4)
 
 BED_NODES=${BED_NODES:-1}
 [[ $BED_NODES =~ ^[1-9]$ ]] || die "BED_NODES=$BED_NODES: give a number of nodes from 1 to 9"
+# BED_FLAVOR=systemd: the node runs systemd as PID 1 in a container of this
+# machine, with containerd and the kubelet as its services on the systemd
+# cgroup driver (systemd-node.sh); the default runs them as plain processes.
+BED_FLAVOR=${BED_FLAVOR:-default}
+case $BED_FLAVOR in
+default) ;;
+systemd)
+	((BED_NODES == 1)) || die "BED_FLAVOR=systemd is a bed of one node (BED_NODES=$BED_NODES)"
+	command -v systemd-nspawn >/dev/null || missing "systemd-nspawn: run test/bed/setup.sh"
+	# shellcheck source-path=SCRIPTDIR source=systemd-node.sh
+	source "$here/systemd-node.sh"
+	;;
+*) die "BED_FLAVOR=$BED_FLAVOR: give default or systemd" ;;
+esac
 
 PKI=$BED_DIR/pki
 LOGS=$BED_DIR/logs
@@ -98,6 +112,9 @@ done
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 chmod 0700 "$PKI"
+if [[ $BED_FLAVOR == systemd ]]; then
+	"$here/node-tree.sh" >"$STATE/node-tree" || die "cannot build the systemd node's tree (node-tree.sh)"
+fi
 cd "$BED_DIR"
 
 # --- host state that the bed changes and down.sh restores -------------------------
@@ -269,6 +286,13 @@ containerd_up() {
 	log "starting $name ($ctrd/containerd.sock)"
 	start "$name" containerd --config "$ctrd/config.toml"
 	wait_for "$name" 30 ctr -a "$ctrd/containerd.sock" version || fail "$name did not start" "$name"
+	import_images "$i"
+}
+
+# import_images I: import the image archives into node I's containerd in
+# the background (their PID in IMPORT_PID[I]).
+import_images() {
+	local i=$1 ctrd=${N_DIR[$1]}/containerd
 	# Image import (several seconds) overlaps with the control plane's start.
 	(
 		pids=()
@@ -307,7 +331,12 @@ if ((BED_NODES > 1)); then
 	mount --bind "$BED_DIR/n" "$BED_DIR/n"
 	mount --make-rshared "$BED_DIR/n"
 fi
-for ((i = 1; i <= BED_NODES; i++)); do containerd_up "$i"; done
+if [[ $BED_FLAVOR == systemd ]]; then
+	sysnode_up
+	import_images 1
+else
+	for ((i = 1; i <= BED_NODES; i++)); do containerd_up "$i"; done
+fi
 
 # --- etcd ---------------------------------------------------------------------------
 log "starting etcd (127.0.0.1:$ETCD_PORT)"
@@ -359,12 +388,13 @@ start kube-scheduler "$KUBE_BIN/kube-scheduler" \
 # --- kubelets -----------------------------------------------------------------------
 # kubelet_up I: write node I's kubelet config and start its kubelet.
 kubelet_up() {
-	local i=$1 root=${N_ROOT[$1]} name healthz=10348 cgroup_root=
+	local i=$1 root=${N_ROOT[$1]} name healthz=10348 cgroup_root= cgroup_driver=cgroupfs
+	[[ $BED_FLAVOR == default ]] || cgroup_driver=systemd
 	name=kubelet$(sfx "$i")
 	# shellcheck disable=SC2046 # one log name per archive.
 	wait "${IMPORT_PID[i]}" || fail "importing the image archives into containerd$(sfx "$i") failed" \
 		$(for a in "$IMAGE_CACHE_DIR"/current/*.tar; do echo "import-$(basename "$a" .tar)$(sfx "$i")"; done)
-	if ((BED_NODES == 1)); then
+	if ((BED_NODES == 1)) && [[ $BED_FLAVOR == default ]]; then
 		# The kubelet root stands in for /var/lib/kubelet; Bidirectional
 		# hostPaths under it need a shared mount ($BED_DIR/n is one
 		# with more nodes).
@@ -397,7 +427,7 @@ kubelet_up() {
 		tlsCertFile: $PKI/kubelet-serving$(sfx "$i").crt
 		tlsPrivateKeyFile: $PKI/kubelet-serving$(sfx "$i").key
 		makeIPTablesUtilChains: false
-		cgroupDriver: cgroupfs
+		cgroupDriver: $cgroup_driver
 		$cgroup_root
 		failCgroupV1: false
 		failSwapOn: false
@@ -415,6 +445,10 @@ kubelet_up() {
 		serializeImagePulls: false
 		registerNode: true
 	EOF
+	if [[ $BED_FLAVOR == systemd ]]; then
+		sysnode_kubelet
+		return
+	fi
 	log "starting $name (node ${N_NAME[i]}, ${N_IP[i]}, root $root)"
 	start "$name" "$KUBE_BIN/kubelet" \
 		--config "${N_DIR[i]}/kubelet-config.yaml" \
@@ -467,7 +501,12 @@ export BASE_IMAGE=localhost/mountcontainers/base:dev
 export PAUSE_IMAGE=localhost/mountcontainers/pause:dev
 export BED_NODES=$BED_NODES
 export BED_HOST_NAME=$BED_HOST_NAME
+export BED_FLAVOR=$BED_FLAVOR
 EOF
+if [[ $BED_FLAVOR == systemd ]]; then
+	echo "export NODE_1_INIT_PID=$NODE_INIT_PID" >>"$BED_DIR/env.tmp"
+	echo "export NODE_1_CGROUP=${BED_NODE_CGROUP_PREFIX}1" >>"$BED_DIR/env.tmp"
+fi
 # Every node, the first included: NODE_<i>_<WHAT> (test/framework's Env.Nodes).
 for ((i = 1; i <= BED_NODES; i++)); do
 	cat >>"$BED_DIR/env.tmp" <<-EOF

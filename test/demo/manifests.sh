@@ -42,6 +42,11 @@ shim_dir=${SHIM_DIR:-$BED_DIR/shim-bin}
 # The cgroup parent of the mounts' scopes: the bed's own, so that down.sh
 # can kill what is left in it and remove it.
 : "${BED_SCOPE_PARENT:=mountcontainers-bed}" # older env files lack it
+# The mount pod's /run/systemd: on a systemd node (BED_FLAVOR=systemd) the
+# node's own, so that the mounts' scopes are units of its systemd; on the
+# default bed, whose host runs no systemd, an empty directory of the bed's.
+systemd_run=$BED_DIR/run-systemd
+[[ ${BED_FLAVOR:-default} != systemd ]] || systemd_run=/run/systemd
 
 mkdir -p "$out/mountpod"
 # kustomize takes bases only as relative paths.
@@ -71,7 +76,7 @@ patches:
       - {op: test, path: /spec/template/spec/containers/0/env/8/name, value: MOUNTPOD_SCOPE_PARENT}
       - {op: replace, path: /spec/template/spec/containers/0/env/8/value, value: $BED_SCOPE_PARENT}
       - {op: test, path: /spec/template/spec/volumes/5/name, value: systemd-run}
-      - {op: replace, path: /spec/template/spec/volumes/5/hostPath/path, value: $BED_DIR/run-systemd}
+      - {op: replace, path: /spec/template/spec/volumes/5/hostPath/path, value: $systemd_run}
       - {op: test, path: /spec/template/spec/volumes/6/name, value: flexvolume-dir}
       - {op: replace, path: /spec/template/spec/volumes/6/hostPath/path, value: $VOLUME_PLUGIN_DIR}
       - {op: test, path: /spec/template/spec/containers/0/volumeMounts/6/name, value: flexvolume-dir}

@@ -267,11 +267,12 @@ func (g *glusterEnv) volumeDir(p *corev1.Pod) string {
 	return filepath.Join(g.bed.Env.KubeletRoot, "pods", string(p.UID), "volumes", "mountcontainers.io~glusterfs", "data")
 }
 
-// hostMount returns the file system type of the mount at dir in the host's
-// mount table, or "" when there is none.
+// hostMount returns the file system type of the mount at dir in the node's
+// mount table (this machine's, or a systemd node's), or "" when there is
+// none.
 func hostMount(t *testing.T, dir string) string {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	data, err := os.ReadFile(framework.NodeProcOf() + "/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,9 +338,11 @@ func (g *glusterEnv) testWorkload(t *testing.T, mode mcexec.ExecMode) {
 	// The daemon runs in its mount's scope, outside the mount pod's
 	// container (TestScopes shows what that is for), and the mount pod,
 	// with hostPID, sees it.
-	if cg := procCgroups(t, pids[0]); strings.Contains(cg["memory"], mountCtr) || !strings.Contains(cg["memory"], "/kubernetes.io~glusterfs/mount-") {
+	if cg := procCgroups(t, pids[0]); strings.Contains(cg["memory"], mountCtr) ||
+		(!bed.Env.SystemdNode() && !strings.Contains(cg["memory"], "/kubernetes.io~glusterfs/mount-")) {
 		t.Fatalf("the FUSE daemon (pid %d) is not in its scope outside the mount pod's container %s: %v", pids[0], mountCtr, cg)
 	}
+	assertScopeUnit(t, bed.Env, "kubernetes.io/glusterfs", dir, pids[0])
 	ps := bed.MustExec(t, g.mountNS, mp.Name, "mount", "sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done")
 	if !strings.Contains(ps, dir) {
 		t.Fatalf("the mount pod does not see the FUSE daemon of %s:\n%s", dir, ps)
@@ -659,7 +662,7 @@ func setDriverMode(t *testing.T, driver string, mode mcexec.ExecMode) string {
 		t.Fatalf("driver settings %s: %v", path, err)
 	}
 	s.ExecMode = string(mode)
-	s.LogFile = filepath.Join(t.TempDir(), filepath.Base(driver)+"-flexvolume.log")
+	s.LogFile = filepath.Join(nodeTempDir(t), filepath.Base(driver)+"-flexvolume.log")
 	data, _ := json.MarshalIndent(s, "", "  ")
 	write := func(data []byte) error {
 		return atomicfile.Write(path, 0o644, func(w io.Writer) error {

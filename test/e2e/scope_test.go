@@ -57,6 +57,7 @@ func TestScopes(t *testing.T) {
 
 	daemon := g.scopedDaemon(t, dir, parent)
 	t.Logf("FUSE daemon of %s: pid %d, cgroups %v", dir, daemon, procCgroups(t, daemon))
+	unit := assertScopeUnit(t, bed.Env, "kubernetes.io/glusterfs", dir, daemon)
 	shimBin := buildShim(t)
 
 	disrupt := func(name string, end func(t *testing.T, mp corev1.Pod)) {
@@ -73,6 +74,9 @@ func TestScopes(t *testing.T) {
 				t.Fatalf("the FUSE daemon (pid %d) died with the mount pod", daemon)
 			}
 			w.assertHealthy(t)
+			if u := assertScopeUnit(t, bed.Env, "kubernetes.io/glusterfs", dir, daemon); u != unit {
+				t.Errorf("the daemon's scope unit is %s, was %s", u, unit)
+			}
 			g.assertAdopted(t, dir, daemon)
 			g.assertShimLists(t, shimBin, dir, daemon)
 			t.Logf("longest write stall around %s: %s", name, w.longestStall(t, before))
@@ -197,7 +201,7 @@ func TestScopes(t *testing.T) {
 				case processAlive(daemon):
 					return false, fmt.Sprintf("daemon %d alive", daemon), nil
 				}
-				left := scopeDirs(t, parent)
+				left := append(scopeDirs(t, parent), nodeScopeUnits(t, bed.Env)...)
 				return len(left) == 0, fmt.Sprintf("scopes left: %v", left), nil
 			}); err != nil {
 			t.Fatal(err)
@@ -222,7 +226,7 @@ func TestScopes(t *testing.T) {
 		if len(pids) != 1 {
 			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), pdir)
 		}
-		if cg := procCgroups(t, pids[0]); !strings.Contains(cg["memory"], "pod"+string(mp.UID)) {
+		if cg := procCgroups(t, pids[0]); !inPodCgroup(cg["memory"], string(mp.UID)) {
 			t.Fatalf("with scopes off the daemon should be in the mount pod's cgroup; it is in %v", cg)
 		}
 		bed.MustExec(t, g.ns, p.Name, "main", "sh", "-c", "echo before > /data/unscoped.txt && sync")
@@ -258,6 +262,7 @@ func TestScopes(t *testing.T) {
 // lists the mount at dir as scoped and healthy, served by daemon.
 func (g *glusterEnv) assertAdopted(t *testing.T, dir string, daemon int) {
 	t.Helper()
+	daemon = nodePID(t, daemon) // the mount pod's PIDs are the node's
 	mp := g.mountPod(t)
 	status := g.bed.MustExec(t, mp.Namespace, mp.Name, "mount", "mountpod", "status", "-o", "json")
 	var r livemount.Report
@@ -280,6 +285,7 @@ func (g *glusterEnv) assertAdopted(t *testing.T, dir string, daemon int) {
 // plugin's live registration, asking the mount pod through each path.
 func (g *glusterEnv) assertShimLists(t *testing.T, bin, dir string, daemon int) {
 	t.Helper()
+	daemon = nodePID(t, daemon) // the shim runs on the node
 	const plugin = "kubernetes.io/glusterfs"
 	for _, mode := range execModes {
 		env := []string{
@@ -315,19 +321,21 @@ func (g *glusterEnv) scopedDaemon(t *testing.T, dir, parent string) int {
 	}
 	pid := pids[0]
 	mp := g.mountPod(t)
-	podPart := "pod" + string(mp.UID)
 	for hier, path := range procCgroups(t, pid) {
-		if strings.Contains(path, podPart) || strings.Contains(path, "kubepods") {
+		if inPodCgroup(path, string(mp.UID)) || strings.Contains(path, "kubepods") {
 			t.Errorf("the FUSE daemon %d is in the mount pod's cgroup %s:%s", pid, hier, path)
 		}
-		if hier != "" && !strings.HasPrefix(path, "/"+parent+"/") {
+		// On a systemd node the scope is a unit of the node's systemd
+		// (assertScopeUnit), its cgroups where systemd puts them.
+		if hier != "" && !g.bed.Env.SystemdNode() && !strings.HasPrefix(path, "/"+parent+"/") {
 			t.Errorf("the FUSE daemon %d is in %s:%s, not in a scope under /%s", pid, hier, path, parent)
 		}
 	}
-	self, err1 := os.Readlink("/proc/self/ns/pid")
+	// The node's PID namespace: the host's, or a systemd node's own.
+	self, err1 := os.Readlink(framework.NodeProcOf() + "/ns/pid")
 	its, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	if err1 != nil || err2 != nil || self != its {
-		t.Errorf("the FUSE daemon %d is in PID namespace %s, the host's is %s (%v, %v)", pid, its, self, err1, err2)
+		t.Errorf("the FUSE daemon %d is in PID namespace %s, the node's is %s (%v, %v)", pid, its, self, err1, err2)
 	}
 	return pid
 }
@@ -403,7 +411,6 @@ func procCgroups(t *testing.T, pid int) map[string]string {
 // host's /proc shows them, and their cgroups name the pod.
 func podProcess(t *testing.T, uid types.UID, name string, args ...string) int {
 	t.Helper()
-	want := "pod" + string(uid)
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	var found []int
 	for _, p := range procs {
@@ -416,7 +423,7 @@ func podProcess(t *testing.T, uid types.UID, name string, args ...string) int {
 			continue
 		}
 		cg, err := os.ReadFile(filepath.Join(filepath.Dir(p), "cgroup"))
-		if err != nil || !strings.Contains(string(cg), want) {
+		if err != nil || !inPodCgroup(string(cg), string(uid)) {
 			continue
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
@@ -439,13 +446,17 @@ func processAlive(pid int) bool {
 	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
 }
 
-// scopeDirs lists the scope cgroups left under parent in every hierarchy.
+// scopeDirs lists the scope cgroups left under parent in every hierarchy;
+// on a systemd node, every mount scope's cgroup in the node's tree.
 func scopeDirs(t *testing.T, parent string) []string {
 	t.Helper()
 	var left []string
 	roots, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
 		roots = []string{"/sys/fs/cgroup/" + parent}
+	}
+	if env := framework.CurrentEnv(); env != nil && env.SystemdNode() {
+		roots, _ = filepath.Glob("/sys/fs/cgroup/*/" + env.Vars["NODE_1_CGROUP"])
 	}
 	for _, r := range roots {
 		_ = filepath.WalkDir(r, func(p string, d os.DirEntry, err error) error {

@@ -40,7 +40,7 @@ type shimResult struct {
 // directory.
 func buildShim(t testing.TB) string {
 	t.Helper()
-	bin, err := shimtest.Build(t.TempDir())
+	bin, err := shimtest.Build(nodeTempDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,11 +52,14 @@ func runShim(t *testing.T, env []string, bin string, args ...string) shimResult 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd, err := framework.NodeCommandOf(ctx, bin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	if ctx.Err() != nil {
 		t.Fatalf("%s %v hung", bin, args)
 	}

@@ -51,6 +51,9 @@ func (b *Bed) Healthy(ctx context.Context) error {
 	if strings.TrimSpace(string(body)) != "ok" {
 		return fmt.Errorf("api server /readyz: %q", body)
 	}
+	if _, err := b.Env.NodeInit(); err != nil {
+		return fmt.Errorf("the systemd node: %w", err)
+	}
 	return nil
 }
 

@@ -148,13 +148,30 @@ func (s *systemd) Place(plugin, target string, pid int) (Scope, error) {
 	sc.Cgroup = slicePath(slice) + "/" + sc.Unit
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
-	err = s.place(ctx, sc.Unit, slice, target, plugin, uint32(pid))
+	fail := func(err error) (Scope, error) {
+		return sc, fmt.Errorf("place %s in scope unit %s of plugin %s (slice %s, systemd %s on %s): %w", who(pid), sc.Unit, plugin, slice, s.version, s.socket, err)
+	}
+	// Its cgroups until now, for the v1 hierarchies systemd leaves it in
+	// (systemd_v1.go).
+	proc := "self"
+	if pid != 0 {
+		proc = strconv.Itoa(pid)
+	}
+	before, err := readMembershipOf(s.cfg.ProcRoot, proc)
 	if err != nil {
-		who := "process " + strconv.Itoa(pid)
-		if pid == 0 {
-			who = "this process"
+		return fail(fmt.Errorf("read its cgroups: %w", err))
+	}
+	if err := s.place(ctx, sc.Unit, slice, target, plugin, uint32(pid)); err != nil {
+		return fail(err)
+	}
+	after, err := readMembershipOf(s.cfg.ProcRoot, proc)
+	if err != nil {
+		return fail(fmt.Errorf("read its cgroups: %w", err))
+	}
+	if placedIn(after, sc.Cgroup) {
+		if _, err := s.leaveCaller(pid, before, after); err != nil {
+			return fail(fmt.Errorf("the cgroup v1 hierarchies systemd left it in: %w", err))
 		}
-		return sc, fmt.Errorf("place %s in scope unit %s of plugin %s (slice %s, systemd %s on %s): %w", who, sc.Unit, plugin, slice, s.version, s.socket, err)
 	}
 	return sc, nil
 }

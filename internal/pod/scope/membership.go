@@ -33,7 +33,12 @@ func ProcMembership(pid int) (Membership, error) {
 }
 
 func readMembership(procRoot string, pid int) (Membership, error) {
-	f, err := os.Open(filepath.Join(procRoot, strconv.Itoa(pid), "cgroup"))
+	return readMembershipOf(procRoot, strconv.Itoa(pid))
+}
+
+// readMembershipOf reads procRoot/proc/cgroup, proc a PID or "self".
+func readMembershipOf(procRoot, proc string) (Membership, error) {
+	f, err := os.Open(filepath.Join(procRoot, proc, "cgroup"))
 	if err != nil {
 		return nil, err
 	}
