@@ -106,6 +106,10 @@ e2e: ## Run the end-to-end suites on a real Kubernetes of one node, then of thre
 e2e-nodes: ## Run the three-node suite alone: rollouts that move writers between nodes (root; test/README.md).
 	E2E_SUITES=nodes test/bed/e2e.sh
 
+.PHONY: e2e-systemd
+e2e-systemd: ## Run the layout-dependent tests (scopes, recovery, the node itself) on a node with systemd as PID 1: containerd and the kubelet as its services on the systemd cgroup driver, scopes as transient units (root; test/README.md).
+	E2E_SUITES=systemd test/bed/e2e.sh
+
 .PHONY: conformance
 conformance: ## Run Kubernetes' External Storage e2e suite against the CSI driver, everything it qualifies for, [Serial] and [Slow] included (root; test/README.md).
 	CONFORMANCE_SET=all E2E_SUITES=conformance test/bed/e2e.sh

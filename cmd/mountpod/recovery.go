@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -154,7 +155,11 @@ func reattachCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "mount-id", Required: true},
 		},
 		Action: func(c *cli.Context) error {
-			if err := recovery.ReattachMain(c.Int("fd"), c.String("path"), c.Uint64("mount-id")); err != nil {
+			err := recovery.ReattachMain(c.Int("fd"), c.String("path"), c.Uint64("mount-id"))
+			if errors.Is(err, recovery.ErrUnreachable) {
+				return cli.Exit(err.Error(), recovery.ExitUnreachable)
+			}
+			if err != nil {
 				return cli.Exit(err.Error(), exitFailure)
 			}
 			return nil

@@ -121,7 +121,7 @@ run_suite() {
 	setsid bash -c 'tool=$1 out=$2 digest=$3; shift 3
 		"$@" 2>&1 | "$tool" -v -entries 5 -lines 30 -summary "$out" ${digest:+-digest "$digest"}
 		s=("${PIPESTATUS[@]}"); ((s[0] != 0)) && exit "${s[0]}"; exit "${s[1]}"' \
-		_ "$testsummary" "$failures" "${TEST_DIGEST:-}" env BED_NODES="$nodes" go test -json "$@" &
+		_ "$testsummary" "$failures" "${TEST_DIGEST:-}" env BED_NODES="$nodes" BED_FLAVOR="${suite_flavor:-default}" go test -json "$@" &
 	suite_pid=$!
 	wait "$suite_pid"
 }
@@ -168,7 +168,10 @@ step build-tests "build the e2e suite (its rest)" wait_tests_build
 # Three suites, each on a bed of its own (E2E_SUITES picks): "one", every
 # test on a bed of one node; "nodes", TestNodes on a bed of three (build tag
 # e2e_nodes, BED_NODES=3); "conformance", TestConformance (build tag
-# e2e_conformance; CONFORMANCE_SET=all is make conformance). E2E_RUN or
+# e2e_conformance; CONFORMANCE_SET=all is make conformance). A fourth,
+# "systemd", runs only when named (make e2e-systemd): the tests that
+# depend on the node's layout on a node with systemd as PID 1
+# (BED_FLAVOR=systemd, build tag e2e_systemd). E2E_RUN or
 # E2E_TAGS (e2e_load is the load test, make e2e-load) narrow the first and
 # leave the others out unless E2E_SUITES names them.
 if [[ -n ${E2E_RUN:-}${E2E_TAGS:-} ]]; then
@@ -190,13 +193,16 @@ if [[ " $suites " == *" one "* && " $suites " == *" conformance "* ]]; then
 	setsid "$here/build-e2e-test.sh" >"$work/build-e2e-test.log" 2>&1 &
 	e2e_build_pid=$!
 fi
+# The systemd suite's tests: those whose proof depends on the node's layout.
+systemd_tests='^(TestSystemdNode|TestScopes|TestRecovery)$'
 rc=0
 for suite in $suites; do
 	case $suite in
 	one) key=one-node ;;
 	nodes) key=three-node ;;
 	conformance) key=conformance ;;
-	*) die "E2E_SUITES: unknown suite $suite (one, nodes, conformance)" ;;
+	systemd) key=systemd-node ;;
+	*) die "E2E_SUITES: unknown suite $suite (one, nodes, conformance, systemd)" ;;
 	esac
 	if ((rc != 0)); then
 		# The next suite's bed would replace this one's component logs.
@@ -208,6 +214,10 @@ for suite in $suites; do
 		gotest=(-tags "e2e${E2E_TAGS:+,$E2E_TAGS}" -count=1 -v -timeout "${E2E_TIMEOUT:-30m}")
 		[[ -z ${E2E_RUN:-} ]] || gotest+=(-run "$E2E_RUN")
 		step "$key" "e2e suite (bed up+tests+down)" run_suite 1 "${gotest[@]}" ./test/e2e/... || rc=$?
+		;;
+	systemd)
+		suite_flavor=systemd step "$key" "e2e suite, systemd node (scopes as systemd units)" run_suite 1 -tags e2e,e2e_systemd -count=1 -v \
+			-timeout "${E2E_SYSTEMD_TIMEOUT:-${E2E_TIMEOUT:-25m}}" -run "${E2E_SYSTEMD_RUN:-$systemd_tests}" ./test/e2e/ || rc=$?
 		;;
 	nodes)
 		step "$key" "e2e suite, 3 nodes (TestNodes)" run_suite 3 -tags e2e,e2e_nodes -count=1 -v \

@@ -198,6 +198,7 @@ func TestRecovery(t *testing.T) {
 			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
 		}
 		hung := pids[0]
+		hungOnNode := nodePID(t, hung) // the mount pod names it as the node sees it
 		minor := hostMountMinor(t, dir)
 		ctl := t.TempDir()
 		if out, err := exec.Command("mount", "-t", "fusectl", "fusectl", ctl).CombinedOutput(); err != nil {
@@ -234,7 +235,7 @@ func TestRecovery(t *testing.T) {
 		found := false
 		for _, line := range strings.Split(logs, "\n") {
 			if strings.Contains(line, "killed what still ran in the dead mount's scope") && strings.Contains(line, dir) {
-				found = found || strings.Contains(line, strconv.Itoa(hung))
+				found = found || strings.Contains(line, strconv.Itoa(hungOnNode))
 				t.Logf("mount pod: %s", line)
 			}
 		}
@@ -405,6 +406,14 @@ func podCPU(t *testing.T, uid types.UID) time.Duration {
 	paths, _ := filepath.Glob("/sys/fs/cgroup/cpuacct/kubepods/*/pod" + string(uid) + "/cpuacct.usage")
 	more, _ := filepath.Glob("/sys/fs/cgroup/cpuacct/kubepods/pod" + string(uid) + "/cpuacct.usage")
 	paths = append(paths, more...)
+	if env := framework.CurrentEnv(); env != nil && env.SystemdNode() {
+		// The systemd driver's slices, in the node's cgroup.
+		root := "/sys/fs/cgroup/cpuacct/" + env.Vars["NODE_1_CGROUP"] + "/kubepods.slice/"
+		u := strings.ReplaceAll(string(uid), "-", "_")
+		paths, _ = filepath.Glob(root + "kubepods-*.slice/kubepods-*-pod" + u + ".slice/cpuacct.usage")
+		more, _ = filepath.Glob(root + "kubepods-pod" + u + ".slice/cpuacct.usage")
+		paths = append(paths, more...)
+	}
 	if len(paths) != 1 {
 		t.Fatalf("the cpuacct cgroup of pod %s: %v", uid, paths)
 	}
@@ -684,7 +693,8 @@ func waitNotConnected(t *testing.T, dir string) {
 	t.Helper()
 	err := framework.Poll(context.Background(), dir+" not connected", 100*time.Millisecond, time.Minute,
 		func(context.Context) (bool, string, error) {
-			_, err := os.Stat(dir)
+			// Through the node's root: its mount namespace's view.
+			_, err := os.Stat(framework.NodeProcOf() + "/root" + dir)
 			return errors.Is(err, syscall.ENOTCONN), fmt.Sprint(err), nil
 		})
 	if err != nil {
@@ -696,7 +706,7 @@ func waitNotConnected(t *testing.T, dir string) {
 // mount at path in this process's mount table.
 func hostMountDev(t *testing.T, path string) string {
 	t.Helper()
-	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	infos, err := mount.ParseMountInfo(framework.NodeProcOf() + "/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,7 +727,7 @@ func hostMountDev(t *testing.T, path string) string {
 // under fusectl).
 func hostMountMinor(t *testing.T, path string) int {
 	t.Helper()
-	infos, err := mount.ParseMountInfo("/proc/self/mountinfo")
+	infos, err := mount.ParseMountInfo(framework.NodeProcOf() + "/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}

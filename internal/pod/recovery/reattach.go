@@ -310,8 +310,11 @@ func Reattach(ctx context.Context, procRoot string, dead DeadMount, newTarget st
 	wg.Wait()
 	var done []Attached
 	for i, j := range todo {
-		if errs[i] == nil {
+		switch {
+		case errs[i] == nil:
 			done = append(done, j.a)
+		case errors.Is(errs[i], ErrUnreachable):
+			errs[i] = nil // nothing there to replace: see ErrUnreachable
 		}
 	}
 	return done, errors.Join(errs...)
@@ -350,11 +353,29 @@ func attach(ctx context.Context, self *os.File, h holder, a Attached, mountID in
 		"/proc/self/fd/3", ReattachCommand, "--fd", "4", "--path", a.MountPoint, "--mount-id", strconv.Itoa(mountID))
 	cmd.ExtraFiles = []*os.File{self, tree, h.mntNS, h.pidNS} // fd 3, 4, 5 and 6
 	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == ExitUnreachable {
+		return fmt.Errorf("%w (%s)", ErrUnreachable, strings.TrimSpace(string(out)))
+	}
 	if err != nil {
 		return fmt.Errorf("attach in the container: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
+
+// ErrUnreachable is what ReattachMain returns when the dead mount's
+// directory is not there in the holder's mount namespace: a mount
+// namespace that copied the node's mounts and then hid the path (a systemd
+// service with PrivateTmp= has its own /tmp and /var/tmp; its copies of the
+// mounts under them stay, unreachable). Nothing there reaches the dead
+// mount by its path, so there is nothing to replace: the recovery leaves
+// that namespace as it is and does not count it as failed. The mountpod
+// subcommand exits with ExitUnreachable for it.
+var ErrUnreachable = errors.New("unreachable: the mount point's directory is not there in that mount namespace")
+
+// ExitUnreachable is the exit status of the reattach subcommand for
+// [ErrUnreachable].
+const ExitUnreachable = 3
 
 // errMountChanged refuses an attach whose path no longer leads to the dead
 // mount the container's mountinfo showed there.
@@ -379,6 +400,9 @@ func ReattachMain(fd int, path string, mountID uint64) error {
 	}
 	parent, name := filepath.Dir(path), filepath.Base(path)
 	dir, err := openNoSymlinks(unix.AT_FDCWD, parent, parent, unix.O_DIRECTORY)
+	if errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -148,3 +148,20 @@ func TestReattachMainNeverBare(t *testing.T) {
 		t.Errorf("the new mount is not at %s: %q, %v", mountPoint, b, err)
 	}
 }
+
+// TestReattachMainUnreachable: a holder whose copy of the mount sits under
+// a directory it no longer has (a systemd service's PrivateTmp= hides the
+// node's /var/tmp) gets ErrUnreachable, which the recovery does not count
+// as a failure; a directory swapped for a symbolic link is still refused.
+func TestReattachMainUnreachable(t *testing.T) {
+	base := t.TempDir()
+	err := ReattachMain(-1, filepath.Join(base, "gone", "data"), 1)
+	if !errors.Is(err, ErrUnreachable) {
+		t.Errorf("ReattachMain under a missing directory: %v, want ErrUnreachable", err)
+	}
+	symlink(t, base, filepath.Join(base, "link"))
+	err = ReattachMain(-1, filepath.Join(base, "link", "data"), 1)
+	if err == nil || errors.Is(err, ErrUnreachable) {
+		t.Errorf("ReattachMain through a symbolic link: %v, want a refusal that is not ErrUnreachable", err)
+	}
+}
