@@ -194,7 +194,7 @@ if [[ " $suites " == *" one "* && " $suites " == *" conformance "* ]]; then
 	e2e_build_pid=$!
 fi
 # The systemd suite's tests: those whose proof depends on the node's layout.
-systemd_tests='^(TestSystemdNode|TestScopes|TestRecovery)$'
+systemd_tests='^(TestSystemdNode|TestSystemdCephFS|TestScopes|TestRecovery)$'
 rc=0
 for suite in $suites; do
 	case $suite in

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -127,9 +126,10 @@ func setupCephFS(t *testing.T, bed *framework.Bed) *cephfsEnv {
 	if err := os.MkdirAll(c.secrets, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	run(t, 30*time.Second, "mount", "-t", "tmpfs", "-o", "size=1m,mode=0700,nosuid,nodev,noexec", "mcbed-secrets", c.secrets)
+	// (On a systemd node, in the node's mount namespace.)
+	nodeRun(t, bed.Env, "mount", "-t", "tmpfs", "-o", "size=1m,mode=0700,nosuid,nodev,noexec", "mcbed-secrets", c.secrets)
 	t.Cleanup(func() {
-		if out, err := exec.Command("umount", c.secrets).CombinedOutput(); err != nil {
+		if out, err := nodeTry(bed.Env, "umount", c.secrets); err != nil {
 			t.Errorf("umount %s: %v %s", c.secrets, err, out)
 		}
 		_ = os.Remove(c.secrets)
@@ -156,7 +156,11 @@ func setupCephFS(t *testing.T, bed *framework.Bed) *cephfsEnv {
 		var left []string
 		if err := framework.Poll(context.Background(), "the cephfs scopes removed", 250*time.Millisecond, time.Minute,
 			func(context.Context) (bool, string, error) {
-				left = slices.DeleteFunc(scopeDirs(t, parent), func(d string) bool { return !strings.Contains(d, "/kubernetes.io~cephfs/") })
+				left = slices.DeleteFunc(scopeDirs(t, parent), func(d string) bool {
+					// cgroupfs: .../kubernetes.io~cephfs/mount-*; systemd:
+					// ...-kubernetes.io-cephfs.slice/mount-*.scope.
+					return !strings.Contains(d, "/kubernetes.io~cephfs/") && !strings.Contains(d, "-kubernetes.io-cephfs.slice/")
+				})
 				return len(left) == 0, fmt.Sprint(left), nil
 			}); err != nil {
 			t.Error(err)
@@ -215,7 +219,7 @@ patches:
       - {op: test, path: /spec/template/spec/containers/0/env/8/name, value: MOUNTPOD_SCOPE_PARENT}
       - {op: replace, path: /spec/template/spec/containers/0/env/8/value, value: %[7]s}
       - {op: test, path: /spec/template/spec/volumes/5/name, value: systemd-run}
-      - {op: replace, path: /spec/template/spec/volumes/5/hostPath/path, value: %[6]s/run-systemd}
+      - {op: replace, path: /spec/template/spec/volumes/5/hostPath/path, value: %[13]s}
       - {op: test, path: /spec/template/spec/volumes/6/name, value: flexvolume-dir}
       - {op: replace, path: /spec/template/spec/volumes/6/hostPath/path, value: %[8]s}
       - {op: test, path: /spec/template/spec/containers/0/volumeMounts/6/name, value: flexvolume-dir}
@@ -240,7 +244,7 @@ patches:
       - {op: add, path: /spec/template/spec/containers/0/env/-, value: {name: KUBERNETES_SERVICE_PORT, value: %[11]q}}
 `, base, img[:strings.LastIndex(img, ":")], img[strings.LastIndex(img, ":")+1:], bed.Env.KubeletRoot, bed.Env.RegistrationDir,
 		bed.Env.BedDir, cmp.Or(bed.Env.Vars["BED_SCOPE_PARENT"], "mountcontainers-bed"), bed.Env.VolumePluginDir, bed.Env.CRIEndpoint,
-		secrets, bed.Env.Vars["API_PORT"], bed.Env.NodeIP)
+		secrets, bed.Env.Vars["API_PORT"], bed.Env.NodeIP, systemdRunDir(bed.Env))
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +374,7 @@ func (c *cephfsEnv) assertKeyNowhere(t *testing.T) {
 // secretFiles lists the secrets directory.
 func (c *cephfsEnv) secretFiles(t *testing.T) []string {
 	t.Helper()
-	ents, err := os.ReadDir(c.secrets)
+	ents, err := os.ReadDir(nodePath(c.secrets))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,11 +413,13 @@ func (c *cephfsEnv) testWorkload(t *testing.T, mode mcexec.ExecMode) {
 	if len(pids) != 1 {
 		t.Fatalf("%d ceph-fuse processes serve %s, want 1", len(pids), dir)
 	}
-	if cg := procCgroups(t, pids[0]); strings.Contains(cg["memory"], mountCtr) || !strings.Contains(cg["memory"], "/kubernetes.io~cephfs/mount-") {
+	if cg := procCgroups(t, pids[0]); strings.Contains(cg["memory"], mountCtr) ||
+		(!c.bed.Env.SystemdNode() && !strings.Contains(cg["memory"], "/kubernetes.io~cephfs/mount-")) {
 		t.Fatalf("ceph-fuse (pid %d) is not in its scope outside the mount pod's container %s: %v", pids[0], mountCtr, cg)
 	}
+	assertScopeUnit(t, c.bed.Env, cephfsPlugin, dir, pids[0])
 	keyFile := volume.SecretFile(c.secrets, dir)
-	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(nodePath(keyFile)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the key file %s: %v, %v; want mode 0600", keyFile, fi, err)
 	}
 	c.assertKeyNowhere(t)
@@ -489,7 +495,7 @@ func (c *cephfsEnv) testWrongKey(t *testing.T) {
 	// A retry of the kubelet's may be under way: it fails too, and cleans up.
 	if err := framework.Poll(context.Background(), "nothing left of the wrong key's mounts", 250*time.Millisecond, 90*time.Second,
 		func(context.Context) (bool, string, error) {
-			_, kerr := os.Lstat(volume.SecretFile(c.secrets, dir))
+			_, kerr := os.Lstat(nodePath(volume.SecretFile(c.secrets, dir)))
 			mnt, procs, keyGone := hostMount(t, dir), cephFuseProcesses(t, dir), errors.Is(kerr, fs.ErrNotExist)
 			return mnt == "" && len(procs) == 0 && keyGone, fmt.Sprintf("mount %q, ceph-fuse %v, key file gone %t (%v)", mnt, procs, keyGone, kerr), nil
 		}); err != nil {
@@ -549,10 +555,12 @@ func (c *cephfsEnv) testOutlivesMountPod(t *testing.T) {
 	parent := cmp.Or(bed.Env.Vars["BED_SCOPE_PARENT"], "mountcontainers-bed")
 	mp := c.mountPod(t)
 	for hier, path := range procCgroups(t, daemon) {
-		if strings.Contains(path, "pod"+string(mp.UID)) || strings.Contains(path, "kubepods") || (hier != "" && !strings.HasPrefix(path, "/"+parent+"/")) {
+		// On a systemd node, its unit says where it is (assertScopeUnit).
+		if inPodCgroup(path, string(mp.UID)) || strings.Contains(path, "kubepods") || (hier != "" && !bed.Env.SystemdNode() && !strings.HasPrefix(path, "/"+parent+"/")) {
 			t.Errorf("ceph-fuse %d is in %s:%s, not in a scope under /%s", daemon, hier, path, parent)
 		}
 	}
+	assertScopeUnit(t, bed.Env, cephfsPlugin, dir, daemon)
 
 	before := c.lines(t, w)
 	start := time.Now()
@@ -635,9 +643,10 @@ func (c *cephfsEnv) testRecovery(t *testing.T) {
 	if len(now) != 1 || now[0] == pids[0] {
 		t.Fatalf("ceph-fuse serving %s: %v (killed %d); want one new", dir, now, pids[0])
 	}
-	if cg := procCgroups(t, now[0]); !strings.Contains(cg["memory"], "/kubernetes.io~cephfs/mount-") {
+	if cg := procCgroups(t, now[0]); !c.bed.Env.SystemdNode() && !strings.Contains(cg["memory"], "/kubernetes.io~cephfs/mount-") {
 		t.Errorf("the new ceph-fuse %d is not in its scope: %v", now[0], cg)
 	}
+	assertScopeUnit(t, c.bed.Env, cephfsPlugin, dir, now[0])
 	if data := containerMount(t, bed, c.ns, w.Name, "main", "/data"); data.fstype != "fuse.ceph-fuse" || data.ro {
 		t.Errorf("the workload's /data after the recovery: %+v", data)
 	}

@@ -44,6 +44,27 @@ func nodeTempDir(t testing.TB) string {
 	return dir
 }
 
+// nodePath returns the path by which this machine reaches p as the node
+// sees it: through the node's PID 1's root on a systemd node (where a
+// mount made in the node is), p itself otherwise.
+func nodePath(p string) string {
+	env := framework.CurrentEnv()
+	if env == nil || !env.SystemdNode() {
+		return p
+	}
+	return framework.NodeProcOf() + "/root" + p
+}
+
+// systemdRunDir is the hostPath of a mount pod's /run/systemd on the bed:
+// the node's own on a systemd node, an empty directory of the bed's
+// otherwise (as test/demo/manifests.sh gives it).
+func systemdRunDir(env *framework.Env) string {
+	if env.SystemdNode() {
+		return "/run/systemd"
+	}
+	return filepath.Join(env.BedDir, "run-systemd")
+}
+
 // inPodCgroup reports whether a cgroup path names the pod with this UID,
 // in either driver's spelling.
 func inPodCgroup(path, uid string) bool {

@@ -128,3 +128,23 @@ func TestSystemdNode(t *testing.T) {
 		}
 	})
 }
+
+// TestSystemdCephFS is TestCephFS's proofs that depend on the node's
+// layout, on the systemd node: a CephFS volume mounted through the cephfs
+// mount pod on each exec path (ceph-fuse in a transient scope unit, its key
+// on the node's tmpfs), its ceph-fuse outliving the mount pod, and a
+// killed ceph-fuse made again inside the running workload.
+func TestSystemdCephFS(t *testing.T) {
+	bed := framework.Current(t)
+	if !bed.Env.SystemdNode() {
+		t.Fatalf("the bed's node does not run systemd (BED_FLAVOR=%s): run make e2e-systemd", bed.Env.Flavor())
+	}
+	c := setupCephFS(t, bed)
+	t.Run("WorkloadAndSecondClient", func(t *testing.T) {
+		for _, mode := range execModes {
+			t.Run(string(mode), func(t *testing.T) { c.testWorkload(t, mode) })
+		}
+	})
+	t.Run("ScopedDaemonOutlivesMountPod", c.testOutlivesMountPod)
+	t.Run("KilledDaemonComesBack", c.testRecovery)
+}
