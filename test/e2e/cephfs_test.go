@@ -583,8 +583,9 @@ func (c *cephfsEnv) testOutlivesMountPod(t *testing.T) {
 		t.Fatalf("mountpod status: %v\n%s", err, status)
 	}
 	i := slices.IndexFunc(r.Mounts, func(m livemount.Mount) bool { return m.Target == dir })
-	if i < 0 || !r.Mounts[i].Scoped || !r.Mounts[i].Healthy || !slices.Contains(r.Mounts[i].Daemons, daemon) {
-		t.Errorf("the new mount pod %s reports %+v; want %s scoped, healthy, daemon %d", np.Name, r.Mounts, dir, daemon)
+	// The mount pod names the daemon as the node sees it.
+	if i < 0 || !r.Mounts[i].Scoped || !r.Mounts[i].Healthy || !slices.Contains(r.Mounts[i].Daemons, nodePID(t, daemon)) {
+		t.Errorf("the new mount pod %s reports %+v; want %s scoped, healthy, daemon %d (%d on the node)", np.Name, r.Mounts, dir, daemon, nodePID(t, daemon))
 	}
 	if errs := bed.MustExec(t, c.ns, w.Name, "main", "cat", "/tmp/errors"); errs != "" {
 		t.Errorf("the workload saw %d failed writes while the mount pod was replaced", strings.Count(errs, "x"))

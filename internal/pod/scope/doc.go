@@ -54,7 +54,12 @@
 // its processes are gone), and waits for the job. It does not set Delegate:
 // FUSE daemons make no cgroups of their own. A scope that exists already
 // (the same target mounted again while its old daemon lives) is joined with
-// AttachProcessesToUnit. The memory limit is MemoryMax= of the slice.
+// AttachProcessesToUnit. The memory limit is MemoryMax= of the slice. On
+// cgroup v1 nodes systemd moves the process only in the hierarchies of the
+// controllers it manages; once the process is in the unit, the backend
+// moves it to the root of every other v1 controller hierarchy where it was
+// still in the caller's cgroup (systemd_v1.go), else the container's end
+// would take it along.
 // [New] picks systemd when one of Config.SystemdSockets exists and systemd
 // answers there (its Version property), cgroupfs otherwise.
 //
