@@ -30,16 +30,21 @@ type Events interface {
 // last process, the FUSE daemon, exits, and C receives a value then (and
 // for no other rewrite of the file). The mount pod runs two: one wakes the
 // [Recoverer], the other the keeper of live mounts (package livemount),
-// which removes the scope of a volume that was unmounted. Where there is no cgroup v2
-// hierarchy (cgroup v1 only, or the systemd backend, whose scopes are units)
-// there is none ([NewScopeEvents] fails with [ErrNoScopeEvents]) and the
+// which removes the scope of a volume that was unmounted. Both backends'
+// scopes have the file where there is a cgroup2 hierarchy (cgroup v2, or
+// hybrid; the systemd backend's are its units' cgroups, which systemd
+// removes once empty, so there a removal is news too). Where there is none
+// (cgroup v1 only) [NewScopeEvents] fails with [ErrNoScopeEvents] and the
 // Recoverer's poll finds dead mounts alone.
 type ScopeEvents struct {
 	scopes  scope.EventSource
 	plugins []string
-	w       *fsnotify.Watcher
-	c       chan struct{}
-	done    chan struct{}
+	// removalIsExit: the source's scopes go by themselves once empty
+	// (scope.RemovalIsExit).
+	removalIsExit bool
+	w             *fsnotify.Watcher
+	c             chan struct{}
+	done          chan struct{}
 
 	// Logger, when set, gets a line whenever the set of watched files
 	// changes, and the watcher's errors.
@@ -53,9 +58,9 @@ type ScopeEvents struct {
 	names map[string]bool
 }
 
-// ErrNoScopeEvents: the scopes of the manager report nothing (the systemd
-// backend, or cgroup v1 only); dead mounts are found by polling.
-var ErrNoScopeEvents = errors.New("the scopes give no cgroup events (cgroup v2 and the cgroupfs backend only)")
+// ErrNoScopeEvents: the scopes of the manager report nothing (cgroup v1
+// only); dead mounts are found by polling.
+var ErrNoScopeEvents = errors.New("the scopes give no cgroup events (a cgroup2 hierarchy only: cgroup v2 or hybrid)")
 
 // NewScopeEvents starts watching the scopes of plugins; Close stops it.
 // It fails with [ErrNoScopeEvents] when m's scopes report nothing. log may
@@ -65,11 +70,18 @@ func NewScopeEvents(m scope.Manager, plugins []string, log *slog.Logger) (*Scope
 	if !ok {
 		return nil, fmt.Errorf("%s backend: %w", m.Backend(), ErrNoScopeEvents)
 	}
+	return newScopeEvents(src, plugins, log)
+}
+
+func newScopeEvents(src scope.EventSource, plugins []string, log *slog.Logger) (*ScopeEvents, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err
 	}
 	e := &ScopeEvents{scopes: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]bool{}, Logger: log}
+	if r, ok := src.(scope.RemovalIsExit); ok {
+		e.removalIsExit = r.RemovalIsExit()
+	}
 	go e.loop()
 	e.Refresh()
 	return e, nil
@@ -83,7 +95,8 @@ func (e *ScopeEvents) loop() {
 			if !ok {
 				return
 			}
-			if ev.Has(fsnotify.Remove) {
+			removed := ev.Has(fsnotify.Remove)
+			if removed {
 				// The scope went (and the watch with it): the next
 				// Refresh watches it again if it comes back.
 				e.mu.Lock()
@@ -91,12 +104,16 @@ func (e *ScopeEvents) loop() {
 				e.mu.Unlock()
 			}
 			// Only a death is news: the file is rewritten for other
-			// changes too (a process joining the scope), and a scope is
-			// removed only once it was empty, which woke us then.
-			if ev.Has(fsnotify.Write) && emptied(ev.Name) {
+			// changes too (a process joining the scope). A cgroupfs
+			// scope is removed only once it was empty, which woke us
+			// then; systemd removes a unit's cgroup itself once it is
+			// empty, maybe before the rewrite could be read.
+			if (ev.Has(fsnotify.Write) && emptied(ev.Name)) || (removed && e.removalIsExit) {
 				e.mu.Lock()
 				if e.track {
-					e.names[filepath.Base(filepath.Dir(ev.Name))] = true
+					// The scope's name: its directory's, without the
+					// unit suffix of a systemd scope.
+					e.names[strings.TrimSuffix(filepath.Base(filepath.Dir(ev.Name)), ".scope")] = true
 				}
 				e.mu.Unlock()
 				select {

@@ -151,3 +151,49 @@ func sleepInScope(t *testing.T) (scope.Manager, *exec.Cmd) {
 	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
 	return m, sleep
 }
+
+// removingSource lists the cgroup.events of systemd-style scope units
+// (mount-<key>.scope) under dir; their removal is their exit.
+type removingSource struct{ dir string }
+
+func (r removingSource) EventFiles(string) ([]string, error) {
+	return filepath.Glob(filepath.Join(r.dir, "*.scope", "cgroup.events"))
+}
+
+func (removingSource) RemovalIsExit() bool { return true }
+
+// TestScopeEventsRemovalIsExit: a systemd scope unit's cgroup goes as soon
+// as its last process exited, maybe before its cgroup.events rewrite is
+// read: the removal wakes the recoverer, and Emptied names the scope
+// without the unit's suffix (scope.Name, as onlyUnmounted compares).
+func TestScopeEventsRemovalIsExit(t *testing.T) {
+	dir := t.TempDir()
+	const key = "mount-0123456789abcdef"
+	unit := filepath.Join(dir, key+".scope")
+	if err := os.Mkdir(unit, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(unit, "cgroup.events"), []byte("populated 1\nfrozen 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := newScopeEvents(removingSource{dir}, []string{plugin}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.Watched() != 1 {
+		t.Fatalf("%d files watched, want 1", e.Watched())
+	}
+	e.Emptied() // starts keeping the names
+	if err := os.RemoveAll(unit); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.C():
+	case <-time.After(10 * time.Second): // a hang guard
+		t.Fatal("the scope unit's removal woke nothing")
+	}
+	if got := e.Emptied(); len(got) != 1 || got[0] != key {
+		t.Errorf("Emptied() = %q, want [%s]", got, key)
+	}
+}

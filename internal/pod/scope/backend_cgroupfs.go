@@ -542,14 +542,15 @@ type EventSource interface {
 }
 
 // EventsOf returns m as an [EventSource], or false when m's scopes report
-// nothing: the systemd backend (scopes are units), or a node with cgroup v1
-// hierarchies only.
+// nothing: a node with cgroup v1 hierarchies only, for either backend.
 func EventsOf(m Manager) (EventSource, bool) {
-	c, ok := m.(*cgroupfs)
-	if !ok || c.v2() == nil {
-		return nil, false
+	switch b := m.(type) {
+	case *cgroupfs:
+		return b, b.v2() != nil
+	case *systemd:
+		return b, b.v2 != ""
 	}
-	return c, true
+	return nil, false
 }
 
 // v2 returns the cgroup2 hierarchy scopes are made in, or nil.

@@ -40,7 +40,10 @@ type systemd struct {
 	conn    *sdbus.Conn
 	// raw is one of conn's two connections, for the one call go-systemd
 	// does not wrap (GetUnitProcesses).
-	raw    *dbus.Conn
+	raw *dbus.Conn
+	// v2 is the cgroup2 hierarchy systemd tracks its units in, under
+	// Config.CgroupRoot, or "" (systemd_events.go).
+	v2     string
 	cancel context.CancelFunc
 	once   sync.Once
 }
@@ -82,7 +85,7 @@ func dialSystemd(cfg Config, sock string) (*systemd, error) {
 	// answered, a timer cancels it too, so that a hung peer cannot block.
 	ctx, cancel := context.WithCancel(context.Background())
 	timer := time.AfterFunc(cfg.Timeout, cancel)
-	s := &systemd{cfg: cfg, socket: sock, cancel: cancel}
+	s := &systemd{cfg: cfg, socket: sock, cancel: cancel, v2: v2Root(cfg.CgroupRoot)}
 	peer := filepath.Base(sock) == "private"
 	var err error
 	s.conn, err = sdbus.NewConnection(func() (*dbus.Conn, error) {
