@@ -46,11 +46,12 @@ wait_for() {
 # What the bed changes on the host outside $BED_DIR; up.sh saves, down.sh restores.
 BED_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
 	kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
-# Paths the kubelet, containerd and CNI create whatever their configured roots;
+# Paths the kubelet, containerd, CNI and systemd-nspawn (the systemd bed)
+# create whatever their configured roots;
 # down.sh removes those that did not exist before up.sh (deepest first).
 BED_HOST_PATHS=(/var/lib/kubelet/device-plugins /var/lib/kubelet/pod-resources /var/lib/kubelet
 	/var/log/containers /var/log/pods /var/lib/cni /run/containerd /run/netns /var/run/kubernetes
-	/usr/libexec/kubernetes /opt/containerd /etc/cni)
+	/usr/libexec/kubernetes /opt/containerd /etc/cni /run/systemd/nspawn)
 BED_BRIDGE=mcbed0
 # Nodes after the first (BED_NODES>1, up.sh): node i's address
 # $BED_NODE_NET.i on the bridge $BED_NODE_BRIDGE, its cgroup root

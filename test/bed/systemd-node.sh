@@ -41,7 +41,11 @@ sysnode_up() {
 	log "copying the systemd node's tree ($tree)"
 	rm -rf --one-file-system "$root"
 	cp -a "$tree" "$root"
-	mkdir -p "$root/etc/containerd" "$root/etc/systemd/system/containerd.service.d"
+	mkdir -p "$root/etc/containerd" "$root/etc/systemd/system/containerd.service.d" "$root/etc/systemd/system.conf.d"
+	# The bed's pods are thrown away with it: a unit that ignores SIGTERM
+	# (a storage server's container) holds the node's poweroff for 15 s,
+	# not systemd's default 90.
+	printf '[Manager]\nDefaultTimeoutStopSec=15s\n' >"$root/etc/systemd/system.conf.d/bed.conf"
 	cat >"$root/etc/containerd/config.toml" <<-EOF
 		version = 2
 		root = "$ctrd/root"
