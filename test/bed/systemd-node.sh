@@ -46,41 +46,7 @@ sysnode_up() {
 	# (a storage server's container) holds the node's poweroff for 15 s,
 	# not systemd's default 90.
 	printf '[Manager]\nDefaultTimeoutStopSec=15s\n' >"$root/etc/systemd/system.conf.d/bed.conf"
-	cat >"$root/etc/containerd/config.toml" <<-EOF
-		version = 2
-		root = "$ctrd/root"
-		state = "$ctrd/state"
-		oom_score = 0
-
-		[grpc]
-		  address = "$ctrd/containerd.sock"
-
-		[ttrpc]
-		  address = "$ctrd/containerd.sock.ttrpc"
-
-		[plugins."io.containerd.internal.v1.opt"]
-		  path = "$ctrd/opt"
-
-		[plugins."io.containerd.grpc.v1.cri"]
-		  sandbox_image = "localhost/mountcontainers/pause:dev"
-		  restrict_oom_score_adj = true
-		  netns_mounts_under_state_dir = true
-		  disable_tcp_service = true
-		  stream_server_address = "127.0.0.1"
-		  stream_server_port = "0"
-		  enable_selinux = false
-		  [plugins."io.containerd.grpc.v1.cri".containerd]
-		    snapshotter = "overlayfs"
-		    default_runtime_name = "runc"
-		    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-		      runtime_type = "io.containerd.runc.v2"
-		      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-		        Root = "$BED_DIR/runc"
-		        SystemdCgroup = true
-		  [plugins."io.containerd.grpc.v1.cri".cni]
-		    bin_dir = "/usr/lib/cni"
-		    conf_dir = "$BED_DIR/cni/net.d"
-	EOF
+	containerd_config "$ctrd" "$BED_DIR/runc" true >"$root/etc/containerd/config.toml"
 	cat >"$root/usr/local/sbin/bed-init" <<-'EOF'
 		#!/bin/sh
 		# The node's PID 1 until it execs systemd: the cgroup v1 controllers

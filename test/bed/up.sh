@@ -242,13 +242,13 @@ cat >"$BED_DIR/cni/net.d/10-bed.conflist" <<EOF
 }
 EOF
 
-# containerd_up I: write node I's containerd config, start it, and import
-# the image archives into it in the background (their PID in IMPORT_PID[I]).
-declare -a IMPORT_PID
-containerd_up() {
-	local i=$1 ctrd=${N_DIR[$1]}/containerd name
-	name=containerd$(sfx "$i")
-	cat >"$ctrd/config.toml" <<-EOF
+# containerd_config CTRD RUNC_ROOT SYSTEMD_CGROUP: print the config of a
+# node's containerd with its root, state and socket under CTRD, runc's root
+# RUNC_ROOT and runc's cgroup manager (SystemdCgroup: true on the systemd
+# node, where containerd.service reads it).
+containerd_config() {
+	local ctrd=$1 runc=$2 systemd_cgroup=$3
+	cat <<-EOF
 		version = 2
 		root = "$ctrd/root"
 		state = "$ctrd/state"
@@ -277,12 +277,21 @@ containerd_up() {
 		    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
 		      runtime_type = "io.containerd.runc.v2"
 		      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-		        Root = "${N_DIR[$i]}/runc"
-		        SystemdCgroup = false
+		        Root = "$runc"
+		        SystemdCgroup = $systemd_cgroup
 		  [plugins."io.containerd.grpc.v1.cri".cni]
 		    bin_dir = "/usr/lib/cni"
 		    conf_dir = "$BED_DIR/cni/net.d"
 	EOF
+}
+
+# containerd_up I: write node I's containerd config, start it, and import
+# the image archives into it in the background (their PID in IMPORT_PID[I]).
+declare -a IMPORT_PID
+containerd_up() {
+	local i=$1 ctrd=${N_DIR[$1]}/containerd name
+	name=containerd$(sfx "$i")
+	containerd_config "$ctrd" "${N_DIR[$i]}/runc" false >"$ctrd/config.toml"
 	log "starting $name ($ctrd/containerd.sock)"
 	start "$name" containerd --config "$ctrd/config.toml"
 	wait_for "$name" 30 ctr -a "$ctrd/containerd.sock" version || fail "$name did not start" "$name"
