@@ -125,7 +125,7 @@ e2e-scale: ## Run the three-node suite with the rollout plan at full scale: 500 
 # Every build tag of the tests at once: the files of e2e, e2e_load and
 # e2e_nodes compile together and no file needs a tag to be absent, so one
 # run of each checker sees every file.
-VERIFY_TAGS := e2e,e2e_load,e2e_nodes,e2e_conformance
+VERIFY_TAGS := e2e,e2e_load,e2e_nodes,e2e_conformance,e2e_systemd
 
 .PHONY: verify
 verify: ## Check formatting, go vet and staticcheck (of every file, the e2e-tagged ones included).
