@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/fsnotify/fsnotify"
+	"golang.org/x/sys/unix"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 )
@@ -50,8 +51,12 @@ type ScopeEvents struct {
 	// changes, and the watcher's errors.
 	Logger *slog.Logger
 
-	mu      sync.Mutex
-	watched map[string]bool
+	mu sync.Mutex
+	// watched maps each watched file to the file it was when watched: a
+	// scope made again at the same path (a systemd unit, removed once
+	// empty and made again by the remount) is another file, and kernfs
+	// does not tell inotify that the old one went.
+	watched map[string]fileID
 	// names are the scopes that emptied since the last [ScopeEvents.Emptied],
 	// kept once it was first called (the keeper's events never are).
 	track bool
@@ -78,7 +83,7 @@ func newScopeEvents(src scope.EventSource, plugins []string, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	e := &ScopeEvents{scopes: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]bool{}, Logger: log}
+	e := &ScopeEvents{scopes: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]fileID{}, Logger: log}
 	if r, ok := src.(scope.RemovalIsExit); ok {
 		e.removalIsExit = r.RemovalIsExit()
 	}
@@ -175,13 +180,23 @@ func (e *ScopeEvents) Refresh() {
 	before := len(e.watched)
 	var addErr error
 	for f := range now {
-		if !e.watched[f] {
-			// A scope removed since the listing is no error.
-			if err := e.w.Add(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				addErr = err
-			} else if err == nil {
-				e.watched[f] = true
-			}
+		id, err := idOf(f)
+		if err != nil {
+			continue // a scope removed since the listing: no error
+		}
+		old, ok := e.watched[f]
+		if ok && old == id {
+			continue
+		}
+		if ok {
+			// The scope was made again: drop the old file's watch.
+			_ = e.w.Remove(f)
+			delete(e.watched, f)
+		}
+		if err := e.w.Add(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			addErr = err
+		} else if err == nil {
+			e.watched[f] = id
 		}
 	}
 	defer func() {
@@ -197,6 +212,17 @@ func (e *ScopeEvents) Refresh() {
 			delete(e.watched, f)
 		}
 	}
+}
+
+// fileID tells one file from another at the same path.
+type fileID struct{ dev, ino uint64 }
+
+func idOf(path string) (fileID, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileID{}, err
+	}
+	return fileID{uint64(st.Dev), st.Ino}, nil
 }
 
 // Watched returns how many files are watched.

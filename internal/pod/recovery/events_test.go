@@ -2,9 +2,11 @@ package recovery
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -195,5 +197,69 @@ func TestScopeEventsRemovalIsExit(t *testing.T) {
 	}
 	if got := e.Emptied(); len(got) != 1 || got[0] != key {
 		t.Errorf("Emptied() = %q, want [%s]", got, key)
+	}
+}
+
+// TestScopeEventsUnitMadeAgain: a systemd scope unit whose daemon died is
+// removed by systemd and made again, at the same path, by the mount that
+// brings the volume back. The watch must follow the new cgroup: kernfs
+// does not report a cgroup's removal to inotify, so a path seen before is
+// no proof that the file watched is the one there now (root; a real
+// cgroup2 hierarchy, the machine's, standing in for systemd's).
+func TestScopeEventsUnitMadeAgain(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make cgroups")
+	}
+	v2 := filepath.Join(scope.DefaultCgroupRoot, "unified")
+	if _, err := os.Stat(filepath.Join(scope.DefaultCgroupRoot, "cgroup.controllers")); err == nil {
+		v2 = scope.DefaultCgroupRoot
+	}
+	if _, err := os.Stat(filepath.Join(v2, "cgroup.controllers")); err != nil {
+		t.Skip("no cgroup2 hierarchy here")
+	}
+	dir := filepath.Join(v2, fmt.Sprintf("mc-events-test-%d", os.Getpid()))
+	unit := filepath.Join(dir, "mount-0123456789abcdef.scope")
+	for _, d := range []string{dir, unit} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = os.Remove(unit); _ = os.Remove(dir) })
+	e, err := newScopeEvents(removingSource{dir}, []string{plugin}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	// systemd removes the empty unit; the remount makes it again.
+	if err := os.Remove(unit); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(unit, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.Refresh() // after the recovery's pass
+	for drained := false; !drained; {
+		select {
+		case <-e.C():
+		case <-time.After(200 * time.Millisecond):
+			drained = true
+		}
+	}
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleep.Process.Kill(); sleep.Wait() }()
+	if err := os.WriteFile(filepath.Join(unit, "cgroup.procs"), []byte(strconv.Itoa(sleep.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sleep.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	sleep.Wait()
+	select {
+	case <-e.C():
+	case <-time.After(10 * time.Second): // a hang guard
+		t.Fatal("the daemon's exit in the unit made again woke nothing: the watch stayed on the removed cgroup")
 	}
 }
