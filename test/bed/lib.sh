@@ -168,6 +168,21 @@ bed_leftovers() {
 		ip link show "$BED_BRIDGE" >/dev/null 2>&1 || ip link show "$BED_NODE_BRIDGE" >/dev/null 2>&1
 }
 
+# make_node_cgroup NAME: the cgroup NAME in every hierarchy of the machine,
+# its v1 cpuset given its parent's CPUs and memory nodes (an empty cpuset
+# takes no process): a node's cgroup root.
+make_node_cgroup() {
+	local h
+	for h in /sys/fs/cgroup/*/; do
+		[[ -f ${h}cgroup.procs ]] || continue
+		mkdir -p "$h$1"
+		if [[ -f ${h}cpuset.cpus ]]; then
+			cat "${h}cpuset.cpus" >"$h$1/cpuset.cpus"
+			cat "${h}cpuset.mems" >"$h$1/cpuset.mems"
+		fi
+	done
+}
+
 # apt_mirror prints the URI of the host's apt source that carries $SUITE, from
 # one-line sources (sources.list, *.list) or deb822 ones (*.sources).
 apt_mirror() {

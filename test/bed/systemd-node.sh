@@ -36,7 +36,7 @@
 # sysnode_up: copy the tree, write containerd's config and the units, boot
 # the node and wait for systemd and containerd. Sets NODE_INIT_PID.
 sysnode_up() {
-	local tree root=$BED_DIR/node-root ctrd=$BED_DIR/containerd cg=${BED_NODE_CGROUP_PREFIX}1 h leader
+	local tree root=$BED_DIR/node-root ctrd=$BED_DIR/containerd cg=${BED_NODE_CGROUP_PREFIX}1 leader
 	tree=$(cat "$STATE/node-tree")
 	log "copying the systemd node's tree ($tree)"
 	rm -rf --one-file-system "$root"
@@ -81,14 +81,7 @@ sysnode_up() {
 	EOF
 
 	# The node's cgroup in every hierarchy of the machine.
-	for h in /sys/fs/cgroup/*/; do
-		[[ -f ${h}cgroup.procs ]] || continue
-		mkdir -p "$h$cg"
-		if [[ -f ${h}cpuset.cpus ]]; then
-			cat "${h}cpuset.cpus" >"$h$cg/cpuset.cpus"
-			cat "${h}cpuset.mems" >"$h$cg/cpuset.mems"
-		fi
-	done
+	make_node_cgroup "$cg"
 	log "booting the systemd node (systemd-nspawn, $root)"
 	# shellcheck disable=SC2016 # expanded by the node's starter shell.
 	start node env SYSTEMD_SECCOMP=0 SYSTEMD_NSPAWN_API_VFS_WRITABLE=1 CG="$cg" bash -c '

@@ -324,16 +324,7 @@ if ((BED_NODES > 1)); then
 		ip addr add "${N_IP[i]}/32" dev "$BED_NODE_BRIDGE"
 	done
 	ip link set "$BED_NODE_BRIDGE" up
-	for ((i = 2; i <= BED_NODES; i++)); do
-		for h in /sys/fs/cgroup/*/; do
-			[[ -f ${h}cgroup.procs ]] || continue
-			mkdir -p "$h${N_CGROUP[i]}"
-			if [[ -f ${h}cpuset.cpus ]]; then
-				cat "${h}cpuset.cpus" >"$h${N_CGROUP[i]}/cpuset.cpus"
-				cat "${h}cpuset.mems" >"$h${N_CGROUP[i]}/cpuset.mems"
-			fi
-		done
-	done
+	for ((i = 2; i <= BED_NODES; i++)); do make_node_cgroup "${N_CGROUP[i]}"; done
 	# One shared mount over every node's tree: hostPaths of it are
 	# Bidirectional-capable on every node.
 	mkdir -p "$BED_DIR/n"

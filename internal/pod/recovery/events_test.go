@@ -87,15 +87,7 @@ func TestScopeEventsOnlyWhenEmptied(t *testing.T) {
 		t.Fatal("woken while the scope's process runs")
 	default:
 	}
-	if err := sleep.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	sleep.Wait()
-	select {
-	case <-e.C():
-	case <-time.After(10 * time.Second): // a hang guard
-		t.Fatal("not woken after the scope's last process exited")
-	}
+	killWoken(t, e, sleep, "not woken after the scope's last process exited")
 	if !emptied(files[0]) {
 		t.Fatalf("%s does not read as emptied after the scope's process exited", files[0])
 	}
@@ -253,13 +245,20 @@ func TestScopeEventsUnitMadeAgain(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(unit, "cgroup.procs"), []byte(strconv.Itoa(sleep.Process.Pid)), 0); err != nil {
 		t.Fatal(err)
 	}
+	killWoken(t, e, sleep, "the daemon's exit in the unit made again woke nothing: the watch stayed on the removed cgroup")
+}
+
+// killWoken kills a scope's last process and fails with why unless e
+// wakes within a minute (a hang guard).
+func killWoken(t *testing.T, e *ScopeEvents, sleep *exec.Cmd, why string) {
+	t.Helper()
 	if err := sleep.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	sleep.Wait()
 	select {
 	case <-e.C():
-	case <-time.After(10 * time.Second): // a hang guard
-		t.Fatal("the daemon's exit in the unit made again woke nothing: the watch stayed on the removed cgroup")
+	case <-time.After(time.Minute):
+		t.Fatal(why)
 	}
 }
