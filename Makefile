@@ -53,7 +53,7 @@ GO_TEST_JSON  = 2>&1 | $(TESTSUMMARY) $(if $(V),-v) $${TEST_DIGEST:+-digest "$$T
 .PHONY: unit
 unit: ## Run the unit tests with the race detector (no root needed; a few minutes), failures summarised at the end.
 	@$(GO) build -o $(TESTSUMMARY) ./test/tools/testsummary
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) -json ./... $(GO_TEST_JSON)
+	HELM=$$(test/tools/helm.sh) CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) -json ./... $(GO_TEST_JSON)
 
 # Fuzz targets as package:Target[:count]; a target without a count runs
 # FUZZTIME. The slower targets have smaller counts, so that `make fuzz`
@@ -126,6 +126,10 @@ e2e-scale: ## Run the three-node suite with the rollout plan at full scale: 500 
 # e2e_nodes compile together and no file needs a tag to be absent, so one
 # run of each checker sees every file.
 VERIFY_TAGS := e2e,e2e_load,e2e_nodes,e2e_conformance,e2e_systemd
+
+.PHONY: chart
+chart: ## helm lint and helm template of charts/mountcontainers, held against the kustomize overlays (deploy/charts_test.go; helm built once by test/tools/helm.sh). Part of `make unit`.
+	HELM=$$(test/tools/helm.sh) $(GO) test -count=1 -run '^TestChart' ./deploy
 
 .PHONY: verify
 verify: ## Check formatting, go vet and staticcheck (of every file, the e2e-tagged ones included).
