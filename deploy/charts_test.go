@@ -370,4 +370,3 @@ func args(t *testing.T, objs map[string]map[string]any, workload string) []strin
 	}
 	return out
 }
-
