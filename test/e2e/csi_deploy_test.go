@@ -35,6 +35,9 @@ func csiImages(t *testing.T, root string) {
 // csiDeployment is what testCSIDeployed needs to know of a file system.
 type csiDeployment struct {
 	bed *framework.Bed
+	// helm installs charts/mountcontainers in place of deploy/csi/FS and
+	// the plugin's mount pod (helmInstall).
+	helm bool
 	// fs names deploy/csi/FS, the overlay test/demo/manifests.sh writes
 	// (csi-FS) and the driver (FS.mountcontainers.io).
 	fs string
@@ -59,6 +62,88 @@ type csiDeployment struct {
 }
 
 func (c *csiDeployment) driver() string { return c.fs + ".mountcontainers.io" }
+
+// helmInstall installs charts/mountcontainers with c's plugin alone, as an
+// administrator does with helm (test/tools/helm.sh's, built from its
+// module), in place of the plugin's mount pod that deploy/FS applied: the
+// chart's objects are the overlays' (deploy/charts_test.go), so the bed's
+// changes to them are test/demo/manifests.sh's, made by the post-renderer
+// test/demo/helm-post-render.sh. helm waits for every workload of the
+// release to be ready. The release is uninstalled at the end, and the
+// mount pod that deploy/FS applied is applied again.
+func (c *csiDeployment) helmInstall(t *testing.T, root, out string) {
+	t.Helper()
+	bed := c.bed
+	h := strings.TrimSpace(run(t, 10*time.Minute, filepath.Join(root, "test/tools/helm.sh")))
+	helm := func(timeout time.Duration, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, h, append([]string{"--kubeconfig", bed.Env.Kubeconfig}, args...)...)
+		home := t.TempDir()
+		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+		o, err := cmd.CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, o)
+		}
+		return string(o), err
+	}
+	const release = "mountcontainers"
+	// The plugin's mount pod and its policy are the release's now: the
+	// overlay's go first (helm refuses objects it does not own).
+	if c.fs != "glusterfs" {
+		t.Fatalf("helmInstall: test/demo/manifests.sh writes the post-renderer for glusterfs only, not %s", c.fs)
+	}
+	// Its objects are those of the overlay running (the same
+	// test/demo/manifests.sh environment).
+	mountpod := filepath.Join(out, "mountpod")
+	bed.DeleteKustomize(t, mountpod, 3*time.Minute)
+	t.Cleanup(func() { bed.ApplyKustomize(t, mountpod) })
+	set := []string{"--set", "plugins.cephfs.enabled=false"}
+	if o, err := helm(6*time.Minute, append([]string{"install", release, filepath.Join(root, "charts/mountcontainers"),
+		"--namespace", mountpodNS, "--wait", "--timeout", "5m",
+		"--post-renderer", filepath.Join(root, "test/demo/helm-post-render.sh"),
+		"--post-renderer-args", filepath.Join(out, "helm-"+c.fs), "--post-renderer-args", bed.Env.Kubectl}, set...)...); err != nil {
+		t.Fatal(err)
+	} else {
+		t.Logf("%s", o)
+	}
+	t.Cleanup(func() {
+		if o, err := helm(4*time.Minute, "uninstall", release, "--namespace", mountpodNS, "--wait", "--timeout", "3m"); err != nil {
+			t.Error(err)
+		} else {
+			t.Logf("%s", strings.TrimSpace(o))
+		}
+		// Nothing of the release is left: no object carries its label.
+		for _, kind := range []string{"daemonsets,deployments,serviceaccounts,roles,rolebindings", "clusterroles,clusterrolebindings,csidrivers,validatingadmissionpolicies,validatingadmissionpolicybindings"} {
+			args := []string{"get", kind, "-l", "app.kubernetes.io/managed-by=Helm", "-o", "name"}
+			if strings.HasPrefix(kind, "daemonsets") {
+				args = append(args, "-n", mountpodNS)
+			}
+			if left := strings.TrimSpace(bed.Kubectl(t, args...)); left != "" {
+				t.Errorf("helm uninstall left %s", left)
+			}
+		}
+		// The policy's objects carry no managed-by label (as deploy/policy's).
+		vap := c.fs + "-mountcontainers-flexvolume-pv-only"
+		if left := strings.TrimSpace(bed.Kubectl(t, "get", "validatingadmissionpolicies,validatingadmissionpolicybindings", vap, "--ignore-not-found", "-o", "name")); left != "" {
+			t.Errorf("helm uninstall left %s", left)
+		}
+	})
+	// The release's objects are the chart's: managed by Helm, its
+	// mount pod the one that serves the plugin.
+	status, err := helm(time.Minute, "status", release, "--namespace", mountpodNS)
+	if err != nil || !strings.Contains(status, "STATUS: deployed") {
+		t.Fatalf("helm status: %v\n%s", err, status)
+	}
+	for _, obj := range []string{"ds/" + c.mountpodDS, "ds/csi-" + c.fs + "-node", "deployment/csi-" + c.fs + "-controller"} {
+		if got := bed.Kubectl(t, "-n", mountpodNS, "get", obj, "-o", `jsonpath={.metadata.labels.app\.kubernetes\.io/managed-by} {.metadata.annotations.meta\.helm\.sh/release-name}`); got != "Helm "+release {
+			t.Errorf("%s: managed-by and release %q, want Helm's, release %s", obj, got, release)
+		}
+	}
+	if got := bed.Kubectl(t, "get", "csidriver", c.driver(), "-o", `jsonpath={.metadata.annotations.meta\.helm\.sh/release-name}`); got != release {
+		t.Errorf("CSIDriver %s: release %q, want %s", c.driver(), got, release)
+	}
+}
 
 // testCSIDeployed applies deploy/csi/FS as an administrator does
 // (test/demo/manifests.sh's overlay points it at the bed's paths and
@@ -87,20 +172,26 @@ func (c *csiDeployment) testCSIDeployed(t *testing.T, mode mcexec.ExecMode) {
 		t.Fatalf("manifests.sh: %v\n%s", err, o)
 	}
 	nodeDS, controller := "csi-"+c.fs+"-node", "csi-"+c.fs+"-controller"
-	overlay := filepath.Join(out, "csi-"+c.fs)
 	start := time.Now()
-	bed.ApplyKustomize(t, overlay)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if r := bed.RunKubectl(ctx, "", "delete", "--ignore-not-found", "--wait", "--timeout=2m", "-k", overlay); r.Err != nil {
-			t.Logf("delete %s: %v", overlay, r.Err)
-		}
-	})
+	what := "deploy/csi/" + c.fs + " applied"
+	if c.helm {
+		c.helmInstall(t, root, out)
+		what = "charts/mountcontainers installed by helm"
+	} else {
+		overlay := filepath.Join(out, "csi-"+c.fs)
+		bed.ApplyKustomize(t, overlay)
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			if r := bed.RunKubectl(ctx, "", "delete", "--ignore-not-found", "--wait", "--timeout=2m", "-k", overlay); r.Err != nil {
+				t.Logf("delete %s: %v", overlay, r.Err)
+			}
+		})
+	}
 	node := bed.WaitPodsBySelector(t, mountpodNS, "app.kubernetes.io/instance="+nodeDS, 1, true, 3*time.Minute)[0]
 	bed.WaitPodsBySelector(t, mountpodNS, "app.kubernetes.io/instance="+controller, 1, true, 3*time.Minute)
 	waitCSINode(t, bed, c.driver())
-	t.Logf("deploy/csi/%s applied: node plugin %s registered, controller ready, %s after apply", c.fs, node.Name, time.Since(start).Round(time.Millisecond))
+	t.Logf("%s: node plugin %s registered, controller ready, %s after it began", what, node.Name, time.Since(start).Round(time.Millisecond))
 
 	ns := bed.CreateNamespace(t, "csi-deployed")
 	if c.setup != nil {

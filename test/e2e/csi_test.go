@@ -89,6 +89,18 @@ func TestCSI(t *testing.T) {
 			t.Run(string(mode), func(t *testing.T) { g.csiDeployment().testCSIDeployed(t, mode) })
 		}
 	})
+	// The same, the driver and the mount pod installed by helm from
+	// charts/mountcontainers.
+	t.Run("HelmInstall", func(t *testing.T) {
+		csiImages(t, root)
+		for _, mode := range execModes {
+			t.Run(string(mode), func(t *testing.T) {
+				d := g.csiDeployment()
+				d.helm = true
+				d.testCSIDeployed(t, mode)
+			})
+		}
+	})
 }
 
 // csiProvisioner returns the external-provisioner's binary, built by

@@ -127,6 +127,20 @@ func (b *Bed) DeleteManifest(t testing.TB, manifest string, timeout time.Duratio
 	}
 }
 
+// DeleteKustomize deletes what a kustomization directory renders and waits
+// for it to go, dependents first (kubectl delete -k --cascade=foreground
+// --wait, bounded to timeout): a DaemonSet's pods are gone when it returns.
+// Missing objects are fine.
+func (b *Bed) DeleteKustomize(t testing.TB, dir string, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
+	defer cancel()
+	r := b.RunKubectl(ctx, "", "delete", "--ignore-not-found", "--cascade=foreground", "--wait", "--timeout", timeout.String(), "-k", dir)
+	if r.Err != nil {
+		t.Fatalf("delete -k %s: %v", dir, r.Err)
+	}
+}
+
 // Exec runs a command in a pod's container with kubectl exec (bounded to
 // timeout) and returns its standard output and error; err is non-nil when the
 // command or kubectl failed.
