@@ -19,8 +19,6 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a run with
 # "context deadline exceeded" when a duration ends under load (go.dev/issue/75804).
 FUZZTIME    ?= 200000x
-IMAGE       ?= localhost/mountcontainers/mountpod:$(VERSION)
-IMAGE_ARGS  := -f images/Dockerfile --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE)
 
 export CGO_ENABLED ?= 0
 
@@ -154,13 +152,19 @@ demo-keep: ## Run the demo and leave the bed, pods and volume running, with inst
 demo-flexvolume: ## Run the Flexvolume demo: a pod's inline flexVolume mounted through the mount pod (root; tears down).
 	DEMO_FLAVOR=flexvolume test/demo/demo.sh
 
-.PHONY: image
-image: ## Build the mount-pod image from images/Dockerfile with docker or buildah.
-	@if command -v docker >/dev/null && docker info >/dev/null 2>&1; then \
-		docker build $(IMAGE_ARGS) . ; \
-	elif command -v buildah >/dev/null; then \
-		buildah bud --isolation=chroot $(IMAGE_ARGS) . ; \
-	else echo "image: neither docker nor buildah is available" >&2; exit 1; fi
+# The images the deploy runs, one name each: $(REGISTRY)/mountcontainers/
+# {mountpod,csi-driver}:$(VERSION) (images/build.sh says more).
+REGISTRY    ?= localhost
+PLATFORMS   ?=
+
+.PHONY: images
+images: ## Build every image the deploy runs (mountpod, csi-driver) with buildah as $(REGISTRY)/mountcontainers/NAME:$(VERSION); PLATFORMS=linux/amd64,linux/arm64 builds a manifest list of both (images/build.sh).
+	REGISTRY=$(REGISTRY) VERSION=$(VERSION) REVISION=$(REVISION) PLATFORMS=$(PLATFORMS) images/build.sh build
+
+.PHONY: push
+push: ## Push what `make images` built to REGISTRY=... and write bin/images/values-images.yaml (Helm) and kustomize-images.yaml, pinned by digest.
+	@if [[ "$(REGISTRY)" == localhost ]]; then echo "push: set REGISTRY=<your registry>, as for make images" >&2; exit 2; fi
+	REGISTRY=$(REGISTRY) VERSION=$(VERSION) REVISION=$(REVISION) OUT=$(BIN)/images images/build.sh push
 
 .PHONY: clean
 clean: ## Remove build output.
