@@ -212,9 +212,9 @@ func TestCSINodePlugin(t *testing.T) {
 			for _, e := range c.Env {
 				env[e.Name] = e
 			}
-			nn := env["NODE_NAME"]
+			nn := env["CSI_DRIVER_NODE_ID"]
 			expect(nn.ValueFrom != nil && nn.ValueFrom.FieldRef != nil && nn.ValueFrom.FieldRef.FieldPath == "spec.nodeName",
-				"NODE_NAME is not the downward API's spec.nodeName: %+v", nn)
+				"CSI_DRIVER_NODE_ID is not the downward API's spec.nodeName: %+v", nn)
 
 			mounts := checkDriverMounts(t, ds.Name, pod, c, args)
 			secrets := mounts[cmpOr(args["secrets-dir"], volume.DefaultSecretsDir)]
@@ -384,9 +384,9 @@ func TestCSIController(t *testing.T) {
 				expect(secrets == nil, "mounts the secrets directory: %s volumes have no secrets", o.fs)
 			}
 			nn := slices.IndexFunc(drv.Env, func(e corev1.EnvVar) bool {
-				return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+				return e.Name == "CSI_DRIVER_NODE_ID" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
 			})
-			expect(nn >= 0, "no NODE_NAME from spec.nodeName (--node-id is required)")
+			expect(nn >= 0, "no CSI_DRIVER_NODE_ID from spec.nodeName (--node-id is required)")
 
 			// The socket: the driver's --endpoint is the provisioner's
 			// --csi-address, in an emptyDir both mount at the same path.
@@ -607,7 +607,7 @@ func driverFlags(t *testing.T) map[string]bool {
 		}
 		return true
 	})
-	for _, fl := range logging.Flags() {
+	for _, fl := range logging.Flags("") {
 		for _, n := range fl.Names() {
 			names[n] = true
 		}

@@ -187,14 +187,14 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, overlay, plugin string) 
 	for _, e := range c.Env {
 		env[e.Name] = e
 	}
-	for name, field := range map[string]string{"POD_NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name", "POD_UID": "metadata.uid"} {
+	for name, field := range map[string]string{"MOUNTPOD_POD_NAMESPACE": "metadata.namespace", "MOUNTPOD_POD_NAME": "metadata.name", "MOUNTPOD_POD_UID": "metadata.uid"} {
 		e := env[name]
 		expect(e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == field,
 			"env %s is not the downward API field %s", name, field)
 	}
-	expect(env["CONTAINER_NAME"].Value == c.Name, "CONTAINER_NAME %q, container is %q", env["CONTAINER_NAME"].Value, c.Name)
+	expect(env["MOUNTPOD_CONTAINER_NAME"].Value == c.Name, "MOUNTPOD_CONTAINER_NAME %q, container is %q", env["MOUNTPOD_CONTAINER_NAME"].Value, c.Name)
 	expect(env["MOUNTPOD_PLUGINS"].Value == plugin, "MOUNTPOD_PLUGINS %q, want %q", env["MOUNTPOD_PLUGINS"].Value, plugin)
-	regDir := env["PLUGIN_CONTAINERS_DIR"].Value
+	regDir := env["MOUNTPOD_REGISTRATION_DIR"].Value
 
 	expect(c.ReadinessProbe != nil && c.ReadinessProbe.Exec != nil &&
 		strings.HasSuffix(c.ReadinessProbe.Exec.Command[0], "mountpod") &&

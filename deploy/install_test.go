@@ -54,7 +54,7 @@ func TestGlusterfsInstallsHostBinaries(t *testing.T) {
 	if _, ok := env["MOUNTPOD_HOST_RUNTIME_ENDPOINT"]; !ok {
 		t.Errorf("MOUNTPOD_HOST_RUNTIME_ENDPOINT is not set (empty is fine: it documents the setting)")
 	}
-	if c.Env[5].Name != "PLUGIN_CONTAINERS_DIR" || pod.Volumes[0].Name != "kubelet-dir" || c.VolumeMounts[0].Name != "kubelet-dir" {
+	if c.Env[5].Name != "MOUNTPOD_REGISTRATION_DIR" || pod.Volumes[0].Name != "kubelet-dir" || c.VolumeMounts[0].Name != "kubelet-dir" {
 		t.Errorf("env/5 %s, volumes/0 %s, volumeMounts/0 %s: README.md's relocation overlay patches these by index",
 			c.Env[5].Name, pod.Volumes[0].Name, c.VolumeMounts[0].Name)
 	}

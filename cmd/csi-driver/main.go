@@ -27,6 +27,7 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/known"
 	"github.com/mountcontainers/mountcontainers/internal/shared/logging"
+	"github.com/mountcontainers/mountcontainers/internal/shared/oldnames"
 	"github.com/mountcontainers/mountcontainers/internal/shared/version"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -44,7 +45,19 @@ func main() {
 	os.Exit(code)
 }
 
+// envPrefix begins the name of each of the driver's variables
+// (docs/naming.md).
+const envPrefix = "CSI_DRIVER_"
+
+// envRenames are its variables' old names, still read and warned of.
+var envRenames = []oldnames.Rename{
+	{Old: "NODE_NAME", New: envPrefix + "NODE_ID"},
+	{Old: logging.EnvFormat, New: envPrefix + logging.SuffixFormat},
+	{Old: logging.EnvLevel, New: envPrefix + logging.SuffixLevel},
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	oldnames.Env(stderr, "csi-driver", envRenames)
 	app := &cli.App{
 		Name:           "csi-driver",
 		Usage:          "Serve the CSI driver of one file system, mounting through the plugin's mount pod.",
@@ -67,7 +80,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "filesystem", Value: "glusterfs", Usage: "File system the driver mounts: " + strings.Join(fs.SortedKeys(known.Filesystems), " or ") + "."},
 		&cli.StringFlag{Name: "driver-name", Usage: "The driver's name (default FILESYSTEM.mountcontainers.io)."},
 		&cli.StringFlag{Name: "plugin", Usage: "Volume plugin whose mount pod runs the utilities (default kubernetes.io/FILESYSTEM)."},
-		&cli.StringFlag{Name: "node-id", EnvVars: []string{"NODE_NAME"}, Usage: "The node's name, as NodeGetInfo reports it (required)."},
+		&cli.StringFlag{Name: "node-id", EnvVars: oldnames.Vars(envPrefix+"NODE_ID", envRenames), Usage: "The node's name, as NodeGetInfo reports it (required)."},
 		&cli.StringFlag{Name: "kubelet-dir", Value: "/var/lib/kubelet", Usage: "The kubelet's root directory."},
 		&cli.StringFlag{Name: "endpoint", Usage: "Path of the CSI socket (default KUBELET_DIR/plugins/DRIVER_NAME/csi.sock)."},
 		&cli.BoolFlag{Name: "register", Value: true, Usage: "Register with the kubelet through KUBELET_DIR/plugins_registry."},
@@ -81,7 +94,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "secrets-dir", Value: volume.DefaultSecretsDir, Usage: "Directory on a tmpfs, mounted at the same path in the mount pod, for the secrets mounts need."},
 		&cli.IntFlag{Name: "socket-group", Usage: "Group ID that may connect to the CSI socket besides root (mode 0660), for a sidecar that runs as that group; 0: root only (0600)."},
 		&cli.DurationFlag{Name: "timeout", Value: volume.DefaultTimeout, Usage: "Bound of each mount or umount, and of the statfs that tells whether a mount answers (a hung FUSE daemon makes the call Unavailable after it)."},
-	}, logging.Flags()...)
+	}, logging.Flags(envPrefix)...)
 }
 
 func serve(c *cli.Context, stderr io.Writer) error {
@@ -97,7 +110,7 @@ func serve(c *cli.Context, stderr io.Writer) error {
 	plugin := cmp.Or(c.String("plugin"), "kubernetes.io/"+fsys.Name())
 	nodeID := c.String("node-id")
 	if nodeID == "" {
-		return cli.Exit("--node-id (or NODE_NAME) is required", exitUsage)
+		return cli.Exit("--node-id (or "+envPrefix+"NODE_ID) is required", exitUsage)
 	}
 	mode, err := mcexec.ParseExecMode(c.String("exec-mode"))
 	if err != nil {

@@ -52,6 +52,9 @@ func run(ctx context.Context) int {
 	}
 	log, closeLog, notice := openLog(s.LogFile)
 	defer closeLog()
+	for _, r := range s.OldNames() {
+		log.WarnContext(ctx, "deprecated variable", "name", r.Old, "use", r.New)
+	}
 	r := mcexec.NewResolver(mcexec.Options{
 		Dir:      s.RegistrationDir,
 		Endpoint: s.RuntimeEndpoint,

@@ -43,7 +43,7 @@ func flags() []cli.Flag {
 		&cli.DurationFlag{Name: "poll-interval", Value: 2 * time.Second, Usage: "How often waits look again."},
 		&cli.DurationFlag{Name: "lock-lease", Value: time.Minute, Usage: "Duration of the rollout lock, a Lease named after the DaemonSet in its namespace (whole seconds): another rollout takes it over once it has seen it unrenewed that long. It is renewed every sixth of it; after two thirds of it without a successful renewal this rollout stops acting."},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "Progress format: text, or json (one object per line)."},
-	}, logging.Flags()...)
+	}, logging.Flags(envPrefix)...)
 }
 
 // optionsFrom returns the rollout's options for the flags and argument of c.

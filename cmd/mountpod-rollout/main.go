@@ -24,6 +24,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mountcontainers/mountcontainers/internal/shared/cliexit"
+	"github.com/mountcontainers/mountcontainers/internal/shared/logging"
+	"github.com/mountcontainers/mountcontainers/internal/shared/oldnames"
 	"github.com/mountcontainers/mountcontainers/internal/shared/version"
 )
 
@@ -43,7 +45,18 @@ func main() {
 	os.Exit(code)
 }
 
+// envPrefix begins the name of each of the command's variables
+// (docs/naming.md), but KUBECONFIG, kubectl's.
+const envPrefix = "MOUNTPOD_ROLLOUT_"
+
+// envRenames are its variables' old names, still read and warned of.
+var envRenames = []oldnames.Rename{
+	{Old: logging.EnvFormat, New: envPrefix + logging.SuffixFormat},
+	{Old: logging.EnvLevel, New: envPrefix + logging.SuffixLevel},
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	oldnames.Env(stderr, "mountpod-rollout", envRenames)
 	app := newApp(stdout, stderr)
 	app.HelpName = helpName(args)
 	args = currentSpellings(args, app.Flags, stderr)

@@ -154,8 +154,8 @@ func serveStorm(b *testing.B, bin string, want registration.Registration, target
 	}
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(),
-		"POD_NAMESPACE="+pod.PodNamespace, "POD_NAME="+pod.PodName, "POD_UID="+pod.PodUID, "CONTAINER_NAME="+pod.ContainerName,
-		"PLUGIN_CONTAINERS_DIR="+dir, "MOUNTPOD_PLUGINS=kubernetes.io/rbd,kubernetes.io/glusterfs", "MOUNTPOD_REQUIRE_TOOLS=", "MOUNTPOD_EXEC_BATCH=none",
+		"MOUNTPOD_POD_NAMESPACE="+pod.PodNamespace, "MOUNTPOD_POD_NAME="+pod.PodName, "MOUNTPOD_POD_UID="+pod.PodUID, "MOUNTPOD_CONTAINER_NAME="+pod.ContainerName,
+		"MOUNTPOD_REGISTRATION_DIR="+dir, "MOUNTPOD_PLUGINS=kubernetes.io/rbd,kubernetes.io/glusterfs", "MOUNTPOD_REQUIRE_TOOLS=", "MOUNTPOD_EXEC_BATCH=none",
 		"MOUNTPOD_METRICS_ADDRESS="+metricsAddr)
 	var logs bytes.Buffer
 	cmd.Stderr = &logs

@@ -140,7 +140,7 @@ func TestExecSocketNone(t *testing.T) {
 func TestExecSocketTooLong(t *testing.T) {
 	dir := setPodEnv(t)
 	long := filepath.Join(dir, strings.Repeat("d", 80))
-	t.Setenv("PLUGIN_CONTAINERS_DIR", long)
+	t.Setenv("MOUNTPOD_REGISTRATION_DIR", long)
 	path := filepath.Join(long, execclient.SocketName(pod.PodUID))
 	for _, cmd := range []string{"serve", "check"} {
 		// A serve that took the path would run until stopped.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
+	"github.com/mountcontainers/mountcontainers/internal/shared/oldnames"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -14,13 +15,13 @@ import (
 // same pod, plugins, directory and tools.
 func settingsFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "pod-namespace", EnvVars: []string{"POD_NAMESPACE"}, Usage: "Namespace of this pod (downward API: metadata.namespace)."},
-		&cli.StringFlag{Name: "pod-name", EnvVars: []string{"POD_NAME"}, Usage: "Name of this pod (downward API: metadata.name)."},
-		&cli.StringFlag{Name: "pod-uid", EnvVars: []string{"POD_UID"}, Usage: "UID of this pod (downward API: metadata.uid)."},
-		&cli.StringFlag{Name: "container-name", EnvVars: []string{"CONTAINER_NAME"}, Usage: "Name of this container in the pod; the downward API cannot give it."},
-		&cli.StringSliceFlag{Name: "plugin", EnvVars: []string{boundary.EnvPlugins}, Usage: "Volume plugin to register, such as kubernetes.io/rbd; repeat the flag or separate names with commas."},
-		&cli.StringFlag{Name: "registration-dir", EnvVars: []string{"PLUGIN_CONTAINERS_DIR"}, Value: registration.DefaultDir, Usage: "Directory of the registration files."},
-		&cli.StringSliceFlag{Name: "require-tool", EnvVars: []string{"MOUNTPOD_REQUIRE_TOOLS"}, Usage: "Executable that must be on PATH before registering; repeat the flag or separate names with commas (empty means none)."},
+		&cli.StringFlag{Name: "pod-namespace", EnvVars: oldnames.Vars("MOUNTPOD_POD_NAMESPACE", envRenames), Usage: "Namespace of this pod (downward API: metadata.namespace)."},
+		&cli.StringFlag{Name: "pod-name", EnvVars: oldnames.Vars("MOUNTPOD_POD_NAME", envRenames), Usage: "Name of this pod (downward API: metadata.name)."},
+		&cli.StringFlag{Name: "pod-uid", EnvVars: oldnames.Vars("MOUNTPOD_POD_UID", envRenames), Usage: "UID of this pod (downward API: metadata.uid)."},
+		&cli.StringFlag{Name: "container-name", EnvVars: oldnames.Vars("MOUNTPOD_CONTAINER_NAME", envRenames), Usage: "Name of this container in the pod; the downward API cannot give it."},
+		&cli.StringSliceFlag{Name: "plugins", EnvVars: []string{boundary.EnvPlugins}, Usage: "Volume plugin to register, such as kubernetes.io/rbd; repeat the flag or separate names with commas."},
+		&cli.StringFlag{Name: "registration-dir", EnvVars: oldnames.Vars(envRegistrationDir, envRenames), Value: registration.DefaultDir, Usage: "Directory of the registration files."},
+		&cli.StringSliceFlag{Name: "require-tools", EnvVars: []string{"MOUNTPOD_REQUIRE_TOOLS"}, Usage: "Executable that must be on PATH before registering; repeat the flag or separate names with commas (empty means none)."},
 		execSocketFlag(),
 		execBatchFlag(),
 	}
@@ -35,9 +36,9 @@ func configFrom(c *cli.Context) (registrar.Config, error) {
 			PodUID:        c.String("pod-uid"),
 			ContainerName: c.String("container-name"),
 		},
-		Plugins:       c.StringSlice("plugin"),
+		Plugins:       c.StringSlice("plugins"),
 		Dir:           c.String("registration-dir"),
-		RequiredTools: c.StringSlice("require-tool"),
+		RequiredTools: c.StringSlice("require-tools"),
 		SearchPath:    os.Getenv("PATH"),
 	}
 	var err error

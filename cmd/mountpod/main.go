@@ -24,6 +24,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mountcontainers/mountcontainers/internal/shared/cliexit"
+	"github.com/mountcontainers/mountcontainers/internal/shared/logging"
+	"github.com/mountcontainers/mountcontainers/internal/shared/oldnames"
 	mcversion "github.com/mountcontainers/mountcontainers/internal/shared/version"
 )
 
@@ -40,10 +42,36 @@ func main() {
 	os.Exit(run(ctx, os.Args, os.Stdout, os.Stderr))
 }
 
-// run runs the application and returns the exit code.
+// run runs the application and returns the exit code. The old names of
+// its flags and variables still work, and warn (docs/naming.md).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	oldnames.Env(stderr, "mountpod", envRenames)
+	args = oldnames.Flags(stderr, "mountpod", args, flagRenames)
 	return cliexit.Code(stderr, "mountpod", newApp(stdout, stderr).RunContext(ctx, args), exitUsage)
 }
+
+// envRegistrationDir is --registration-dir's variable.
+const envRegistrationDir = "MOUNTPOD_REGISTRATION_DIR"
+
+// envRenames are the variables renamed to MOUNTPOD_ and the flag's name;
+// flagRenames the flags renamed to say what they take.
+var (
+	envRenames = []oldnames.Rename{
+		{Old: "POD_NAMESPACE", New: "MOUNTPOD_POD_NAMESPACE"},
+		{Old: "POD_NAME", New: "MOUNTPOD_POD_NAME"},
+		{Old: "POD_UID", New: "MOUNTPOD_POD_UID"},
+		{Old: "CONTAINER_NAME", New: "MOUNTPOD_CONTAINER_NAME"},
+		{Old: "PLUGIN_CONTAINERS_DIR", New: envRegistrationDir},
+		{Old: logging.EnvFormat, New: "MOUNTPOD_" + logging.SuffixFormat},
+		{Old: logging.EnvLevel, New: "MOUNTPOD_" + logging.SuffixLevel},
+	}
+	flagRenames = []oldnames.Rename{
+		{Old: "plugin", New: "plugins"},
+		{Old: "require-tool", New: "require-tools"},
+		{Old: "install-flexvolume", New: "install-flexvolume-dir"},
+		{Old: "install-shim", New: "install-shim-dir"},
+	}
+)
 
 const (
 	// exitFailure: the daemon failed, or check found the pod not ready.

@@ -35,11 +35,17 @@ func shortTempDir(t testing.TB) string {
 func setPodEnv(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(shortTempDir(t), "plugin-containers")
-	t.Setenv("POD_NAMESPACE", pod.PodNamespace)
-	t.Setenv("POD_NAME", pod.PodName)
-	t.Setenv("POD_UID", pod.PodUID)
-	t.Setenv("CONTAINER_NAME", pod.ContainerName)
-	t.Setenv("PLUGIN_CONTAINERS_DIR", dir)
+	// The old names unset (this machine's environment may have one, such
+	// as CONTAINER_NAME): TestOldNames sets them.
+	for _, r := range envRenames {
+		t.Setenv(r.Old, "")
+		os.Unsetenv(r.Old)
+	}
+	t.Setenv("MOUNTPOD_POD_NAMESPACE", pod.PodNamespace)
+	t.Setenv("MOUNTPOD_POD_NAME", pod.PodName)
+	t.Setenv("MOUNTPOD_POD_UID", pod.PodUID)
+	t.Setenv("MOUNTPOD_CONTAINER_NAME", pod.ContainerName)
+	t.Setenv("MOUNTPOD_REGISTRATION_DIR", dir)
 	t.Setenv("MOUNTPOD_PLUGINS", "kubernetes.io/rbd, kubernetes.io/glusterfs")
 	t.Setenv("MOUNTPOD_REQUIRE_TOOLS", "")
 	// Metrics on a free port of the loopback: never the node's 9641.
@@ -153,7 +159,7 @@ func TestFlagsOverrideEnv(t *testing.T) {
 	if err := registration.Write(other, "example.com/b", pod); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr := runApp(context.Background(), "check", "--registration-dir", other, "--plugin", "example.com/a", "--plugin", "example.com/b")
+	code, out, stderr := runApp(context.Background(), "check", "--registration-dir", other, "--plugins", "example.com/a", "--plugins", "example.com/b")
 	if code != 0 {
 		t.Errorf("check with flags = %d, %q, %q; want 0", code, out, stderr)
 	}
@@ -173,7 +179,7 @@ func TestExitCodes(t *testing.T) {
 		{"check not registered", nil, []string{"check"}, 1, "not ready:\n  plugin kubernetes.io/glusterfs: not registered", ""},
 		{"check missing tool", map[string]string{"MOUNTPOD_REQUIRE_TOOLS": "sh,no-such-tool-here"}, []string{"check"}, 1, "not ready:\n  missing required tools: no-such-tool-here", ""},
 		{"serve missing tools", map[string]string{"MOUNTPOD_REQUIRE_TOOLS": "no-such-tool-here,sh,nor-this"}, []string{"serve"}, 1, "", "missing required tools: no-such-tool-here, nor-this"},
-		{"serve without pod UID", map[string]string{"POD_UID": ""}, []string{"serve"}, 2, "", "podUID is missing"},
+		{"serve without pod UID", map[string]string{"MOUNTPOD_POD_UID": ""}, []string{"serve"}, 2, "", "podUID is missing"},
 		{"serve without plugins", map[string]string{"MOUNTPOD_PLUGINS": ""}, []string{"serve"}, 2, "", "no plugin to register"},
 		{"serve with an argument", nil, []string{"serve", "extra"}, 2, "", "serve takes no arguments"},
 		{"serve with bad command slots", map[string]string{"MOUNTPOD_COMMAND_SLOTS": "many", "MOUNTPOD_EXEC_SOCKET": "none"}, []string{"serve"}, 2, "", `MOUNTPOD_COMMAND_SLOTS: want a whole number from 0 to 1024, got "many"`},
@@ -228,5 +234,51 @@ func TestShortHelp(t *testing.T) {
 	code, out, _ := runApp(context.Background(), "serve", "--help")
 	if code != 0 || !strings.Contains(out, "DESCRIPTION:") || !strings.Contains(out, "MOUNTPOD_RECOVERY=false turns that off") {
 		t.Errorf("serve --help = %d, %q; want the long description", code, out)
+	}
+}
+
+// TestOldNames: the variables and flags mountpod had before each was named
+// after its flag with mountpod's prefix still work, each warned of once;
+// where both names are set, the new one wins.
+func TestOldNames(t *testing.T) {
+	dir := setPodEnv(t)
+	for _, r := range envRenames {
+		if v, ok := os.LookupEnv(r.New); ok {
+			t.Setenv(r.Old, v)
+		}
+		t.Setenv(r.New, "") // restored at the end,
+		os.Unsetenv(r.New)  // unset until then
+	}
+	// The registration matches the pod the old variables name, in the
+	// directory the old variable names: check finds it.
+	if err := registration.Write(dir, "example.com/a", pod); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runApp(context.Background(), "check", "--plugin", "example.com/a", "--require-tool=sh")
+	if code != 0 {
+		t.Fatalf("check with the old names = %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	for _, w := range []string{
+		"POD_NAMESPACE is deprecated: set MOUNTPOD_POD_NAMESPACE", "POD_NAME is deprecated: set MOUNTPOD_POD_NAME",
+		"POD_UID is deprecated: set MOUNTPOD_POD_UID", "CONTAINER_NAME is deprecated: set MOUNTPOD_CONTAINER_NAME",
+		"PLUGIN_CONTAINERS_DIR is deprecated: set MOUNTPOD_REGISTRATION_DIR",
+		"--plugin is deprecated: use --plugins", "--require-tool is deprecated: use --require-tools",
+	} {
+		if strings.Count(stderr, w) != 1 {
+			t.Errorf("stderr does not say once %q:\n%s", w, stderr)
+		}
+	}
+
+	// Both names: the new one wins, the old one is said to be ignored.
+	t.Setenv("POD_UID", "not-this-pod")
+	t.Setenv("MOUNTPOD_POD_UID", pod.PodUID)
+	code, _, stderr = runApp(context.Background(), "check", "--plugins", "example.com/a")
+	if code != 0 || !strings.Contains(stderr, "POD_UID is deprecated and ignored: MOUNTPOD_POD_UID is set") {
+		t.Errorf("check with both names = %d, stderr %q; want 0 and the old name ignored", code, stderr)
+	}
+	t.Setenv("MOUNTPOD_POD_UID", "")
+	os.Unsetenv("MOUNTPOD_POD_UID")
+	if code, _, _ = runApp(context.Background(), "check", "--plugins", "example.com/a"); code == 0 {
+		t.Error("check with POD_UID naming another pod found it registered: the old name was not read")
 	}
 }

@@ -19,7 +19,7 @@ func serveCommand(logTo io.Writer) *cli.Command {
 		Name:        "serve",
 		Usage:       "Register this container for its plugins and serve them until SIGTERM or SIGINT.",
 		Description: "Check the required tools, register this container for every plugin, install the host-side driver and shim if asked, and keep the registrations until SIGTERM or SIGINT, then remove those that still name this pod. Meanwhile log the live FUSE mounts (adopting those of earlier pods: nothing is ever unmounted or killed) and remove the scopes whose mount and processes are gone; bring back in place, on the node and in every container using it, a recorded FUSE mount whose daemon died (MOUNTPOD_RECOVERY=false turns that off).",
-		Flags:       slices.Concat(settingsFlags(), installFlags(), mountFlags(), []cli.Flag{metricsFlag(), gcPercentFlag()}, logging.Flags()),
+		Flags:       slices.Concat(settingsFlags(), installFlags(), mountFlags(), []cli.Flag{metricsFlag(), gcPercentFlag()}, logging.Flags("MOUNTPOD_")),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit("serve takes no arguments", exitUsage)

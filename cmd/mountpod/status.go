@@ -17,6 +17,7 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/pod/recovery"
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
+	"github.com/mountcontainers/mountcontainers/internal/shared/oldnames"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -36,7 +37,7 @@ func surveyOptions(c *cli.Context) (o livemount.Options, scopeErr error, err err
 	if dir == "" {
 		dir = filepath.Dir(filepath.Clean(c.String("registration-dir")))
 	}
-	o = livemount.Options{KubeletDir: dir, Plugins: c.StringSlice("plugin")}
+	o = livemount.Options{KubeletDir: dir, Plugins: c.StringSlice("plugins")}
 	enabled, cfg, err := scope.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		return o, nil, err
@@ -103,8 +104,8 @@ func statusCommand(stdout io.Writer) *cli.Command {
 		Usage:       "Print the live FUSE mounts, their daemons and scopes, and the scopes without a mount.",
 		Description: "Print the live FUSE mounts under the kubelet's directory (those made by earlier mount pods included), their daemons, whether each daemon runs in its mount's scope and whether the mount answers, and the plugins' scopes that have no mount. When scopes are on but unavailable it says why and shows no mount as scoped.",
 		Flags: append(mountFlags(),
-			&cli.StringSliceFlag{Name: "plugin", EnvVars: []string{boundary.EnvPlugins}, Usage: "Volume plugin whose scopes are listed; repeat the flag or separate names with commas."},
-			&cli.StringFlag{Name: "registration-dir", EnvVars: []string{"PLUGIN_CONTAINERS_DIR"}, Value: registration.DefaultDir, Usage: "Directory of the registration files."},
+			&cli.StringSliceFlag{Name: "plugins", EnvVars: []string{boundary.EnvPlugins}, Usage: "Volume plugin whose scopes are listed; repeat the flag or separate names with commas."},
+			&cli.StringFlag{Name: "registration-dir", EnvVars: oldnames.Vars(envRegistrationDir, envRenames), Value: registration.DefaultDir, Usage: "Directory of the registration files."},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: `Output format: "text" or "json".`},
 		),
 		Action: func(c *cli.Context) error {

@@ -76,7 +76,7 @@ patches:
       - {op: replace, path: /spec/template/spec/volumes/0/hostPath/path, value: $KUBELET_ROOT}
       - {op: test, path: /spec/template/spec/containers/0/volumeMounts/0/name, value: kubelet-dir}
       - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/0/mountPath, value: $KUBELET_ROOT}
-      - {op: test, path: /spec/template/spec/containers/0/env/5/name, value: PLUGIN_CONTAINERS_DIR}
+      - {op: test, path: /spec/template/spec/containers/0/env/5/name, value: MOUNTPOD_REGISTRATION_DIR}
       - {op: replace, path: /spec/template/spec/containers/0/env/5/value, value: $REGISTRATION_DIR}
       - {op: test, path: /spec/template/spec/volumes/3/name, value: lib-modules}
       - {op: replace, path: /spec/template/spec/volumes/3/hostPath/path, value: $BED_DIR/lib-modules}

@@ -227,7 +227,7 @@ patches:
       # deploy/rbd's strategic merge puts its own entries first.
       - {op: test, path: /spec/template/spec/containers/0/volumeMounts/1/name, value: kubelet-dir}
       - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/1/mountPath, value: %[4]s}
-      - {op: test, path: /spec/template/spec/containers/0/env/6/name, value: PLUGIN_CONTAINERS_DIR}
+      - {op: test, path: /spec/template/spec/containers/0/env/6/name, value: MOUNTPOD_REGISTRATION_DIR}
       - {op: replace, path: /spec/template/spec/containers/0/env/6/value, value: %[5]s}
       - {op: test, path: /spec/template/spec/volumes/3/name, value: lib-modules}
       - {op: replace, path: /spec/template/spec/volumes/3/hostPath/path, value: %[6]s/lib-modules}
@@ -330,7 +330,7 @@ func (c *cephEnv) testResolver(t *testing.T, mode mcexec.ExecMode) {
 func (c *cephEnv) testShim(t *testing.T, bin string, mode mcexec.ExecMode) {
 	env := []string{
 		"CONTAINER_RUNTIME_ENDPOINT=" + c.bed.Env.CRIEndpoint,
-		"PLUGIN_CONTAINERS_DIR=" + c.bed.Env.RegistrationDir,
+		shim.EnvRegistrationDir + "=" + c.bed.Env.RegistrationDir,
 		shim.EnvExecMode + "=" + string(mode),
 		shim.EnvVerbose + "=1",
 	}

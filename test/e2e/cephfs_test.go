@@ -212,7 +212,7 @@ patches:
       - {op: replace, path: /spec/template/spec/volumes/0/hostPath/path, value: %[4]s}
       - {op: test, path: /spec/template/spec/containers/0/volumeMounts/0/name, value: kubelet-dir}
       - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/0/mountPath, value: %[4]s}
-      - {op: test, path: /spec/template/spec/containers/0/env/5/name, value: PLUGIN_CONTAINERS_DIR}
+      - {op: test, path: /spec/template/spec/containers/0/env/5/name, value: MOUNTPOD_REGISTRATION_DIR}
       - {op: replace, path: /spec/template/spec/containers/0/env/5/value, value: %[5]s}
       - {op: test, path: /spec/template/spec/volumes/3/name, value: lib-modules}
       - {op: replace, path: /spec/template/spec/volumes/3/hostPath/path, value: %[6]s/lib-modules}

@@ -98,6 +98,9 @@ func (c *csiDeployment) helmInstall(t *testing.T, root, out string) {
 	mountpod := filepath.Join(out, "mountpod")
 	bed.DeleteKustomize(t, mountpod, 3*time.Minute)
 	t.Cleanup(func() { bed.ApplyKustomize(t, mountpod) })
+	// So is the CSIDriver object (TestCSI applies it for its subtests
+	// before this one; deploy/csi's removal removes it too).
+	bed.Kubectl(t, "delete", "--ignore-not-found", "csidriver", c.driver())
 	set := []string{"--set", "plugins.cephfs.enabled=false"}
 	if o, err := helm(6*time.Minute, append([]string{"install", release, filepath.Join(root, "charts/mountcontainers"),
 		"--namespace", mountpodNS, "--wait", "--timeout", "5m",

@@ -14,7 +14,7 @@ type mountPodDS struct {
 	Namespace, Name, App string
 	Image                string
 	Plugins              []string
-	// RegistrationDir sets PLUGIN_CONTAINERS_DIR when not empty.
+	// RegistrationDir sets MOUNTPOD_REGISTRATION_DIR when not empty.
 	RegistrationDir string
 	// NodeSelector is a flow-style map body, e.g. "kubernetes.io/hostname: vm".
 	NodeSelector string
@@ -76,20 +76,20 @@ spec:
         imagePullPolicy: Never
         securityContext: {privileged: true}
         env:
-        - name: POD_NAMESPACE
+        - name: MOUNTPOD_POD_NAMESPACE
           valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        - name: POD_NAME
+        - name: MOUNTPOD_POD_NAME
           valueFrom: {fieldRef: {fieldPath: metadata.name}}
-        - name: POD_UID
+        - name: MOUNTPOD_POD_UID
           valueFrom: {fieldRef: {fieldPath: metadata.uid}}
-        - {name: CONTAINER_NAME, value: mount}
+        - {name: MOUNTPOD_CONTAINER_NAME, value: mount}
         - {name: MOUNTPOD_PLUGINS, value: %q}
         # Metrics off: the node's port 9641 is the deploy/glusterfs mount
         # pod's (TestMetrics scrapes it); host-network pods share ports.
         - {name: MOUNTPOD_METRICS_ADDRESS, value: ""}
 `, d.Image, strings.Join(d.Plugins, ","))
 	if d.RegistrationDir != "" {
-		fmt.Fprintf(&b, "        - {name: PLUGIN_CONTAINERS_DIR, value: %q}\n", d.RegistrationDir)
+		fmt.Fprintf(&b, "        - {name: MOUNTPOD_REGISTRATION_DIR, value: %q}\n", d.RegistrationDir)
 	}
 	if d.Readiness {
 		b.WriteString(`        readinessProbe:

@@ -206,7 +206,7 @@ func testInPod(t *testing.T, m *mountPod, x *pathCheck, pod *corev1.Pod, dev str
 		for i := range concurrency {
 			wg.Go(func() {
 				want := fmt.Sprintf("%d %s", i, pod.UID)
-				out, err := x.Command("sh", "-c", `echo "$0 $POD_UID"; exit $(($0 % 5))`, strconv.Itoa(i)).Output()
+				out, err := x.Command("sh", "-c", `echo "$0 $MOUNTPOD_POD_UID"; exit $(($0 % 5))`, strconv.Itoa(i)).Output()
 				if exitStatus(t, err) != i%5 || strings.TrimSpace(string(out)) != want {
 					t.Errorf("goroutine %d: %q, %v; want %q, exit %d", i, out, err, want, i%5)
 				}
@@ -380,7 +380,7 @@ func TestExecResolver(t *testing.T) {
 		// The kubelet restarts it soon; until then the host runs commands.
 		// (mountpod removes its registration on SIGTERM, so the reason is
 		// "not registered" or, if the file is still there, "not running".)
-		cmd := x.Command("sh", "-c", `echo "${POD_UID:-host}"`)
+		cmd := x.Command("sh", "-c", `echo "${MOUNTPOD_POD_UID:-host}"`)
 		out, err := cmd.Output()
 		d, _ := cmd.(*mcexec.Cmd).Decision()
 		if err != nil || strings.TrimSpace(string(out)) != "host" || !d.OnHost() {
@@ -418,13 +418,13 @@ func TestExecResolver(t *testing.T) {
 		if err != nil || !d.OnHost() || d.Reason != mcexec.ReasonNotRunning || d.Registration.PodUID != string(pod.UID) {
 			t.Fatalf("stale registration: %v, %v; want host, not running", d, err)
 		}
-		out, err := x.Command("sh", "-c", `echo "${POD_UID:-host}"`).Output()
+		out, err := x.Command("sh", "-c", `echo "${MOUNTPOD_POD_UID:-host}"`).Output()
 		if err != nil || strings.TrimSpace(string(out)) != "host" {
 			t.Errorf("stale registration: %q, %v", out, err)
 		}
 		patch(bed.Env.NodeName)
 		newPod := m.waitRegistered(t, pod.UID)
-		out, err = x.Command("sh", "-c", `echo "$POD_UID"`).Output()
+		out, err = x.Command("sh", "-c", `echo "$MOUNTPOD_POD_UID"`).Output()
 		if err != nil || strings.TrimSpace(string(out)) != string(newPod.UID) {
 			t.Errorf("new pod: %q, %v; want %s", out, err, newPod.UID)
 		}
@@ -460,7 +460,7 @@ func TestExecResolver(t *testing.T) {
 		if id := bed.RunningContainerID(t, types.UID(d.Registration.PodUID), "mount", time.Minute); d.ContainerID != id {
 			t.Errorf("the socket's cgroup names container %s; the runtime says %s", d.ContainerID, id)
 		}
-		out, err := y.Command("sh", "-c", `echo "$POD_UID"`).Output()
+		out, err := y.Command("sh", "-c", `echo "$MOUNTPOD_POD_UID"`).Output()
 		if err != nil || strings.TrimSpace(string(out)) != string(d.Registration.PodUID) {
 			t.Errorf("in the pod: %q, %v; want %s", out, err, d.Registration.PodUID)
 		}

@@ -263,7 +263,7 @@ func (n *nodesEnv) startRollout(t *testing.T, args ...string) *rolloutRun {
 	// rollout reads is the node's own part of it, the lines under the
 	// pod's kubelet directory (the parent of its registration directory).
 	all = append(all, "--mounts-command", "sh", "--mounts-command", "-c",
-		"--mounts-command", `grep -F " ${PLUGIN_CONTAINERS_DIR%/*}/" /proc/self/mountinfo || true`)
+		"--mounts-command", `grep -F " ${MOUNTPOD_REGISTRATION_DIR%/*}/" /proc/self/mountinfo || true`)
 	r.cmd = exec.Command(n.bin, append(all, "glusterfs-mountpod")...)
 	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+n.sa.Path)
 	r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr

@@ -290,7 +290,7 @@ func (g *glusterEnv) assertShimLists(t *testing.T, bin, dir string, daemon int) 
 	for _, mode := range execModes {
 		env := []string{
 			"CONTAINER_RUNTIME_ENDPOINT=" + g.bed.Env.CRIEndpoint,
-			"PLUGIN_CONTAINERS_DIR=" + g.bed.Env.RegistrationDir,
+			shim.EnvRegistrationDir + "=" + g.bed.Env.RegistrationDir,
 			shim.EnvExecMode + "=" + string(mode),
 		}
 		r := runShim(t, env, bin, "status", "--plugin", plugin, "-o", "json")

@@ -48,7 +48,7 @@ func BenchmarkShimLive(b *testing.B) {
 		b.Fatal(err)
 	}
 	id := bed.RunningContainerID(b, pod.UID, "mount", time.Minute)
-	env := append(os.Environ(), "CONTAINER_RUNTIME_ENDPOINT="+bed.Env.CRIEndpoint, "PLUGIN_CONTAINERS_DIR="+bed.Env.RegistrationDir)
+	env := append(os.Environ(), "CONTAINER_RUNTIME_ENDPOINT="+bed.Env.CRIEndpoint, shim.EnvRegistrationDir+"="+bed.Env.RegistrationDir)
 	// The socket path measured is the shim's own: the socket proves the
 	// container live, and neither the helper nor the runtime is asked.
 	out, err := exec.Command(shimBin, "--registration-dir", bed.Env.RegistrationDir, "--verbose", "--exec-mode", "socket",

@@ -118,7 +118,7 @@ func TestShim(t *testing.T) {
 	bin := buildShim(t)
 	env := []string{
 		"CONTAINER_RUNTIME_ENDPOINT=" + bed.Env.CRIEndpoint,
-		"PLUGIN_CONTAINERS_DIR=" + bed.Env.RegistrationDir,
+		shim.EnvRegistrationDir + "=" + bed.Env.RegistrationDir,
 	}
 	links := filepath.Join(t.TempDir(), "bin")
 	if r := runShim(t, env, bin, "install", "--dir", links, "--plugin", m.plugin, "rbd", "mount.glusterfs"); r.code != 0 {
@@ -179,7 +179,7 @@ func TestShim(t *testing.T) {
 				if err := registration.Write(bed.Env.RegistrationDir, plugin, reg); err != nil {
 					t.Fatal(err)
 				}
-				r := runShim(t, slices.Concat(env, []string{shim.EnvVerbose + "=1"}), bin, "run", "--plugin", plugin, "--", "sh", "-c", `echo "$POD_UID"`)
+				r := runShim(t, slices.Concat(env, []string{shim.EnvVerbose + "=1"}), bin, "run", "--plugin", plugin, "--", "sh", "-c", `echo "$MOUNTPOD_POD_UID"`)
 				decisions, stderr := shimLog(r.stderr)
 				if r.code != 0 || r.stdout != string(pod.UID)+"\n" {
 					t.Fatalf("code %d, stdout %q, stderr %q; want the pod's UID %s", r.code, r.stdout, stderr, pod.UID)
@@ -303,7 +303,7 @@ func (s *shimInPod) test(t *testing.T) {
 	bed, m, pod, bin, run := s.bed, s.m, s.pod, s.bin, s.run
 	t.Run("exit codes and streams in the pod", func(t *testing.T) {
 		for _, code := range []int{0, 1, 2, 32, 37, 255} {
-			r := run(t, "sh", "-c", `echo "out $POD_UID"; echo err >&2; exit `+strconv.Itoa(code))
+			r := run(t, "sh", "-c", `echo "out $MOUNTPOD_POD_UID"; echo err >&2; exit `+strconv.Itoa(code))
 			if r.code != code || r.stdout != "out "+string(pod.UID)+"\n" || r.stderr != "err\n" {
 				t.Errorf("exit %d: got code %d, stdout %q, stderr %q (want the pod's UID %s)", code, r.code, r.stdout, r.stderr, pod.UID)
 			}
@@ -325,7 +325,7 @@ func (s *shimInPod) test(t *testing.T) {
 		if err := os.WriteFile(alone, data, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		r := runShim(t, s.env, alone, "run", "--plugin", m.plugin, "--", "sh", "-c", `echo "$POD_UID"`)
+		r := runShim(t, s.env, alone, "run", "--plugin", m.plugin, "--", "sh", "-c", `echo "$MOUNTPOD_POD_UID"`)
 		if s.via == mcexec.ViaSocket {
 			decisions, stderr := shimLog(r.stderr)
 			if r.code != 0 || r.stdout != string(pod.UID)+"\n" {

@@ -114,10 +114,24 @@ func TestLoadSettings(t *testing.T) {
 	}
 
 	writeFile(t, exe+".json", `{"plugin":"example.com/gluster","registrationDir":"/r","runtimeEndpoint":"/run/x.sock","timeout":"5s"}`, 0o644)
-	env := map[string]string{"PLUGIN_CONTAINERS_DIR": "/env/r", "CONTAINER_RUNTIME_ENDPOINT": "unix:///env.sock"}
+	env := map[string]string{flexvolume.EnvRegistrationDir: "/env/r", "CONTAINER_RUNTIME_ENDPOINT": "unix:///env.sock"}
 	s, err = flexvolume.LoadSettings(exe, func(k string) string { return env[k] })
 	if err != nil || s.Plugin != "example.com/gluster" || s.RegistrationDir != "/env/r" || s.RuntimeEndpoint != "unix:///env.sock" || s.TimeoutDuration() != 5*time.Second {
 		t.Fatalf("file + env: %+v %v", s, err)
+	}
+	if len(s.OldNames()) != 0 {
+		t.Errorf("the current names read as old ones: %v", s.OldNames())
+	}
+	// The registration directory's old variable still gives it, after the
+	// new one, and is reported for the log.
+	env = map[string]string{"PLUGIN_CONTAINERS_DIR": "/old/r"}
+	s, err = flexvolume.LoadSettings(exe, func(k string) string { return env[k] })
+	if err != nil || s.RegistrationDir != "/old/r" || len(s.OldNames()) != 1 || s.OldNames()[0].Old != "PLUGIN_CONTAINERS_DIR" || s.OldNames()[0].New != flexvolume.EnvRegistrationDir {
+		t.Fatalf("old name: %+v %v, old names %v", s, err, s.OldNames())
+	}
+	env[flexvolume.EnvRegistrationDir] = "/new/r"
+	if s, err = flexvolume.LoadSettings(exe, func(k string) string { return env[k] }); err != nil || s.RegistrationDir != "/new/r" || len(s.OldNames()) != 0 {
+		t.Fatalf("both names: %+v %v; want the new one's", s, err)
 	}
 	if s.Mode() != mcexec.ModeAuto || s.LogFile != "" {
 		t.Fatalf("exec mode %q, log file %q; want auto and none by default", s.Mode(), s.LogFile)

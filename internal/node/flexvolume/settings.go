@@ -18,6 +18,7 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs/known"
+	"github.com/mountcontainers/mountcontainers/internal/shared/oldnames"
 	"github.com/mountcontainers/mountcontainers/pkg/cri"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
@@ -53,7 +54,7 @@ const SettingsSuffix = ".json"
 // Environment variables that override the settings file.
 const (
 	EnvPlugin          = "MOUNTCONTAINERS_FLEXVOLUME_PLUGIN"
-	EnvRegistrationDir = "PLUGIN_CONTAINERS_DIR"
+	EnvRegistrationDir = "MOUNTCONTAINERS_FLEXVOLUME_REGISTRATION_DIR"
 	EnvTimeout         = "MOUNTCONTAINERS_FLEXVOLUME_TIMEOUT"
 	EnvExecMode        = "MOUNTCONTAINERS_FLEXVOLUME_EXEC_MODE"
 	EnvLogFile         = "MOUNTCONTAINERS_FLEXVOLUME_LOG_FILE"
@@ -63,8 +64,12 @@ const (
 	// commas.
 	EnvAllowedServers = "MOUNTCONTAINERS_FLEXVOLUME_ALLOWED_SERVERS"
 	// The runtime endpoint is overridden by cri.EnvEndpoint
-	// (CONTAINER_RUNTIME_ENDPOINT).
+	// (CONTAINER_RUNTIME_ENDPOINT, crictl's).
 )
+
+// envRenames are the variables renamed to the driver's prefix, still read
+// after the new names.
+var envRenames = []oldnames.Rename{{Old: "PLUGIN_CONTAINERS_DIR", New: EnvRegistrationDir}}
 
 const maxSettingsSize = 64 << 10
 
@@ -118,7 +123,14 @@ type Settings struct {
 
 	// missing is the settings file [LoadSettings] did not find, if so.
 	missing string
+	// oldNames are the deprecated variables [LoadSettings] read.
+	oldNames []oldnames.Rename
 }
+
+// OldNames returns the deprecated variables that gave a setting, each with
+// the name to use instead. The driver cannot warn on its standard streams
+// (the kubelet reads them as its reply): it logs them to its log file.
+func (s Settings) OldNames() []oldnames.Rename { return s.oldNames }
 
 // Validate checks the settings.
 func (s Settings) Validate() error {
@@ -290,8 +302,14 @@ func LoadSettings(exe string, getenv func(string) string) (Settings, error) {
 		EnvExecMode: &s.ExecMode, EnvLogFile: &s.LogFile,
 		EnvFilesystem: &s.Filesystem, EnvSecretsDir: &s.SecretsDir,
 	} {
-		if v := getenv(env); v != "" {
-			*field = v
+		for _, name := range oldnames.Vars(env, envRenames) {
+			if v := getenv(name); v != "" {
+				*field = v
+				if name != env {
+					s.oldNames = append(s.oldNames, oldnames.Rename{Old: name, New: env})
+				}
+				break
+			}
 		}
 	}
 	if v := getenv(EnvAllowedServers); v != "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/shared/cliexit"
+	"github.com/mountcontainers/mountcontainers/internal/shared/oldnames"
 	"github.com/mountcontainers/mountcontainers/internal/shared/version"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -22,9 +23,10 @@ const DefaultTimeout = 2 * time.Minute
 
 // Environment variables of the global settings.
 const (
-	// EnvRuntimeEndpoint is the variable of package cri (and crictl).
+	// EnvRuntimeEndpoint is the variable of package cri (and crictl),
+	// shared with them: the one variable without the shim's prefix.
 	EnvRuntimeEndpoint = "CONTAINER_RUNTIME_ENDPOINT"
-	EnvRegistrationDir = "PLUGIN_CONTAINERS_DIR"
+	EnvRegistrationDir = "KUBELET_EXEC_SHIM_REGISTRATION_DIR"
 	EnvHostMode        = "KUBELET_EXEC_SHIM_HOST_MODE"
 	EnvHostRoot        = "KUBELET_EXEC_SHIM_HOST_ROOT"
 	EnvTimeout         = "KUBELET_EXEC_SHIM_TIMEOUT"
@@ -92,8 +94,17 @@ type Backend interface {
 // tool for the plugin recorded at install time. When the runtime is needed
 // it replaces the process with [HelperName], passing args on, so stdio must
 // be the process's own standard streams.
+// The old names of its variables are read and warned of here (package
+// oldnames), not again by the helper it is replaced with.
 func Main(ctx context.Context, args []string, stdio IO) int {
+	oldnames.Env(stdio.Stderr, BinaryName, envRenames)
 	return MainWith(ctx, args, stdio, &launcher{args: args})
+}
+
+// envRenames are the variables renamed to the shim's prefix, still read
+// after the new names.
+var envRenames = []oldnames.Rename{
+	{Old: "PLUGIN_CONTAINERS_DIR", New: EnvRegistrationDir},
 }
 
 // MainWith is [Main] with the given backend.
@@ -164,7 +175,7 @@ func globalFlags(cfg *Config) []cli.Flag {
 		},
 		&cli.StringFlag{
 			Name: "registration-dir", Usage: "Directory of the plugin-container registrations.",
-			EnvVars: []string{EnvRegistrationDir}, Value: registration.DefaultDir, Destination: &cfg.RegistrationDir,
+			EnvVars: oldnames.Vars(EnvRegistrationDir, envRenames), Value: registration.DefaultDir, Destination: &cfg.RegistrationDir,
 		},
 		&cli.DurationFlag{
 			Name: "timeout", Usage: "Longest a utility may run; it is then stopped and the shim exits 124.",

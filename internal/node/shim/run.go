@@ -13,6 +13,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/node/execclient"
 	"github.com/mountcontainers/mountcontainers/internal/shared/cliexit"
+	"github.com/mountcontainers/mountcontainers/internal/shared/oldnames"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -157,15 +158,15 @@ func multiCall(ctx context.Context, tool string, args []string, stdio IO, b Back
 		return ExitShimFailed
 	}
 	cfg := &Config{
-		RegistrationDir: envOr(EnvRegistrationDir, m.RegistrationDir, registration.DefaultDir),
-		RuntimeEndpoint: envOr(EnvRuntimeEndpoint, m.RuntimeEndpoint, ""),
-		HostMode:        envOr(EnvHostMode, m.HostMode, HostModeOS),
-		HostRoot:        envOr(EnvHostRoot, m.HostRoot, "/host"),
+		RegistrationDir: envOr(oldnames.Vars(EnvRegistrationDir, envRenames), m.RegistrationDir, registration.DefaultDir),
+		RuntimeEndpoint: envOr([]string{EnvRuntimeEndpoint}, m.RuntimeEndpoint, ""),
+		HostMode:        envOr([]string{EnvHostMode}, m.HostMode, HostModeOS),
+		HostRoot:        envOr([]string{EnvHostRoot}, m.HostRoot, "/host"),
 		Timeout:         DefaultTimeout,
 		Verbose:         os.Getenv(EnvVerbose) != "",
 		LogLevel:        os.Getenv(EnvLogLevel),
 		LogFormat:       os.Getenv(EnvLogFormat),
-		ExecMode:        envOr(EnvExecMode, "", ExecModes[0]),
+		ExecMode:        envOr([]string{EnvExecMode}, "", ExecModes[0]),
 	}
 	if v := os.Getenv(EnvTimeout); v != "" {
 		d, err := time.ParseDuration(v)
@@ -181,9 +182,11 @@ func multiCall(ctx context.Context, tool string, args []string, stdio IO, b Back
 	return b.Run(ctx, cfg, plugin, append([]string{tool}, args...), stdio)
 }
 
-func envOr(name, recorded, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+func envOr(names []string, recorded, def string) string {
+	for _, name := range names {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
 	}
 	if recorded != "" {
 		return recorded

@@ -97,7 +97,7 @@ func liveRegistration(t *testing.T, plugin string) (registration.Registration, [
 	stop := execservertest.Serve(t, filepath.Join(dir, reg.ExecSocket), execserver.Config{Identity: execserver.Identity{
 		PodNamespace: reg.PodNamespace, PodName: reg.PodName, PodUID: reg.PodUID, ContainerName: reg.ContainerName,
 	}})
-	return reg, []string{"CONTAINER_RUNTIME_ENDPOINT=" + endpoint, "PLUGIN_CONTAINERS_DIR=" + dir}, stop
+	return reg, []string{"CONTAINER_RUNTIME_ENDPOINT=" + endpoint, shim.EnvRegistrationDir + "=" + dir}, stop
 }
 
 // TestStatusListsTheMountsInThePluginsScopes checks that status asks a
@@ -116,7 +116,7 @@ func TestStatusListsTheMountsInThePluginsScopes(t *testing.T) {
 		{"target": "/k/pods/c/volumes/v3", "source": "m:/", "fstype": "fuse.ceph-fuse", "daemons": [43], "plugin": "kubernetes.io/cephfs", "scope": "mount-3", "scoped": true, "healthy": true},
 		{"target": "/k/pods/d/volumes/v4", "source": "s:/v4", "fstype": "fuse.glusterfs", "daemons": [44], "scoped": false, "healthy": true}
 	], "orphanScopes": []}`
-	script := "#!/bin/sh\n[ \"$*\" = \"status -o json --plugin " + plugin + "\" ] || { echo \"unexpected arguments: $*\" >&2; exit 2; }\ncat <<'EOF'\n" + report + "\nEOF\n"
+	script := "#!/bin/sh\n[ \"$*\" = \"status -o json --plugins " + plugin + "\" ] || { echo \"unexpected arguments: $*\" >&2; exit 2; }\ncat <<'EOF'\n" + report + "\nEOF\n"
 	if err := os.WriteFile(filepath.Join(bin, "mountpod"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -182,4 +182,24 @@ func ownContainerID(t *testing.T) string {
 		}
 	}
 	return "abc"
+}
+
+// TestOldRegistrationDirName: PLUGIN_CONTAINERS_DIR, the registration
+// directory's variable before the shim's variables had its prefix, still
+// leads the shim to the registration, and is warned of once.
+func TestOldRegistrationDirName(t *testing.T) {
+	const plugin = "kubernetes.io/rbd"
+	_, env, _ := liveRegistration(t, plugin)
+	for i, e := range env {
+		if v, ok := strings.CutPrefix(e, shim.EnvRegistrationDir+"="); ok {
+			env[i] = "PLUGIN_CONTAINERS_DIR=" + v
+		}
+	}
+	r := run(t, env, "", shimBin, "--verbose", "--exec-mode", "socket", "run", "--plugin", plugin, "--", "echo", "hi")
+	if r.code != 0 || r.stdout != "hi\n" || !strings.Contains(r.stderr, "decision.via=exec-socket") {
+		t.Fatalf("run with the old variable: %+v; want it through the registration's exec socket", r)
+	}
+	if w := "PLUGIN_CONTAINERS_DIR is deprecated: set " + shim.EnvRegistrationDir; strings.Count(r.stderr, w) != 1 {
+		t.Errorf("stderr %q does not say once %q", r.stderr, w)
+	}
 }

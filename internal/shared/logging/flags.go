@@ -14,13 +14,15 @@ const (
 	FlagLevel  = "log-level"
 )
 
-// Flags returns --log-format and --log-level, read from [EnvFormat]
-// and [EnvLevel] when not given; the defaults are text and info.
-func Flags() []cli.Flag {
+// Flags returns --log-format and --log-level, read from envPrefix followed
+// by [SuffixFormat] and [SuffixLevel] when not given (MOUNTPOD_LOG_LEVEL),
+// then from the deprecated [EnvFormat] and [EnvLevel]; the defaults are
+// text and info.
+func Flags(envPrefix string) []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: FlagFormat, EnvVars: []string{EnvFormat}, Value: FormatText,
+		&cli.StringFlag{Name: FlagFormat, EnvVars: []string{envPrefix + SuffixFormat, EnvFormat}, Value: FormatText,
 			Usage: "Format of the log on stderr: " + strings.Join(Formats, " or ") + " (one object per line)."},
-		&cli.StringFlag{Name: FlagLevel, EnvVars: []string{EnvLevel}, Value: "info",
+		&cli.StringFlag{Name: FlagLevel, EnvVars: []string{envPrefix + SuffixLevel, EnvLevel}, Value: "info",
 			Usage: "Least level logged: " + strings.Join(Levels, ", ") + "."},
 	}
 }

@@ -33,7 +33,15 @@ import (
 	"strings"
 )
 
-// Environment variables of [Flags], read when a flag is not given.
+// The variables of [Flags] are the binary's prefix followed by these,
+// read when a flag is not given.
+const (
+	SuffixFormat = "LOG_FORMAT"
+	SuffixLevel  = "LOG_LEVEL"
+)
+
+// The variables every binary read before each had a prefix of its own,
+// still read as deprecated aliases (package oldnames).
 const (
 	EnvFormat = "MOUNTCONTAINERS_LOG_FORMAT"
 	EnvLevel  = "MOUNTCONTAINERS_LOG_LEVEL"

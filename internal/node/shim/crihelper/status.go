@@ -112,7 +112,7 @@ func liveMounts(ctx context.Context, r *mcexec.Resolver, plugin string) ([]shim.
 	}
 	ctx, cancel := context.WithTimeout(ctx, mountsTimeout)
 	defer cancel()
-	cmd := e.CommandContext(ctx, "mountpod", "status", "-o", "json", "--plugin", plugin)
+	cmd := e.CommandContext(ctx, "mountpod", "status", "-o", "json", "--plugins", plugin)
 	var stdout, stderr bytes.Buffer
 	cmd.SetStdout(&stdout)
 	cmd.SetStderr(&stderr)
