@@ -301,6 +301,48 @@ func TestChartValues(t *testing.T) {
 	})
 }
 
+// TestChartStorageClasses: the StorageClass the chart makes from the
+// parameters of deploy/csi/<plugin>/storageclass-example.yaml is that
+// example; without parameters the render fails, naming the value.
+func TestChartStorageClasses(t *testing.T) {
+	for _, fs := range []string{"glusterfs", "cephfs"} {
+		t.Run(fs, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("csi", fs, "storageclass-example.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := decodeObjects(t, "the example", data)
+			if len(want) != 1 {
+				t.Fatalf("the example holds %d objects", len(want))
+			}
+			var key string
+			for key = range want {
+			}
+			example := want[key]
+			set := []string{`plugins.cephfs.allowedServers=10.0.0.1`, "storageClasses." + fs + ".create=true",
+				"storageClasses." + fs + ".name=" + example["metadata"].(map[string]any)["name"].(string)}
+			for k, v := range example["parameters"].(map[string]any) {
+				set = append(set, "storageClasses."+fs+".parameters."+strings.ReplaceAll(k, ".", `\.`)+"="+strings.ReplaceAll(v.(string), ",", `\,`))
+			}
+			objs, err := helmTemplate(t, set...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := objs[key]
+			if !ok {
+				t.Fatalf("the chart renders no %s", key)
+			}
+			example["metadata"].(map[string]any)["labels"] = map[string]any{"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/part-of": "mountcontainers"}
+			if d := cmp.Diff(example, got); d != "" {
+				t.Errorf("%s differs between the example (-) and the chart (+):\n%s", key, d)
+			}
+			if _, err := helmTemplate(t, set[0], set[1]); err == nil || !strings.Contains(err.Error(), "storageClasses."+fs+".parameters") {
+				t.Errorf("a StorageClass without parameters: %v, want a failure naming the value", err)
+			}
+		})
+	}
+}
+
 // containerImages returns every container's image, by object and container.
 func containerImages(t *testing.T, objs map[string]map[string]any) map[string]string {
 	t.Helper()
