@@ -51,7 +51,7 @@ GO_TEST_JSON  = 2>&1 | $(TESTSUMMARY) $(if $(V),-v) $${TEST_DIGEST:+-digest "$$T
 .PHONY: unit
 unit: ## Run the unit tests with the race detector (no root needed; a few minutes), failures summarised at the end.
 	@$(GO) build -o $(TESTSUMMARY) ./test/tools/testsummary
-	HELM=$$(test/tools/helm.sh) CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) -json ./... $(GO_TEST_JSON)
+	HELM=$$(test/tools/tool.sh helm) CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) -json ./... $(GO_TEST_JSON)
 
 # Fuzz targets as package:Target[:count]; a target without a count runs
 # FUZZTIME. The slower targets have smaller counts, so that `make fuzz`
@@ -108,6 +108,10 @@ e2e-nodes: ## Run the three-node suite alone: rollouts that move writers between
 e2e-systemd: ## Run the layout-dependent tests (scopes, recovery, the node itself) on a node with systemd as PID 1: containerd and the kubelet as its services on the systemd cgroup driver, scopes as transient units (root; test/README.md).
 	E2E_SUITES=systemd test/bed/e2e.sh
 
+.PHONY: e2e-quickstart
+e2e-quickstart: ## Run docs/quickstart.md's commands as written against the bed: images built and pushed to a registry stand-in, helm install, a pod writing to a GlusterFS claim (root; test/README.md).
+	E2E_TAGS=e2e_quickstart E2E_RUN='^TestQuickstart$$' test/bed/e2e.sh
+
 .PHONY: conformance
 conformance: ## Run Kubernetes' External Storage e2e suite against the CSI driver, everything it qualifies for, [Serial] and [Slow] included (root; test/README.md).
 	CONFORMANCE_SET=all E2E_SUITES=conformance test/bed/e2e.sh
@@ -123,11 +127,11 @@ e2e-scale: ## Run the three-node suite with the rollout plan at full scale: 500 
 # Every build tag of the tests at once: the files of e2e, e2e_load and
 # e2e_nodes compile together and no file needs a tag to be absent, so one
 # run of each checker sees every file.
-VERIFY_TAGS := e2e,e2e_load,e2e_nodes,e2e_conformance,e2e_systemd
+VERIFY_TAGS := e2e,e2e_load,e2e_nodes,e2e_conformance,e2e_systemd,e2e_quickstart
 
 .PHONY: chart
-chart: ## helm lint and helm template of charts/mountcontainers, held against the kustomize overlays (deploy/charts_test.go; helm built once by test/tools/helm.sh). Part of `make unit`.
-	HELM=$$(test/tools/helm.sh) $(GO) test -count=1 -run '^TestChart' ./deploy
+chart: ## helm lint and helm template of charts/mountcontainers, held against the kustomize overlays (deploy/charts_test.go; helm built once by test/tools/tool.sh helm). Part of `make unit`.
+	HELM=$$(test/tools/tool.sh helm) $(GO) test -count=1 -run '^TestChart' ./deploy
 
 .PHONY: verify
 verify: ## Check formatting, go vet and staticcheck (of every file, the e2e-tagged ones included).

@@ -27,7 +27,7 @@ const (
 	cephPlaceholder = "<the Ceph monitors: see deploy/README.md>"
 )
 
-// helmBinary returns the helm that test/tools/helm.sh built ($HELM; `make
+// helmBinary returns the helm that test/tools/tool.sh helm built ($HELM; `make
 // unit` and `make chart` set it). Without it the chart's tests are skipped
 // on a developer's machine and fail in CI, where a skip would hide them.
 func helmBinary(t *testing.T) string {
@@ -35,7 +35,7 @@ func helmBinary(t *testing.T) string {
 	h := os.Getenv("HELM")
 	if h == "" {
 		if os.Getenv("CI") != "" {
-			t.Fatal("HELM is not set: run the unit tests through `make unit` (it builds helm with test/tools/helm.sh)")
+			t.Fatal("HELM is not set: run the unit tests through `make unit` (it builds helm with test/tools/tool.sh helm)")
 		}
 		t.Skip("HELM is not set: `make unit` or `make chart` builds helm and sets it")
 	}

@@ -46,6 +46,7 @@ sysnode_up() {
 	# (a storage server's container) holds the node's poweroff for 15 s,
 	# not systemd's default 90.
 	printf '[Manager]\nDefaultTimeoutStopSec=15s\n' >"$root/etc/systemd/system.conf.d/bed.conf"
+	mkdir -p "$ctrd/certs.d"
 	containerd_config "$ctrd" "$BED_DIR/runc" true >"$root/etc/containerd/config.toml"
 	cat >"$root/usr/local/sbin/bed-init" <<-'EOF'
 		#!/bin/sh

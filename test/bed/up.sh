@@ -107,7 +107,7 @@ VOLUME_PLUGIN_DIR=${N_DIR[1]}/volume-plugins
 
 mkdir -p "$PKI" "$STATE/pids" "$BED_DIR/cni/net.d" "$BED_DIR/cni/ipam" "$BED_DIR/etcd" "$BED_DIR/loop"
 for ((i = 1; i <= BED_NODES; i++)); do
-	mkdir -p "${N_DIR[i]}/containerd" "${N_DIR[i]}/runc" "${N_ROOT[i]}" "${N_DIR[i]}/volume-plugins" "${N_DIR[i]}/pod-logs"
+	mkdir -p "${N_DIR[i]}/containerd/certs.d" "${N_DIR[i]}/runc" "${N_ROOT[i]}" "${N_DIR[i]}/volume-plugins" "${N_DIR[i]}/pod-logs"
 done
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
@@ -282,6 +282,10 @@ containerd_config() {
 		  [plugins."io.containerd.grpc.v1.cri".cni]
 		    bin_dir = "/usr/lib/cni"
 		    conf_dir = "$BED_DIR/cni/net.d"
+		  # Registry hosts (<host>/hosts.toml), read at each pull: empty but
+		  # for the quickstart's registry stand-in (test/e2e/quickstart_test.go).
+		  [plugins."io.containerd.grpc.v1.cri".registry]
+		    config_path = "$ctrd/certs.d"
 	EOF
 }
 

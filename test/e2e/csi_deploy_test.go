@@ -64,7 +64,7 @@ type csiDeployment struct {
 func (c *csiDeployment) driver() string { return c.fs + ".mountcontainers.io" }
 
 // helmInstall installs charts/mountcontainers with c's plugin alone, as an
-// administrator does with helm (test/tools/helm.sh's, built from its
+// administrator does with helm (test/tools/tool.sh helm, built from its
 // module), in place of the plugin's mount pod that deploy/FS applied: the
 // chart's objects are the overlays' (deploy/charts_test.go), so the bed's
 // changes to them are test/demo/manifests.sh's, made by the post-renderer
@@ -74,7 +74,7 @@ func (c *csiDeployment) driver() string { return c.fs + ".mountcontainers.io" }
 func (c *csiDeployment) helmInstall(t *testing.T, root, out string) {
 	t.Helper()
 	bed := c.bed
-	h := strings.TrimSpace(run(t, 10*time.Minute, filepath.Join(root, "test/tools/helm.sh")))
+	h := strings.TrimSpace(run(t, 10*time.Minute, filepath.Join(root, "test/tools/tool.sh"), "helm"))
 	helm := func(timeout time.Duration, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()

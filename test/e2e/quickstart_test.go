@@ -1,0 +1,288 @@
+//go:build e2e && e2e_quickstart
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mountcontainers/mountcontainers/test/framework"
+)
+
+// docBlock is one ```sh block of a document, under its section.
+type docBlock struct {
+	section, text string
+}
+
+// shBlocks returns the ```sh blocks of the Markdown file path, in order.
+func shBlocks(t *testing.T, path string) []docBlock {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var blocks []docBlock
+	var section string
+	var cur *strings.Builder
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case cur != nil && line == "```":
+			blocks = append(blocks, docBlock{section, cur.String()})
+			cur = nil
+		case cur != nil:
+			cur.WriteString(line + "\n")
+		case line == "```sh":
+			cur = &strings.Builder{}
+		case strings.HasPrefix(line, "## "):
+			section = strings.TrimPrefix(line, "## ")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cur != nil {
+		t.Fatalf("%s: a ```sh block is not closed", path)
+	}
+	return blocks
+}
+
+// TestQuickstart runs docs/quickstart.md as a new user would, each of its
+// commands as written, against the bed: the images built from this
+// checkout and pushed to a registry (the bed's stand-in, crane's, which
+// the node's containerd pulls from, as it does docker.io's and
+// registry.k8s.io's images: the busybox and the external-provisioner the
+// bed has built), the chart installed with them pinned by digest, and a
+// pod that writes to a claim of the StorageClass the chart made. The
+// writer's lines are read on the GlusterFS brick; the quickstart's removal
+// leaves no claim, volume or release. The bed's one change is its node's
+// paths: the helm on the commands' PATH adds test/demo/manifests.sh's
+// post-renderer to their helm install.
+func TestQuickstart(t *testing.T) {
+	bed := framework.Current(t)
+	ctx := context.Background()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := setupGlusterfs(t, bed)
+	// The quickstart installs the mount pod: the suite's goes first.
+	bed.DeleteKustomize(t, filepath.Join(g.out, "mountpod"), 3*time.Minute)
+	csiImages(t, root)
+	run(t, 2*time.Minute, filepath.Join(root, "test/bed/images.sh"), "build", "e2e-busybox",
+		filepath.Join(root, "test/images/e2e-busybox/Dockerfile"), filepath.Join(root, "test/images/e2e-busybox"))
+
+	// The registry stand-in, on a free port of the loopback.
+	tool := func(name string) string {
+		return strings.TrimSpace(run(t, 10*time.Minute, filepath.Join(root, "test/tools/tool.sh"), name))
+	}
+	crane, helm := tool("crane"), tool("helm")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	registryHost := l.Addr().String()
+	l.Close()
+	srv := exec.Command(crane, "registry", "serve", "--address", registryHost)
+	srv.Stdout, srv.Stderr = os.Stderr, os.Stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	if err := framework.Poll(ctx, "the registry stand-in at "+registryHost, 100*time.Millisecond, 30*time.Second,
+		func(context.Context) (bool, string, error) {
+			c, err := net.Dial("tcp", registryHost)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil, fmt.Sprint(err), nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	// The node's containerd pulls from it: as itself, and as the mirror
+	// of docker.io and registry.k8s.io.
+	certs := filepath.Join(filepath.Dir(strings.TrimPrefix(bed.Env.CRIEndpoint, "unix://")), "certs.d")
+	for host, server := range map[string]string{registryHost: "http://" + registryHost, "docker.io": "https://registry-1.docker.io", "registry.k8s.io": "https://registry.k8s.io"} {
+		dir := filepath.Join(certs, host)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", server, "http://"+registryHost)
+		if err := os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+	}
+	// test/bed/lib.sh's cache: the image archives and buildah's storage.
+	cacheDir := os.Getenv("MC_CACHE_DIR")
+	if cacheDir == "" {
+		cacheDir = "/var/cache/mountcontainers"
+	}
+	// The upstream images the quickstart's pods name, the bed's builds.
+	for name, ref := range map[string]string{"e2e-busybox": "library/busybox:1.36", "csi-provisioner": "sig-storage/csi-provisioner:v6.4.0"} {
+		layout := t.TempDir()
+		archive := filepath.Join(cacheDir, "images/current", name+".tar")
+		run(t, 2*time.Minute, "tar", "-xf", archive, "-C", layout)
+		run(t, 2*time.Minute, crane, "push", "--insecure", layout, registryHost+"/"+ref)
+	}
+
+	// The commands' environment: the reader's settings, the bed's
+	// kubectl and kubeconfig, a helm that adds the bed's post-renderer to
+	// an install, and how this machine builds and pushes images (its
+	// buildah storage holds the base images; the stand-in speaks HTTP).
+	out := t.TempDir()
+	cmd := exec.Command(filepath.Join(root, "test/demo/manifests.sh"), out)
+	cmd.Env = append(os.Environ(), "GLUSTER_NAMESPACE="+g.ns, "BED_DIR="+bed.Env.BedDir)
+	if o, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("manifests.sh: %v\n%s", err, o)
+	}
+	bin := t.TempDir()
+	wrapper := fmt.Sprintf(`#!/bin/sh
+# The bed's helm: docs/quickstart.md's install, with the bed's paths.
+if [ "$1" = install ]; then
+	exec %q "$@" --post-renderer %q --post-renderer-args %q --post-renderer-args %q
+fi
+exec %q "$@"
+`, helm, filepath.Join(root, "test/demo/helm-post-render.sh"), filepath.Join(out, "helm-quickstart"), bed.Env.Kubectl, helm)
+	if err := os.WriteFile(filepath.Join(bin, "helm"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(bed.Env.Kubectl, filepath.Join(bin, "kubectl")); err != nil {
+		t.Fatal(err)
+	}
+	gomod, gocache := strings.TrimSpace(run(t, time.Minute, "go", "env", "GOMODCACHE")), strings.TrimSpace(run(t, time.Minute, "go", "env", "GOCACHE"))
+	goproxy := strings.TrimSpace(run(t, time.Minute, "go", "env", "GOPROXY"))
+	buildah := filepath.Join(cacheDir, "buildah")
+	registry := registryHost + "/storage"
+	env := append(os.Environ(),
+		"PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+bed.Env.Kubeconfig,
+		"HOME="+t.TempDir(), // helm's configuration: none of the machine's
+		"GOMODCACHE="+gomod, "GOCACHE="+gocache,
+		"BUILDAH=buildah --root "+buildah+"/storage --runroot "+buildah+"/run --storage-driver overlay",
+		"BUILD_ARGS=--pull=never --layers --build-arg GOPROXY="+goproxy+" -v "+gomod+":/go/pkg/mod -v "+gocache+":/root/.cache/go-build",
+		"PUSH_ARGS=--tls-verify=false",
+	)
+	settings := map[string]string{"REGISTRY": registry, "GLUSTER_SERVER": bed.Env.NodeName, "GLUSTER_VOLUME": glusterVolume}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		_ = bed.RunKubectl(ctx, "", "delete", "--ignore-not-found", "--wait", "--timeout=2m", "-f", filepath.Join(root, "docs/quickstart/writer.yaml")).Err
+		c := exec.CommandContext(ctx, helm, "uninstall", "mountcontainers", "--namespace", mountpodNS, "--ignore-not-found", "--wait")
+		c.Env = env
+		_ = c.Run()
+	})
+
+	blocks := shBlocks(t, filepath.Join(root, "docs/quickstart.md"))
+	ran := map[string]bool{}
+	runBlock := func(b docBlock) string {
+		t.Helper()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+		defer cancel()
+		c := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", b.text)
+		c.Dir = root
+		c.Env = env
+		for k, v := range settings {
+			c.Env = append(c.Env, k+"="+v)
+		}
+		o, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("docs/quickstart.md, %q:\n%s\nfailed: %v\n%s", b.section, b.text, err, o)
+		}
+		t.Logf("docs/quickstart.md, %q (%s):\n%s%s", b.section, time.Since(start).Round(time.Millisecond), b.text, o)
+		ran[b.section] = true
+		return string(o)
+	}
+	var removal []docBlock
+	var last string
+	for _, b := range blocks {
+		switch {
+		case strings.HasPrefix(b.text, "# Your settings:\n"):
+			// The bed's, in the environment above; the block must set
+			// exactly those.
+			for k := range settings {
+				if !strings.Contains(b.text, "export "+k+"=") {
+					t.Fatalf("docs/quickstart.md's settings no longer set %s:\n%s", k, b.text)
+				}
+			}
+			if n := strings.Count(b.text, "export "); n != len(settings) {
+				t.Fatalf("docs/quickstart.md's settings set %d variables, the test %d:\n%s", n, len(settings), b.text)
+			}
+		case b.section == "Remove it":
+			removal = append(removal, b)
+		default:
+			last = runBlock(b)
+		}
+	}
+	for _, s := range []string{"1. Build and push the images", "2. Install", "3. Check the install", "4. A first volume"} {
+		if !ran[s] {
+			t.Fatalf("docs/quickstart.md has no commands under %q any more: the test follows its sections", s)
+		}
+	}
+
+	// The last command printed the writer's last line; the brick holds
+	// the lines: the volume is the GlusterFS one.
+	if strings.TrimSpace(last) == "" {
+		t.Fatal("the writer's last line is empty")
+	}
+	pvc, err := bed.Client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "quickstart", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv, err := bed.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || pv.Spec.CSI == nil || pv.Spec.CSI.Driver != "glusterfs.mountcontainers.io" {
+		t.Fatalf("the claim's volume %s: %v, %+v; want one of glusterfs.mountcontainers.io", pvc.Spec.VolumeName, err, pv)
+	}
+	brickDir := g.brick + "/" + pv.Spec.CSI.VolumeAttributes["subdir"]
+	onBrick := bed.MustExec(t, g.ns, "glusterfs-server", "server", "cat", brickDir+"/hello")
+	if !strings.Contains(onBrick, strings.TrimSpace(last)) {
+		t.Errorf("the brick's %s/hello lacks the line the pod printed (%q):\n%s", brickDir, strings.TrimSpace(last), onBrick)
+	}
+	// Every pod of the release runs the image pushed, pinned by digest.
+	for _, sel := range []string{"app.kubernetes.io/instance=glusterfs-mountpod", "app.kubernetes.io/instance=csi-glusterfs-node"} {
+		pods := bed.WaitPodsBySelector(t, mountpodNS, sel, 1, true, time.Minute)
+		for _, c := range pods[0].Spec.Containers {
+			if c.Name == "csi-provisioner" {
+				continue
+			}
+			if !strings.HasPrefix(c.Image, registry+"/mountcontainers/") || !strings.Contains(c.Image, "@sha256:") {
+				t.Errorf("pod %s, container %s runs %s; want an image of %s pinned by digest", pods[0].Name, c.Name, c.Image, registry)
+			}
+		}
+	}
+	t.Logf("the claim's lines are on the brick (%d bytes in %s/hello)", len(onBrick), brickDir)
+
+	// The quickstart's removal leaves no claim, volume or release.
+	for _, b := range removal {
+		runBlock(b)
+	}
+	if !ran["Remove it"] {
+		t.Fatal("docs/quickstart.md has no commands under \"Remove it\" any more")
+	}
+	bed.WaitPodGone(t, "default", "quickstart-writer", "", time.Minute)
+	if err := framework.Poll(ctx, "the claim's volume and directory gone", time.Second, 2*time.Minute,
+		func(ctx context.Context) (bool, string, error) {
+			if _, err := bed.Client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{}); err == nil {
+				return false, "PersistentVolume " + pv.Name + " still there", nil
+			}
+			_, _, err := bed.Exec(ctx, 20*time.Second, g.ns, "glusterfs-server", "server", "test", "-e", brickDir)
+			return err != nil, brickDir + " still on the brick", nil
+		}); err != nil {
+		t.Error(err)
+	}
+	if left := strings.TrimSpace(bed.Kubectl(t, "-n", mountpodNS, "get", "daemonsets,deployments", "-l", "app.kubernetes.io/managed-by=Helm", "-o", "name")); left != "" {
+		t.Errorf("helm uninstall left %s", left)
+	}
+}
