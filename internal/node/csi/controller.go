@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -161,6 +162,40 @@ func glusterIDOf(params map[string]string, dir string) (glusterVolumeID, error) 
 	return id, nil
 }
 
+// makeShared makes the directory name of root, which other controllers
+// may be making at the same moment through mounts of their own. A
+// directory that is there already will do; mkdir can say it exists while
+// this mount's lookup does not see it yet (seen through two GlusterFS
+// clients at once), so the lookup is asked again a few times, over about a
+// second, before the error is returned. Anything else but a directory
+// there is an error.
+func makeShared(root *os.Root, name string) error {
+	const tries, pause = 10, 100 * time.Millisecond
+	var err error
+	for try := range tries {
+		if try > 0 {
+			time.Sleep(pause)
+		}
+		if err = root.Mkdir(name, 0o700); err == nil || !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		fi, serr := lstatShared(root, name)
+		switch {
+		case serr == nil && fi.IsDir():
+			return nil
+		case serr == nil:
+			return fmt.Errorf("%s is a %s, not a directory", name, fi.Mode().Type())
+		case !errors.Is(serr, fs.ErrNotExist):
+			return serr
+		}
+	}
+	return err
+}
+
+// lstatShared is root.Lstat; a test makes it late, as a mount whose
+// lookup does not yet see what another mount made.
+var lstatShared = func(root *os.Root, name string) (fs.FileInfo, error) { return root.Lstat(name) }
+
 // createDir makes the volume's directory and its capacity record; a
 // volume made before with the same capacity is made already, with another
 // one it is AlreadyExists.
@@ -169,7 +204,7 @@ func glusterIDOf(params map[string]string, dir string) (glusterVolumeID, error) 
 var createDirOf = createDir
 
 func createDir(root *os.Root, dir string, capacity int64) error {
-	if err := root.MkdirAll(metadataDir, 0o700); err != nil {
+	if err := makeShared(root, metadataDir); err != nil {
 		return status.Errorf(codes.Internal, "create %s: %v", metadataDir, err)
 	}
 	record := metadataDir + "/" + dir
