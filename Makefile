@@ -72,7 +72,8 @@ FUZZ_TARGETS := \
 	./internal/pod/execserver:FuzzCheckStart:30000x \
 	./internal/shared/mountinfo:FuzzUnescape:100000x \
 	./internal/shared/fs/glusterfs/clientargs:FuzzArgs:50000x \
-	./pkg/execbatch:FuzzDecodeRequest:50000x
+	./pkg/execbatch:FuzzDecodeRequest:50000x \
+	./internal/shared/oldnames:FuzzFlags:100000x
 # FUZZLONG is what `make fuzz-long` runs: a number N is N times each
 # target's count (about N times two minutes); a duration (10m) or a count
 # (5000000x) is each target's -fuzztime.

@@ -68,3 +68,42 @@ func TestFlags(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFlags: whatever the arguments, Flags keeps their number and order,
+// changes none after "--", and leaves no old name spelt as a flag before
+// it; each old name is warned of at most once.
+func FuzzFlags(f *testing.F) {
+	for _, seed := range []string{"serve --plugin a", "--plugin=b -- --plugin", "---plugin -plugin", "-", "--=x --"} {
+		f.Add(seed)
+	}
+	renames := []Rename{{"plugin", "plugins"}, {"install-shim", "install-shim-dir"}}
+	f.Fuzz(func(t *testing.T, line string) {
+		args := append([]string{"prog"}, strings.Fields(line)...)
+		var stderr bytes.Buffer
+		got := Flags(&stderr, "prog", args, renames)
+		if len(got) != len(args) {
+			t.Fatalf("Flags(%q) = %q: %d arguments, want %d", args, got, len(got), len(args))
+		}
+		dash := slices.Index(args, "--")
+		for i := range args {
+			if dash >= 0 && i >= dash {
+				if got[i] != args[i] {
+					t.Fatalf("Flags(%q) changed %q after --", args, args[i])
+				}
+				continue
+			}
+			for _, r := range renames {
+				for _, old := range []string{"-" + r.Old, "--" + r.Old} {
+					if got[i] == old || strings.HasPrefix(got[i], old+"=") {
+						t.Fatalf("Flags(%q) left %q", args, got[i])
+					}
+				}
+			}
+		}
+		for _, r := range renames {
+			if n := strings.Count(stderr.String(), "--"+r.Old+" is deprecated"); n > 1 {
+				t.Fatalf("Flags(%q) warned %d times of --%s", args, n, r.Old)
+			}
+		}
+	})
+}
