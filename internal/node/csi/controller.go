@@ -192,6 +192,38 @@ func makeShared(root *os.Root, name string) error {
 	return err
 }
 
+// writeRecordShared writes record whole (a temporary file renamed). The
+// metadata directory was just found, but a mount of GlusterFS whose view
+// of it is older than another client's mkdir can still say it does not
+// exist (seen on the bed, two controllers at once): on that error the
+// directory is looked up again (makeShared) and the write tried again, a
+// few times over about a second.
+func writeRecordShared(root *os.Root, record string, data []byte) error {
+	const tries, pause = 10, 100 * time.Millisecond
+	var err error
+	for try := range tries {
+		if try > 0 {
+			time.Sleep(pause)
+			if err := makeShared(root, metadataDir); err != nil {
+				return err
+			}
+		}
+		if err = writeRecordFile(root, record, data); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
+// writeRecordFile writes record through a temporary file renamed into
+// place; a test makes it fail as a late view of the directory would.
+var writeRecordFile = func(root *os.Root, record string, data []byte) error {
+	if err := root.WriteFile(record+".tmp", data, 0o600); err != nil {
+		return err
+	}
+	return root.Rename(record+".tmp", record)
+}
+
 // lstatShared is root.Lstat; a test makes it late, as a mount whose
 // lookup does not yet see what another mount made.
 var lstatShared = func(root *os.Root, name string) (fs.FileInfo, error) { return root.Lstat(name) }
@@ -216,10 +248,7 @@ func createDir(root *os.Root, dir string, capacity int64) error {
 			return status.Errorf(codes.AlreadyExists, "volume %s exists with a capacity of %s bytes, not %d", dir, strings.TrimSpace(string(data)), capacity)
 		}
 	case errors.Is(err, fs.ErrNotExist):
-		if err := root.WriteFile(record+".tmp", []byte(strconv.FormatInt(capacity, 10)+"\n"), 0o600); err != nil {
-			return status.Errorf(codes.Internal, "record volume %s: %v", dir, err)
-		}
-		if err := root.Rename(record+".tmp", record); err != nil {
+		if err := writeRecordShared(root, record, []byte(strconv.FormatInt(capacity, 10)+"\n")); err != nil {
 			return status.Errorf(codes.Internal, "record volume %s: %v", dir, err)
 		}
 		created = true

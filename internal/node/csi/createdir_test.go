@@ -90,3 +90,39 @@ func TestCreateDirLateLookup(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateDirLateDirectory: the metadata directory is found, but writing
+// the record in it says it does not exist, as a GlusterFS client's older
+// view does after another's mkdir: the write is tried again and the
+// volume made; a view that never catches up ends in the error, after a
+// bounded number of tries.
+func TestCreateDirLateDirectory(t *testing.T) {
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	real := writeRecordFile
+	t.Cleanup(func() { writeRecordFile = real })
+	for _, late := range []int{2, 1000} {
+		calls := 0
+		writeRecordFile = func(root *os.Root, record string, data []byte) error {
+			if calls++; calls <= late {
+				return &fs.PathError{Op: "openat", Path: record + ".tmp", Err: fs.ErrNotExist}
+			}
+			return real(root, record, data)
+		}
+		dir := fmt.Sprintf("pvc-%d", late)
+		err := createDir(root, dir, 1<<20)
+		switch {
+		case late == 2 && (err != nil || calls != 3):
+			t.Errorf("the directory seen late twice: %v after %d writes; want the volume made after 3", err, calls)
+		case late == 2:
+			if fi, err := root.Stat(dir); err != nil || !fi.IsDir() {
+				t.Errorf("volume %s not made: %v", dir, err)
+			}
+		case err == nil || calls > 10:
+			t.Errorf("the directory never seen: %v after %d writes; want an error within 10", err, calls)
+		}
+	}
+}
