@@ -16,6 +16,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 
@@ -65,8 +66,10 @@ func shBlocks(t *testing.T, path string) []docBlock {
 // the node's containerd pulls from, as it does docker.io's and
 // registry.k8s.io's images: the busybox and the external-provisioner the
 // bed has built), the chart installed with them pinned by digest, and a
-// pod that writes to a claim of the StorageClass the chart made. The
-// writer's lines are read on the GlusterFS brick; the quickstart's removal
+// pod that writes to a claim of the StorageClass the chart made, staged
+// through the mount pod's exec socket (the default exec mode's path, read
+// from the node plugin's log). The writer's lines are read on the
+// GlusterFS brick; the quickstart's removal
 // leaves no claim, volume or release. The bed's one change is its node's
 // paths: the helm on the commands' PATH adds test/demo/manifests.sh's
 // post-renderer to their helm install.
@@ -265,6 +268,16 @@ exec %q "$@"
 		}
 	}
 	t.Logf("the claim's lines are on the brick (%d bytes in %s/hello)", len(onBrick), brickDir)
+	// The path the claim was staged through: the chart's default exec
+	// mode, auto, takes the mount pod's exec socket when it answers, as a
+	// live mount pod's does; CRI ExecSync is the fallback, not taken here.
+	node := bed.WaitPodsBySelector(t, mountpodNS, "app.kubernetes.io/instance=csi-glusterfs-node", 1, true, time.Minute)[0]
+	nodeLog := []byte(bed.Kubectl(t, "-n", mountpodNS, "logs", node.Name))
+	socket, cri := recordsVia(t, "node plugin "+node.Name, nodeLog, "staged", mcexec.ViaSocket), recordsVia(t, "node plugin "+node.Name, nodeLog, "staged", mcexec.ViaExecSync)
+	if socket != 1 || cri != 0 {
+		t.Errorf("the node plugin's log shows %d staging mounts via %s and %d via %s; want the claim's one via %s (auto, a live mount pod)",
+			socket, mcexec.ViaSocket, cri, mcexec.ViaExecSync, mcexec.ViaSocket)
+	}
 
 	// The quickstart's removal leaves no claim, volume or release.
 	for _, b := range removal {
