@@ -89,7 +89,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			"exec-batch exits 0 once it printed every command's result, whatever their exit codes.", exitFailure, exitUsage),
 		Writer:    stdout,
 		ErrWriter: stderr,
-		Commands:  []*cli.Command{serveCommand(stderr), checkCommand(stdout), statusCommand(stdout), reattachCommand(), execBatchCommand(stdout)},
+		Commands:  []*cli.Command{serveCommand(stderr), checkCommand(stdout), statusCommand(stdout), reattachCommand(), execBatchCommand(stdout), uninstallCommand()},
 		// main, not the library, turns errors into exit codes.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}

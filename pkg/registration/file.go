@@ -17,9 +17,12 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/shared/atomicfile"
 )
 
+// LockName is the directory's advisory lock file, shared by writers and
+// removers.
+const LockName = ".mountcontainers.lock"
+
 const (
-	// lockName is the advisory lock shared by writers and removers.
-	lockName = ".mountcontainers.lock"
+	lockName = LockName
 	// tempInfix separates the target name from the random part of a
 	// temporary file: ".kubernetes.io~glusterfs.json.tmp-1234".
 	tempInfix = ".tmp-"
