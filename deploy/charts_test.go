@@ -162,6 +162,35 @@ func TestChartMatchesOverlays(t *testing.T) {
 	if len(want) < 20 {
 		t.Fatalf("the overlays rendered %d objects; expected the four overlays' objects", len(want))
 	}
+	sameObjects(t, want, got)
+}
+
+// TestChartUninstall: with uninstall=true the chart renders deploy/uninstall's
+// DaemonSet and nothing else (no plugin's objects, so no Ceph monitors
+// needed), its Flexvolume directory the chart's.
+func TestChartUninstall(t *testing.T) {
+	want := overlayObjects(t, "uninstall")
+	if len(want) != 1 {
+		t.Fatalf("deploy/uninstall rendered %d objects; want its DaemonSet", len(want))
+	}
+	got, err := helmTemplate(t, "uninstall=true", "plugins.cephfs.allowedServers=")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameObjects(t, want, got)
+	got, err = helmTemplate(t, "uninstall=true", "flexvolumeDir=/home/kubernetes/flexvolume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(fmt.Sprint(got), "MOUNTPOD_INSTALL_FLEXVOLUME_DIR value:/home/kubernetes/flexvolume") {
+		t.Errorf("flexvolumeDir does not reach the uninstall: %v", got)
+	}
+}
+
+// sameObjects fails for each object of want the chart does not render
+// alike, and each it renders that want lacks.
+func sameObjects(t *testing.T, want, got map[string]map[string]any) {
+	t.Helper()
 	for _, k := range sortedKeys(want) {
 		g, ok := got[k]
 		if !ok {

@@ -14,12 +14,13 @@ repository:tag. Argument: one entry of .Values.images.
 {{- end -}}
 
 {{/*
-mountcontainers.plugins: the enabled plugins, in a fixed order, each with
+mountcontainers.plugins: the enabled plugins (none with uninstall), in a fixed order, each with
 what differs between them (the overlays deploy/glusterfs and deploy/cephfs),
 as YAML: a list of dicts. Argument: the root context.
 */}}
 {{- define "mountcontainers.plugins" -}}
 {{- $out := list -}}
+{{- if not .Values.uninstall -}}
 {{- with .Values.plugins.glusterfs -}}
 {{- if .enabled -}}
 {{- $out = append $out (dict "name" "glusterfs" "plugin" "kubernetes.io/glusterfs" "driver" "mountcontainers.io/glusterfs" "logDir" "glusterfs" "metricsPort" 9641 "shim" true "secrets" false "allowedServers" (.allowedServers | toString) "csi" .csi "csiTimeout" 150) -}}
@@ -29,6 +30,7 @@ as YAML: a list of dicts. Argument: the root context.
 {{- if .enabled -}}
 {{- $servers := required "plugins.cephfs.allowedServers: name the Ceph monitors volumes may use (a volume's key is sent to them), or set plugins.cephfs.enabled=false" .allowedServers -}}
 {{- $out = append $out (dict "name" "cephfs" "plugin" "kubernetes.io/cephfs" "driver" "mountcontainers.io/cephfs" "logDir" "ceph" "metricsPort" 9643 "shim" false "secrets" true "allowedServers" ($servers | toString) "csi" .csi "csiTimeout" 270) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml $out -}}
