@@ -153,8 +153,8 @@ func TestQuickstart(t *testing.T) {
 	}
 	bin := t.TempDir()
 	wrapper := fmt.Sprintf(`#!/bin/sh
-# The bed's helm: docs/quickstart.md's install, with the bed's paths.
-if [ "$1" = install ]; then
+# The bed's helm: docs/quickstart.md's install and uninstall, with the bed's paths.
+if [ "$1" = install ] || [ "$1" = upgrade ]; then
 	exec %q "$@" --post-renderer %q --post-renderer-args %q --post-renderer-args %q
 fi
 exec %q "$@"
@@ -202,6 +202,11 @@ exec %q "$@"
 		}
 		o, err := c.CombinedOutput()
 		if err != nil {
+			if strings.Contains(b.text, "mountcontainers-uninstall") {
+				// What the node's uninstall said (it names what is in use).
+				o = append(o, "\nthe uninstall's log:\n"...)
+				o = append(o, bed.RunKubectl(context.Background(), "", "-n", mountpodNS, "logs", "-l", "app.kubernetes.io/name=mountcontainers-uninstall", "-c", "uninstall", "--tail=50").Stdout...)
+			}
 			t.Fatalf("docs/quickstart.md, %q:\n%s\nfailed: %v\n%s", b.section, b.text, err, o)
 		}
 		t.Logf("docs/quickstart.md, %q (%s):\n%s%s", b.section, time.Since(start).Round(time.Millisecond), b.text, o)
@@ -278,10 +283,13 @@ exec %q "$@"
 		t.Errorf("the node plugin's log shows %d staging mounts; want the claim's one, via %s (auto, a live mount pod)", n, mcexec.ViaSocket)
 	}
 
-	// The quickstart's removal leaves no claim, volume or release.
+	// The quickstart's removal leaves no claim, volume or release, and
+	// nothing of the mount pod and the CSI driver on the node.
+	nodeAll, _ := nodeFiles(t, bed)
 	for _, b := range removal {
 		runBlock(b)
 	}
+	checkNodeClean(t, nodeAll)
 	if !ran["Remove it"] {
 		t.Fatal("docs/quickstart.md has no commands under \"Remove it\" any more")
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 	"github.com/mountcontainers/mountcontainers/test/framework"
@@ -24,7 +25,7 @@ import (
 // log names the path) with the FUSE daemon in a transient scope unit of
 // the node's systemd under the slice docs/scopes.md names, and ends with
 // no scope unit, slice or cgroup of the mounts left once the volumes, the
-// mount pod and (the uninstall step docs/scopes.md gives) the plugins'
+// mount pod and (the node's uninstall, deploy/uninstall) the plugins'
 // slices are gone.
 func TestSystemdNode(t *testing.T) {
 	bed := framework.Current(t)
@@ -110,7 +111,12 @@ func TestSystemdNode(t *testing.T) {
 		}
 		bed.Kubectl(t, "delete", "--wait", "--timeout=2m", "-k", filepath.Join(g.out, "mountpod"))
 		top, _ := strings.CutSuffix(strings.SplitN(slice, "-", 2)[0], ".slice")
-		nodeRun(t, env, "systemctl", "stop", top+".slice")
+		// The node's uninstall (deploy/uninstall, with the bed's paths):
+		// `mountpod uninstall` stops the plugins' slices through systemd.
+		uninstall := filepath.Join(g.out, "uninstall")
+		bed.ApplyKustomize(t, uninstall)
+		t.Logf("the uninstall:\n%s", uninstallLog(t, bed))
+		bed.DeleteKustomize(t, uninstall, 2*time.Minute)
 		// (Unit names hold "\x2d": no glob patterns here, which would
 		// take the backslash as an escape.)
 		for _, line := range strings.Split(nodeRun(t, env, "systemctl", "list-units", "--all", "--plain", "--no-legend"), "\n") {
