@@ -85,7 +85,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Name:    "mountpod",
 		Usage:   "Register this container as the carrier of volume plugins' utilities (MountContainers).",
 		Version: version,
-		Description: fmt.Sprintf("Exit codes: 0 done; %d serve failed, check found the pod not ready, status could not survey the mounts, or reattach failed; %d bad flags or configuration, or a batch exec-batch refused. "+
+		Description: fmt.Sprintf("Exit codes: 0 done; %d serve failed, check found the pod not ready, status could not survey the mounts, reattach failed, or uninstall found the node in use or could not remove a path; %d bad flags or configuration, or a batch exec-batch refused. "+
 			"exec-batch exits 0 once it printed every command's result, whatever their exit codes.", exitFailure, exitUsage),
 		Writer:    stdout,
 		ErrWriter: stderr,

@@ -67,6 +67,9 @@ func uninstallCommand() *cli.Command {
 				CSIDrivers:        c.StringSlice("csi-drivers"),
 				Wait:              c.Duration("wait"),
 			}
+			if err := u.Validate(); err != nil {
+				return cli.Exit(err.Error(), exitUsage)
+			}
 			enabled, cfg, err := scope.ConfigFromEnv(os.Getenv)
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)

@@ -93,7 +93,7 @@ func (u Uninstall) Run(log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := u.validate(); err != nil {
+	if err := u.Validate(); err != nil {
 		return err
 	}
 	r, err := openNodeRoot(u.HostRoot)
@@ -172,7 +172,9 @@ func (u Uninstall) Run(log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
-func (u Uninstall) validate() error {
+// Validate checks u's paths and names: clean absolute paths, valid plugin
+// and driver names.
+func (u Uninstall) Validate() error {
 	var errs []error
 	for _, p := range []string{u.RegistrationDir, u.FlexvolumeDir, u.RunDir, u.LogDir, u.KubeletDir} {
 		if _, err := rel(p); err != nil {
