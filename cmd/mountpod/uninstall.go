@@ -39,7 +39,7 @@ func uninstallCommand() *cli.Command {
 			&cli.StringFlag{Name: "daemon-log-dir", EnvVars: []string{"MOUNTPOD_DAEMON_LOG_DIR"}, Value: hostinstall.DefaultLogDir, Usage: "Directory of the FUSE daemons' logs, removed whole."},
 			&cli.StringFlag{Name: "host-root", EnvVars: []string{"MOUNTPOD_HOST_ROOT"}, Value: hostinstall.DefaultHostRoot, Usage: "Where the node's root directory is seen (the host's PID 1's root; / on the node itself)."},
 			&cli.StringFlag{Name: "host-mountinfo", EnvVars: []string{"MOUNTPOD_HOST_MOUNTINFO"}, Value: hostinstall.DefaultMountinfo, Usage: "The node's mount table."},
-			&cli.DurationFlag{Name: "wait", EnvVars: []string{"MOUNTPOD_UNINSTALL_WAIT"}, Value: 2 * time.Minute, Usage: "How long to wait for the mount pods, CSI node plugins and mounts to go."},
+			&cli.DurationFlag{Name: "wait", EnvVars: []string{"MOUNTPOD_WAIT"}, Value: 2 * time.Minute, Usage: "How long to wait for the mount pods, CSI node plugins and mounts to go."},
 		}, logging.Flags("MOUNTPOD_")...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
