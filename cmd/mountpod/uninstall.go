@@ -23,7 +23,7 @@ func uninstallCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "uninstall",
 		Usage: "Remove everything the mount pods and CSI node plugins left on this node, once nothing uses it.",
-		Description: "Run on the node, or in a privileged pod with the host's PID namespace (deploy/uninstall), after the mount pods and CSI drivers are deleted. " +
+		Description: "Run on the node, or in a privileged pod with the host's PID namespace and the node's / mounted (deploy/uninstall), after the mount pods and CSI drivers are deleted. " +
 			"It removes the Flexvolume drivers and their log files, kubelet-exec-shim and its links, the plugins' registrations, exec sockets and mount records, the CSI drivers' sockets, the secrets and exec-batch directory, the FUSE daemons' logs, and the scopes' cgroups or systemd slices. " +
 			"Every path is resolved beneath --host-root without following a symbolic link; a link found is removed itself, a mount point found stops the removal. " +
 			"While a mount pod or CSI node plugin still answers, a scope has processes or a mount of the drivers is left, it waits up to --wait, then removes nothing, prints what is in use and exits 1.",
@@ -37,7 +37,7 @@ func uninstallCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "csi-drivers", EnvVars: []string{"MOUNTPOD_CSI_DRIVERS"}, Value: cli.NewStringSlice(hostinstall.DefaultCSIDrivers...), Usage: "CSI drivers whose sockets are removed from the kubelet's directory."},
 			&cli.StringFlag{Name: "run-dir", EnvVars: []string{"MOUNTPOD_RUN_DIR"}, Value: hostinstall.DefaultRunDir, Usage: "Directory of the drivers' secrets and exec batches, removed whole."},
 			&cli.StringFlag{Name: "daemon-log-dir", EnvVars: []string{"MOUNTPOD_DAEMON_LOG_DIR"}, Value: hostinstall.DefaultLogDir, Usage: "Directory of the FUSE daemons' logs, removed whole."},
-			&cli.StringFlag{Name: "host-root", EnvVars: []string{"MOUNTPOD_HOST_ROOT"}, Value: hostinstall.DefaultHostRoot, Usage: "Where the node's root directory is seen (the host's PID 1's root; / on the node itself)."},
+			&cli.StringFlag{Name: "host-root", EnvVars: []string{"MOUNTPOD_HOST_ROOT"}, Value: hostinstall.DefaultHostRoot, Usage: "Where the node's root directory is seen: / on the node itself, the mount of its / in a pod (deploy/uninstall mounts it at /host, its mounts propagated from the node)."},
 			&cli.StringFlag{Name: "host-mountinfo", EnvVars: []string{"MOUNTPOD_HOST_MOUNTINFO"}, Value: hostinstall.DefaultMountinfo, Usage: "The node's mount table."},
 			&cli.DurationFlag{Name: "wait", EnvVars: []string{"MOUNTPOD_WAIT"}, Value: 2 * time.Minute, Usage: "How long to wait for the mount pods, CSI node plugins and mounts to go."},
 		}, logging.Flags("MOUNTPOD_")...),

@@ -258,19 +258,19 @@ patches:
     patch: |-
       - {op: replace, path: /spec/template/spec/initContainers/0/imagePullPolicy, value: Never}
       - {op: replace, path: /spec/template/spec/containers/0/imagePullPolicy, value: Never}
-      - {op: test, path: /spec/template/spec/initContainers/0/env/1/name, value: MOUNTPOD_REGISTRATION_DIR}
-      - {op: replace, path: /spec/template/spec/initContainers/0/env/1/value, value: $REGISTRATION_DIR}
-      - {op: test, path: /spec/template/spec/initContainers/0/env/2/name, value: MOUNTPOD_KUBELET_DIR}
-      - {op: replace, path: /spec/template/spec/initContainers/0/env/2/value, value: $KUBELET_ROOT}
-      - {op: test, path: /spec/template/spec/initContainers/0/env/3/name, value: MOUNTPOD_INSTALL_FLEXVOLUME_DIR}
-      - {op: replace, path: /spec/template/spec/initContainers/0/env/3/value, value: $VOLUME_PLUGIN_DIR}
-      - {op: test, path: /spec/template/spec/initContainers/0/env/4/name, value: MOUNTPOD_INSTALL_SHIM_DIR}
-      - {op: replace, path: /spec/template/spec/initContainers/0/env/4/value, value: $shim_dir}
-      - {op: test, path: /spec/template/spec/initContainers/0/env/7/name, value: MOUNTPOD_SCOPE_PARENT}
-      - {op: replace, path: /spec/template/spec/initContainers/0/env/7/value, value: $BED_SCOPE_PARENT}
+      - {op: test, path: /spec/template/spec/initContainers/0/env/2/name, value: MOUNTPOD_REGISTRATION_DIR}
+      - {op: replace, path: /spec/template/spec/initContainers/0/env/2/value, value: $REGISTRATION_DIR}
+      - {op: test, path: /spec/template/spec/initContainers/0/env/3/name, value: MOUNTPOD_KUBELET_DIR}
+      - {op: replace, path: /spec/template/spec/initContainers/0/env/3/value, value: $KUBELET_ROOT}
+      - {op: test, path: /spec/template/spec/initContainers/0/env/4/name, value: MOUNTPOD_INSTALL_FLEXVOLUME_DIR}
+      - {op: replace, path: /spec/template/spec/initContainers/0/env/4/value, value: $VOLUME_PLUGIN_DIR}
+      - {op: test, path: /spec/template/spec/initContainers/0/env/5/name, value: MOUNTPOD_INSTALL_SHIM_DIR}
+      - {op: replace, path: /spec/template/spec/initContainers/0/env/5/value, value: $shim_dir}
+      - {op: test, path: /spec/template/spec/initContainers/0/env/8/name, value: MOUNTPOD_SCOPE_PARENT}
+      - {op: replace, path: /spec/template/spec/initContainers/0/env/8/value, value: $BED_SCOPE_PARENT}
       - {op: add, path: /spec/template/spec/initContainers/0/env/-, value: {name: MOUNTPOD_DAEMON_LOG_DIR, value: $BED_DIR/logs/glusterfs-client}}
-      - {op: test, path: /spec/template/spec/volumes/1/name, value: systemd-run}
-      - {op: replace, path: /spec/template/spec/volumes/1/hostPath/path, value: $systemd_run}
+      - {op: test, path: /spec/template/spec/volumes/2/name, value: systemd-run}
+      - {op: replace, path: /spec/template/spec/volumes/2/hostPath/path, value: $systemd_run}
 YAML
 
 	# entries FILE KEY: the entries of the top-level KEY of a kustomization

@@ -28,7 +28,7 @@ import (
 
 // Defaults of [Uninstall], as the overlays place things.
 const (
-	DefaultHostRoot  = "/proc/1/root"
+	DefaultHostRoot  = "/"
 	DefaultMountinfo = "/proc/1/mountinfo"
 	DefaultRunDir    = "/run/mountcontainers"
 	DefaultLogDir    = "/var/log/mountcontainers"
@@ -48,8 +48,8 @@ var (
 // pods and the CSI node plugins leave on a node. Every path is a node
 // path, resolved beneath HostRoot.
 type Uninstall struct {
-	// HostRoot is where the node's / is seen: DefaultHostRoot in a pod
-	// with the host's PID namespace.
+	// HostRoot is where the node's / is seen: DefaultHostRoot on the
+	// node, the hostPath mount of / in a pod (deploy/uninstall: /host).
 	HostRoot string
 	// Mountinfo is the node's mount table (DefaultMountinfo).
 	Mountinfo string
