@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"bytes"
+	stdjson "encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -326,6 +327,39 @@ func TestChartValues(t *testing.T) {
 		}
 		if len(objs) != len(defaults)-4 {
 			t.Errorf("policy off: %d objects, want the %d of the defaults less two policies and their bindings", len(objs), len(defaults))
+		}
+	})
+
+	t.Run("KubeletDir", func(t *testing.T) {
+		const dir = "/var/lib/k0s/kubelet"
+		for _, set := range [][]string{{"kubeletDir=" + dir}, {"kubeletDir=" + dir, "uninstall=true"}} {
+			objs := render(t, set...)
+			data, err := stdjson.Marshal(objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(data), "/var/lib/kubelet") {
+				t.Errorf("with %v, /var/lib/kubelet is still rendered:\n%s", set, data)
+			}
+			if !strings.Contains(string(data), dir+"/plugin-containers") {
+				t.Errorf("with %v, the registration directory is not beneath %s", set, dir)
+			}
+			for k, o := range objs {
+				for _, c := range containers(o) {
+					if c["name"] != "csi-driver" {
+						continue
+					}
+					args := fmt.Sprint(c["args"])
+					if !strings.Contains(args, "--kubelet-dir="+dir+" ") || !strings.Contains(args, "--registration-dir="+dir+"/plugin-containers ") {
+						t.Errorf("%s: the CSI driver is not told the kubelet's directory: %s", k, args)
+					}
+				}
+			}
+		}
+		for _, bad := range []string{"var/lib/kubelet", "/var/lib/kubelet/", "/a,b"} {
+			if _, err := helmTemplate(t, ceph, "kubeletDir="+bad); err == nil || !strings.Contains(err.Error(), "kubeletDir") {
+				t.Errorf("kubeletDir=%s: %v; want the render refused naming kubeletDir", bad, err)
+			}
 		}
 	})
 }

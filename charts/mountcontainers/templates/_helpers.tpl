@@ -51,3 +51,15 @@ app.kubernetes.io/part-of: mountcontainers
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: mountcontainers
 {{- end -}}
+
+{{/*
+mountcontainers.kubeletArgs: the CSI driver's flags for a kubelet directory
+other than /var/lib/kubelet (its default): as a YAML list's items, or
+nothing. Argument: the root context.
+*/}}
+{{- define "mountcontainers.kubeletArgs" -}}
+{{- if ne .Values.kubeletDir "/var/lib/kubelet" -}}
+- {{ printf "--kubelet-dir=%s" .Values.kubeletDir | quote }}
+- {{ printf "--registration-dir=%s/plugin-containers" .Values.kubeletDir | quote }}
+{{- end -}}
+{{- end -}}
