@@ -37,7 +37,7 @@ func uninstallCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "csi-drivers", EnvVars: []string{"MOUNTPOD_CSI_DRIVERS"}, Value: cli.NewStringSlice(hostinstall.DefaultCSIDrivers...), Usage: "CSI drivers whose sockets are removed from the kubelet's directory."},
 			&cli.StringFlag{Name: "run-dir", EnvVars: []string{"MOUNTPOD_RUN_DIR"}, Value: hostinstall.DefaultRunDir, Usage: "Directory of the drivers' secrets and exec batches, removed whole."},
 			&cli.StringFlag{Name: "daemon-log-dir", EnvVars: []string{"MOUNTPOD_DAEMON_LOG_DIR"}, Value: hostinstall.DefaultLogDir, Usage: "Directory of the FUSE daemons' logs, removed whole."},
-			&cli.StringFlag{Name: "host-root", EnvVars: []string{"MOUNTPOD_HOST_ROOT"}, Value: hostinstall.DefaultHostRoot, Usage: "Where the node's root directory is seen: / on the node itself, the mount of its / in a pod (deploy/uninstall mounts it at /host, its mounts propagated from the node)."},
+			&cli.StringFlag{Name: "host-root", EnvVars: []string{"MOUNTPOD_HOST_ROOT"}, Value: hostinstall.DefaultHostRoot, Usage: "Where the node's root directory is seen: / on the node itself, the mount of its / in a pod (deploy/uninstall mounts it at /host)."},
 			&cli.StringFlag{Name: "host-mountinfo", EnvVars: []string{"MOUNTPOD_HOST_MOUNTINFO"}, Value: hostinstall.DefaultMountinfo, Usage: "The node's mount table."},
 			&cli.DurationFlag{Name: "wait", EnvVars: []string{"MOUNTPOD_WAIT"}, Value: 2 * time.Minute, Usage: "How long to wait for the mount pods, CSI node plugins and mounts to go."},
 		}, logging.Flags("MOUNTPOD_")...),

@@ -26,6 +26,11 @@ const maxDepth = 32
 type nodeRoot struct {
 	fd   int
 	name string // for messages: the root as given
+	// mountPoints are the node's, from its mount table: nothing at or
+	// above one is removed, whether or not this process's view of the
+	// root has the mount (a pod's copy of the node's / does not get the
+	// mounts made after it started).
+	mountPoints []string
 }
 
 func openNodeRoot(dir string) (*nodeRoot, error) {
@@ -186,6 +191,9 @@ func fileType(mode uint32) string {
 // removed itself), or an empty directory; it reports whether something
 // was removed. A directory that is not empty is left, with no error.
 func (r *nodeRoot) remove(p string) (bool, error) {
+	if err := r.holdsNoMount(p); err != nil {
+		return false, err
+	}
 	dfd, base, ok, err := r.parent(p)
 	if err != nil || !ok {
 		return false, err
@@ -222,6 +230,9 @@ func (r *nodeRoot) remove(p string) (bool, error) {
 // error naming it (nothing on another file system is touched). It
 // reports whether p existed.
 func (r *nodeRoot) removeAll(p string) (bool, error) {
+	if err := r.holdsNoMount(p); err != nil {
+		return false, err
+	}
 	dfd, base, ok, err := r.parent(p)
 	if err != nil || !ok {
 		return false, err
@@ -232,6 +243,17 @@ func (r *nodeRoot) removeAll(p string) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// holdsNoMount fails when node path p is a mount point of the node's, or
+// holds one.
+func (r *nodeRoot) holdsNoMount(p string) error {
+	for _, m := range r.mountPoints {
+		if m == p || strings.HasPrefix(m, p+"/") {
+			return fmt.Errorf("%s is a mount point: refused (unmount it first)", m)
+		}
+	}
+	return nil
 }
 
 func removeAt(dfd int, name, p string, depth int) error {

@@ -118,6 +118,15 @@ func (u Uninstall) Run(log *slog.Logger) error {
 		}
 		time.Sleep(time.Second)
 	}
+	// The node's mount points, read once nothing uses the node: what the
+	// removals must not touch.
+	mounts, err := mountinfo.ParseFile(u.Mountinfo)
+	if err != nil {
+		return fmt.Errorf("read the node's mounts: %w", err)
+	}
+	for _, m := range mounts {
+		r.mountPoints = append(r.mountPoints, path.Clean(m.MountPoint))
+	}
 	var errs []error
 	removed := func(what, p string, ok bool, err error) {
 		if err != nil {

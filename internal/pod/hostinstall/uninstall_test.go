@@ -343,6 +343,23 @@ func TestUninstallHostile(t *testing.T) {
 			t.Error("the rest was not removed")
 		}
 	})
+	t.Run("mount point in the node's table only", func(t *testing.T) {
+		// A pod's copy of the node's / lacks the mounts made after it
+		// started: the node's mount table still names them.
+		n := newFakeNode(t)
+		n.write(t, n.at(DefaultLogDir, "glusterfs", "mnt", "file"), "keep")
+		n.write(t, n.u.Mountinfo, "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n60 1 0:60 / "+DefaultLogDir+"/glusterfs/mnt rw - tmpfs tmpfs rw\n")
+		err := n.u.Run(nil)
+		if err == nil || !strings.Contains(err.Error(), DefaultLogDir+"/glusterfs/mnt is a mount point: refused") {
+			t.Fatalf("Run = %v; want the mount point refused", err)
+		}
+		if !n.exists(DefaultLogDir + "/glusterfs/mnt/file") {
+			t.Error("a file beneath the mount point removed")
+		}
+		if n.exists(DefaultRunDir) {
+			t.Error("the rest was not removed")
+		}
+	})
 	t.Run("bad paths", func(t *testing.T) {
 		n := newFakeNode(t)
 		n.u.LogDir = "var/log/x"
