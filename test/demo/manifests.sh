@@ -268,7 +268,7 @@ patches:
       - {op: replace, path: /spec/template/spec/initContainers/0/env/5/value, value: $shim_dir}
       - {op: test, path: /spec/template/spec/initContainers/0/env/8/name, value: MOUNTPOD_SCOPE_PARENT}
       - {op: replace, path: /spec/template/spec/initContainers/0/env/8/value, value: $BED_SCOPE_PARENT}
-      - {op: add, path: /spec/template/spec/initContainers/0/env/-, value: {name: MOUNTPOD_DAEMON_LOG_DIR, value: $BED_DIR/logs/glusterfs-client}}
+      - {op: add, path: /spec/template/spec/initContainers/0/env/-, value: {name: MOUNTPOD_DAEMON_LOG_DIRS, value: "$BED_DIR/logs/glusterfs-client,$BED_DIR/logs/ceph-client"}}
       - {op: test, path: /spec/template/spec/volumes/2/name, value: systemd-run}
       - {op: replace, path: /spec/template/spec/volumes/2/hostPath/path, value: $systemd_run}
 YAML

@@ -63,9 +63,10 @@ type Uninstall struct {
 	FlexvolumeDrivers []string
 	// ShimDir is where kubelet-exec-shim was installed; "" for none.
 	ShimDir string
-	// RunDir holds the drivers' secrets and exec batches; LogDir the FUSE
-	// daemons' logs. Both are removed whole.
-	RunDir, LogDir string
+	// RunDir holds the drivers' secrets and exec batches; LogDirs the FUSE
+	// daemons' logs. They are removed whole.
+	RunDir  string
+	LogDirs []string
 	// KubeletDir is the kubelet's root directory and CSIDrivers the names
 	// of the CSI drivers whose sockets are under its plugins/.
 	KubeletDir string
@@ -165,7 +166,7 @@ func (u Uninstall) Run(log *slog.Logger) error {
 			removed("CSI driver socket", p, ok, err)
 		}
 	}
-	for _, p := range []string{u.RunDir, u.LogDir} {
+	for _, p := range append([]string{u.RunDir}, u.LogDirs...) {
 		ok, err := r.removeAll(p)
 		removed("directory", p, ok, err)
 	}
@@ -185,7 +186,7 @@ func (u Uninstall) Run(log *slog.Logger) error {
 // and driver names.
 func (u Uninstall) Validate() error {
 	var errs []error
-	for _, p := range []string{u.RegistrationDir, u.FlexvolumeDir, u.RunDir, u.LogDir, u.KubeletDir} {
+	for _, p := range append([]string{u.RegistrationDir, u.FlexvolumeDir, u.RunDir, u.KubeletDir}, u.LogDirs...) {
 		if _, err := rel(p); err != nil {
 			errs = append(errs, err)
 		}

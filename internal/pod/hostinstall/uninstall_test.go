@@ -45,7 +45,7 @@ func newFakeNode(t *testing.T) *fakeNode {
 		Plugins:         []string{"kubernetes.io/glusterfs", "kubernetes.io/cephfs"},
 		RegistrationDir: "/var/lib/kubelet/plugin-containers",
 		FlexvolumeDir:   "/usr/libexec/kubernetes/kubelet-plugins/volume/exec", FlexvolumeDrivers: DefaultDrivers,
-		ShimDir: DefaultShimDir, RunDir: DefaultRunDir, LogDir: DefaultLogDir,
+		ShimDir: DefaultShimDir, RunDir: DefaultRunDir, LogDirs: []string{DefaultLogDir},
 		KubeletDir: DefaultKubelet, CSIDrivers: DefaultCSIDrivers,
 	}}
 	bin := t.TempDir()
@@ -362,7 +362,7 @@ func TestUninstallHostile(t *testing.T) {
 	})
 	t.Run("bad paths", func(t *testing.T) {
 		n := newFakeNode(t)
-		n.u.LogDir = "var/log/x"
+		n.u.LogDirs = []string{"var/log/x"}
 		n.u.RunDir = "/run/../etc"
 		n.u.FlexvolumeDrivers = []string{"../x"}
 		err := n.u.Run(nil)
