@@ -299,6 +299,7 @@ YAML
 			"resources:" "  - chart.yaml" "patches:"
 		entries "$out/mountpod/kustomization.yaml" patches
 		entries "$out/csi-glusterfs/kustomization.yaml" patches
+		entries "$out/csi-cephfs/kustomization.yaml" patches
 		entries "$out/uninstall/kustomization.yaml" patches
 	} | grep -v -e imagePullPolicy -e '[-]-allowed-servers' -e 'ALLOWED_SERVERS' -e 'value: "'"$host_name"'"}' >"$out/helm-quickstart/kustomization.yaml"
 fi

@@ -178,6 +178,12 @@ exec %q "$@"
 		"PUSH_ARGS=--tls-verify=false",
 	)
 	settings := map[string]string{"REGISTRY": registry, "GLUSTER_SERVER": bed.Env.NodeName, "GLUSTER_VOLUME": glusterVolume}
+	// CephFS (section 5): the bed's Ceph, its keys in files as an
+	// administrator hands them over, and the cephfs mount pod's bed paths.
+	ceph := quickstartCeph(t, bed, root, filepath.Join(out, "helm-quickstart", "kustomization.yaml"))
+	for k, v := range ceph.settings {
+		settings[k] = v
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
@@ -214,7 +220,7 @@ exec %q "$@"
 		return string(o)
 	}
 	var removal []docBlock
-	var last string
+	outputs := map[string]string{}
 	for _, b := range blocks {
 		switch {
 		case strings.HasPrefix(b.text, "# Your settings:\n"):
@@ -231,19 +237,19 @@ exec %q "$@"
 		case b.section == "Remove it":
 			removal = append(removal, b)
 		default:
-			last = runBlock(b)
+			outputs[b.section] = runBlock(b)
 		}
 	}
-	for _, s := range []string{"1. Build and push the images", "2. Install", "3. Check the install", "4. A first volume"} {
+	for _, s := range []string{"1. Build and push the images", "2. Install", "3. Check the install", "4. A first volume", "5. A CephFS volume"} {
 		if !ran[s] {
 			t.Fatalf("docs/quickstart.md has no commands under %q any more: the test follows its sections", s)
 		}
 	}
 
-	// The last command printed the writer's last line; the brick holds
-	// the lines: the volume is the GlusterFS one.
-	lines := strings.Split(strings.TrimSpace(last), "\n")
-	last = strings.TrimSpace(lines[len(lines)-1])
+	// The section's last command printed the writer's last line; the
+	// brick holds the lines: the volume is the GlusterFS one.
+	lines := strings.Split(strings.TrimSpace(outputs["4. A first volume"]), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
 	if last == "" || strings.Contains(last, "quickstart") {
 		t.Fatalf("the block's output ends in %q, not a line of the writer's", last)
 	}
@@ -283,9 +289,13 @@ exec %q "$@"
 		t.Errorf("the node plugin's log shows %d staging mounts; want the claim's one, via %s (auto, a live mount pod)", n, mcexec.ViaSocket)
 	}
 
+	// CephFS: the claim is a subvolume of the bed's Ceph, staged through
+	// the cephfs mount pod's exec socket.
+	cephPV := ceph.check(t, bed, outputs["5. A CephFS volume"], registry)
+
 	// The quickstart's removal leaves no claim, volume or release, and
-	// nothing of the mount pod and the CSI driver on the node.
-	nodeAll, _ := nodeFiles(t, bed)
+	// nothing of the mount pods and the CSI drivers on the node.
+	nodeAll, _ := nodeFiles(t, bed, "glusterfs", "cephfs")
 	for _, b := range removal {
 		runBlock(b)
 	}
@@ -304,6 +314,7 @@ exec %q "$@"
 		}); err != nil {
 		t.Error(err)
 	}
+	ceph.checkRemoved(t, bed, cephPV)
 	if left := strings.TrimSpace(bed.Kubectl(t, "-n", mountpodNS, "get", "daemonsets,deployments", "-l", "app.kubernetes.io/managed-by=Helm", "-o", "name")); left != "" {
 		t.Errorf("helm uninstall left %s", left)
 	}

@@ -12,36 +12,43 @@ import (
 	"github.com/mountcontainers/mountcontainers/test/framework"
 )
 
-// nodeFiles are what the glusterfs mount pod and CSI node plugin leave on
-// the bed's (first) node and `mountpod uninstall` removes, with the bed's
-// paths (test/demo/manifests.sh's uninstall overlay): the Flexvolume
-// driver, kubelet-exec-shim, the registration, the CSI driver's sockets,
-// the glusterfs client's logs and the plugin's scopes parent in every
-// cgroup hierarchy. present are those that must be there once a volume
-// was mounted (the proof that their absence afterwards means something).
-func nodeFiles(t *testing.T, bed *framework.Bed) (all, present []string) {
+// nodeFiles are what the mount pods and CSI node plugins of the file
+// systems fss (glusterfs, cephfs) leave on the bed's (first) node and
+// `mountpod uninstall` removes, with the bed's paths (test/demo/manifests.sh's
+// uninstall overlay): the Flexvolume drivers, kubelet-exec-shim
+// (glusterfs), the registrations, the CSI drivers' sockets, the clients'
+// logs and the plugins' scopes parents in every cgroup hierarchy. present
+// are those that must be there once a volume was mounted (the proof that
+// their absence afterwards means something).
+func nodeFiles(t *testing.T, bed *framework.Bed, fss ...string) (all, present []string) {
 	t.Helper()
 	n := bed.Env.Nodes[0]
 	parent := bed.Env.Vars["BED_SCOPE_PARENT"]
 	if parent == "" {
 		t.Fatal("the bed's env file has no BED_SCOPE_PARENT")
 	}
-	present = []string{
-		filepath.Join(n.VolumePluginDir, "mountcontainers.io~glusterfs"),
-		filepath.Join(n.ShimDir, "kubelet-exec-shim"),
-		filepath.Join(n.RegistrationDir, "kubernetes.io~glusterfs.json"),
-		filepath.Join(n.KubeletRoot, "plugins", "glusterfs.mountcontainers.io"),
-		filepath.Join(bed.Env.BedDir, "logs", "glusterfs-client"),
+	logs := map[string]string{"glusterfs": "glusterfs-client", "cephfs": "ceph-client"}
+	for _, fs := range fss {
+		present = append(present,
+			filepath.Join(n.VolumePluginDir, "mountcontainers.io~"+fs),
+			filepath.Join(n.RegistrationDir, "kubernetes.io~"+fs+".json"),
+			filepath.Join(n.KubeletRoot, "plugins", fs+".mountcontainers.io"),
+			filepath.Join(bed.Env.BedDir, "logs", logs[fs]),
+		)
+		if fs == "glusterfs" {
+			present = append(present, filepath.Join(n.ShimDir, "kubelet-exec-shim"))
+		}
+		scopes, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent + "/kubernetes.io~" + fs)
+		if v2, err := filepath.Glob("/sys/fs/cgroup/" + parent + "/kubernetes.io~" + fs); err == nil {
+			scopes = append(scopes, v2...)
+		}
+		if len(scopes) == 0 && !bed.Env.SystemdNode() {
+			t.Errorf("no scopes parent of kubernetes.io/%s under /sys/fs/cgroup (parent %s) after a mount", fs, parent)
+		}
+		all = append(all, scopes...)
 	}
-	all = append(present, filepath.Join(n.RegistrationDir, ".mounts"), filepath.Join(n.RegistrationDir, ".exec"), "/run/mountcontainers")
-	scopes, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent + "/kubernetes.io~glusterfs")
-	if v2, err := filepath.Glob("/sys/fs/cgroup/" + parent + "/kubernetes.io~glusterfs"); err == nil {
-		scopes = append(scopes, v2...)
-	}
-	if len(scopes) == 0 && !bed.Env.SystemdNode() {
-		t.Errorf("no scopes parent of kubernetes.io/glusterfs under /sys/fs/cgroup (parent %s) after a mount", parent)
-	}
-	all = append(all, scopes...)
+	all = append(all, present...)
+	all = append(all, filepath.Join(n.RegistrationDir, ".mounts"), filepath.Join(n.RegistrationDir, ".exec"), "/run/mountcontainers")
 	for _, p := range present {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("before the uninstall: %v", err)

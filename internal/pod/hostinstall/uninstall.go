@@ -175,7 +175,7 @@ func (u Uninstall) Run(log *slog.Logger) error {
 			if err := scope.RemovePlugin(u.Scopes, p); err != nil {
 				errs = append(errs, err)
 			} else {
-				log.Info("removed the scopes' parent", "plugin", p, "backend", u.Scopes.Backend())
+				log.Info("no scopes parent left", "plugin", p, "backend", u.Scopes.Backend())
 			}
 		}
 	}
