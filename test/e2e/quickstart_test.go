@@ -69,8 +69,10 @@ func shBlocks(t *testing.T, path string) []docBlock {
 // pod that writes to a claim of the StorageClass the chart made, staged
 // through the mount pod's exec socket (the default exec mode's path, read
 // from the node plugin's log). The writer's lines are read on the
-// GlusterFS brick; the quickstart's removal
-// leaves no claim, volume or release. The bed's one change is its node's
+// GlusterFS brick; the CephFS claim (section 5, the bed's Ceph) is a
+// subvolume of its file system. The quickstart's removal leaves no claim,
+// volume, subvolume or release, and nothing of the mount pods and the CSI
+// drivers on the node (the node's uninstall). The bed's one change is its node's
 // paths: the helm on the commands' PATH adds test/demo/manifests.sh's
 // post-renderer to their helm install.
 func TestQuickstart(t *testing.T) {
