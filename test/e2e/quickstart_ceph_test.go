@@ -48,7 +48,7 @@ func quickstartCeph(t *testing.T, bed *framework.Bed, root, kustomization string
 	})
 	keys := t.TempDir()
 	q := &qsCeph{env: c, settings: map[string]string{
-		"CEPH_MONITORS": bed.Env.NodeIP + ":6789", "CEPH_FS": "cephfs",
+		"CEPH_MONITORS": bed.Env.NodeIP, "CEPH_FS": "cephfs",
 		"CEPH_PROVISIONER_USER": "admin", "CEPH_PROVISIONER_KEY": filepath.Join(keys, "csi-provisioner.key"),
 		"CEPH_NODE_USER": cephClientID, "CEPH_NODE_KEY": filepath.Join(keys, "csi-node.key"),
 	}}
