@@ -34,15 +34,16 @@ func TestUninstallMatchesOverlays(t *testing.T) {
 	if !slices.Equal(c.Args, []string{"uninstall"}) || !u.Spec.Template.Spec.HostPID || c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
 		t.Errorf("deploy/uninstall: want `mountpod uninstall`, privileged, in the host's PID namespace: %+v", c)
 	}
-	// The node's root.
+	// The node's root, with the node's mounts: one made after the pod
+	// started is seen as one, one unmounted on the node is not held.
 	hostRoot := env("MOUNTPOD_HOST_ROOT")
 	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
-		return m.MountPath == hostRoot &&
+		return m.MountPath == hostRoot && m.MountPropagation != nil && *m.MountPropagation == corev1.MountPropagationHostToContainer &&
 			slices.ContainsFunc(u.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool {
 				return v.Name == m.Name && v.HostPath != nil && v.HostPath.Path == "/"
 			})
 	}) {
-		t.Errorf("deploy/uninstall: MOUNTPOD_HOST_ROOT=%q is not the node's / mounted", hostRoot)
+		t.Errorf("deploy/uninstall: MOUNTPOD_HOST_ROOT=%q is not the node's / mounted with HostToContainer propagation", hostRoot)
 	}
 	plugins := strings.Split(env("MOUNTPOD_PLUGINS"), ",")
 	removed := []string{hostinstall.DefaultRunDir, hostinstall.DefaultLogDir, env("MOUNTPOD_KUBELET_DIR")}

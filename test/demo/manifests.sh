@@ -257,6 +257,9 @@ patches:
   - target: {kind: DaemonSet, name: mountcontainers-uninstall}
     patch: |-
       - {op: replace, path: /spec/template/spec/initContainers/0/imagePullPolicy, value: Never}
+      # This machine's / is a private mount: no propagation from it.
+      - {op: test, path: /spec/template/spec/initContainers/0/volumeMounts/0/name, value: host}
+      - {op: remove, path: /spec/template/spec/initContainers/0/volumeMounts/0/mountPropagation}
       - {op: replace, path: /spec/template/spec/containers/0/imagePullPolicy, value: Never}
       - {op: test, path: /spec/template/spec/initContainers/0/env/2/name, value: MOUNTPOD_REGISTRATION_DIR}
       - {op: replace, path: /spec/template/spec/initContainers/0/env/2/value, value: $REGISTRATION_DIR}

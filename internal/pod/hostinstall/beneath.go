@@ -10,6 +10,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -208,6 +209,9 @@ func (r *nodeRoot) remove(p string) (bool, error) {
 	}
 	flags := 0
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if st.Uid != 0 {
+			return false, fmt.Errorf("%s is owned by uid %d, not root: refused", p, st.Uid)
+		}
 		flags = unix.AT_REMOVEDIR
 	}
 	err = unix.Unlinkat(dfd, base, flags)
@@ -283,6 +287,15 @@ func removeAt(dfd int, name, p string, depth int) error {
 	}
 	d := os.NewFile(uintptr(cfd), p)
 	defer d.Close()
+	// The directory opened is the one checked (not one renamed into its
+	// place meanwhile).
+	var ost unix.Stat_t
+	if err := unix.Fstat(cfd, &ost); err != nil {
+		return &fs.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if ost.Dev != st.Dev || ost.Ino != st.Ino || ost.Uid != 0 {
+		return fmt.Errorf("%s changed while it was removed: refused", p)
+	}
 	for {
 		names, err := d.Readdirnames(256)
 		for _, n := range names {
@@ -330,9 +343,72 @@ func (r *nodeRoot) answers(p string, timeout time.Duration) (bool, error) {
 		return false, nil
 	}
 	c, err := net.DialTimeout("unix", "/proc/self/fd/"+strconv.Itoa(fd), timeout)
-	if err != nil {
-		return false, nil
+	switch {
+	case err == nil:
+		c.Close()
+		return true, nil
+	case errors.Is(err, unix.ECONNREFUSED), errors.Is(err, unix.ENOENT):
+		return false, nil // nobody listens
 	}
-	c.Close()
-	return true, nil
+	// A full backlog, a timeout: a process may still serve it.
+	return false, fmt.Errorf("%s does not say whether it is served: %w", p, err)
+}
+
+// readlink returns the target of the symbolic link at node path p.
+func (r *nodeRoot) readlink(p string) (string, error) {
+	dfd, base, ok, err := r.parent(p)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", &fs.PathError{Op: "readlink", Path: p, Err: fs.ErrNotExist}
+	}
+	defer unix.Close(dfd)
+	buf := make([]byte, 4096)
+	n, err := unix.Readlinkat(dfd, base, buf)
+	if err != nil {
+		return "", &fs.PathError{Op: "readlink", Path: p, Err: err}
+	}
+	return string(buf[:n]), nil
+}
+
+// lock takes an exclusive flock(2) on the lock file at node path p (made
+// when missing, root's, mode 0600), waiting at most 30 s, and returns its
+// release, which may be called more than once. A missing directory takes
+// no lock.
+func (r *nodeRoot) lock(p string) (func(), error) {
+	rp, err := rel(p)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Openat2(r.fd, rp, &unix.OpenHow{Flags: unix.O_RDWR | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC, Mode: 0o600, Resolve: resolveBeneath})
+	if errors.Is(err, unix.ENOENT) {
+		return func() {}, nil
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open lock", Path: p, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("lock %s: not a regular file", p)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("lock %s: %w", p, err)
+		}
+		if time.Now().After(deadline) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("lock %s: held by another writer for 30 s", p)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { unix.Close(fd) }) }, nil
 }

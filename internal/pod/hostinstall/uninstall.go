@@ -102,6 +102,10 @@ func (u Uninstall) Run(log *slog.Logger) error {
 		return err
 	}
 	defer r.Close()
+	// Unused, and kept so: the registration directory's lock, which the
+	// mount pods' registrars take to write, is held from a last check to
+	// the end, so that a mount pod starting meanwhile (a rollback) cannot
+	// register between the check and the removals.
 	deadline := time.Now().Add(u.Wait)
 	for said := false; ; said = true {
 		live, err := u.inUse(r)
@@ -109,7 +113,18 @@ func (u Uninstall) Run(log *slog.Logger) error {
 			return err
 		}
 		if len(live) == 0 {
-			break
+			unlock, err := r.lock(path.Join(u.RegistrationDir, registration.LockName))
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			if live, err = u.inUse(r); err != nil {
+				return err
+			}
+			if len(live) == 0 {
+				break
+			}
+			unlock()
 		}
 		if time.Now().After(deadline) {
 			return &Live{What: live}
@@ -118,6 +133,17 @@ func (u Uninstall) Run(log *slog.Logger) error {
 			log.Info("waiting for the node to be unused", "for", u.Wait, "inUse", live)
 		}
 		time.Sleep(time.Second)
+	}
+	// The scopes first: a scope with a process (in any cgroup below the
+	// plugin's, which the check above may not see) stops the uninstall
+	// before any file is removed.
+	if u.Scopes != nil {
+		for _, p := range u.Plugins {
+			if err := scope.RemovePlugin(u.Scopes, p); err != nil {
+				return fmt.Errorf("%w; no file was removed", err)
+			}
+			log.Info("no scopes parent left", "plugin", p, "backend", u.Scopes.Backend())
+		}
 	}
 	// The node's mount points, read once nothing uses the node: what the
 	// removals must not touch.
@@ -166,17 +192,16 @@ func (u Uninstall) Run(log *slog.Logger) error {
 			removed("CSI driver socket", p, ok, err)
 		}
 	}
-	for _, p := range append([]string{u.RunDir}, u.LogDirs...) {
-		ok, err := r.removeAll(p)
-		removed("directory", p, ok, err)
-	}
-	if u.Scopes != nil {
-		for _, p := range u.Plugins {
-			if err := scope.RemovePlugin(u.Scopes, p); err != nil {
-				errs = append(errs, err)
-			} else {
-				log.Info("no scopes parent left", "plugin", p, "backend", u.Scopes.Backend())
-			}
+	// Shared by every plugin's mount pod: left while another plugin is
+	// registered.
+	if others, err := u.otherRegistrations(r); err != nil {
+		errs = append(errs, err)
+	} else if len(others) > 0 {
+		log.Info("left the secrets, exec-batch and log directories: other plugins are registered", "registrations", others)
+	} else {
+		for _, p := range append([]string{u.RunDir}, u.LogDirs...) {
+			ok, err := r.removeAll(p)
+			removed("directory", p, ok, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -229,7 +254,7 @@ func (u Uninstall) inUse(r *nodeRoot) ([]string, error) {
 		}
 		sock := path.Join(u.RegistrationDir, e.Registration.ExecSocket)
 		if ok, err := r.answers(sock, 2*time.Second); err != nil {
-			return nil, err
+			live = append(live, fmt.Sprintf("mount pod %s of plugin %s: its exec socket %s: %v", e.Registration, e.Plugin, sock, err))
 		} else if ok {
 			live = append(live, fmt.Sprintf("mount pod %s of plugin %s is running (its exec socket %s answers): delete it first", e.Registration, e.Plugin, sock))
 		}
@@ -237,7 +262,7 @@ func (u Uninstall) inUse(r *nodeRoot) ([]string, error) {
 	for _, d := range u.CSIDrivers {
 		sock := path.Join(u.KubeletDir, "plugins", d, "csi.sock")
 		if ok, err := r.answers(sock, 2*time.Second); err != nil {
-			return nil, err
+			live = append(live, fmt.Sprintf("the CSI node plugin of %s: %s: %v", d, sock, err))
 		} else if ok {
 			live = append(live, fmt.Sprintf("the CSI node plugin of %s is running (%s answers): delete it first", d, sock))
 		}
@@ -253,6 +278,16 @@ func (u Uninstall) inUse(r *nodeRoot) ([]string, error) {
 					live = append(live, fmt.Sprintf("scope %s of plugin %s has processes %v (a mount's FUSE daemon)", s.Cgroup, p, s.PIDs))
 				}
 			}
+		}
+	}
+	if slices.Contains(u.Plugins, rbd.Plugin) {
+		// A mapped rbd image needs rbd to be unmapped.
+		devs, err := r.list("/sys/bus/rbd/devices")
+		if err != nil {
+			return nil, err
+		}
+		if len(devs) > 0 {
+			live = append(live, fmt.Sprintf("rbd images are mapped (/sys/bus/rbd/devices: %s): unmap them (delete the pods that use them) first", strings.Join(devs, " ")))
 		}
 	}
 	mounts, err := mountinfo.ParseFile(u.Mountinfo)
@@ -282,6 +317,14 @@ func (u Uninstall) ours(fstype, mountPoint string) bool {
 	}
 	for _, d := range u.CSIDrivers {
 		if strings.HasPrefix(mountPoint, path.Join(u.KubeletDir, "plugins/kubernetes.io/csi", d)+"/") {
+			return true
+		}
+	}
+	// The in-tree plugins whose utilities the mount pods carry: their
+	// pods' volumes and their global mounts (rbd's devices).
+	for _, p := range u.Plugins {
+		if strings.Contains(mountPoint, "/volumes/"+boundary.EscapePluginName(p)+"/") ||
+			strings.HasPrefix(mountPoint, path.Join(u.KubeletDir, "plugins", p)+"/") {
 			return true
 		}
 	}
@@ -319,6 +362,20 @@ func (u Uninstall) registrations(r *nodeRoot) ([]registration.Entry, error) {
 // directory once nothing else is in it.
 func (u Uninstall) removeRegistrations(r *nodeRoot, log *slog.Logger) error {
 	var errs []error
+	regs, err := u.registrations(r)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, e := range regs {
+		if e.Registration.ExecSocket != "" {
+			sock := path.Join(u.RegistrationDir, e.Registration.ExecSocket)
+			if ok, err := r.remove(sock); err != nil {
+				errs = append(errs, err)
+			} else if ok {
+				log.Info("removed exec socket", "plugin", e.Plugin, "path", sock)
+			}
+		}
+	}
 	for _, p := range u.Plugins {
 		name, _ := registration.FileName(p)
 		f := path.Join(u.RegistrationDir, name)
@@ -328,14 +385,24 @@ func (u Uninstall) removeRegistrations(r *nodeRoot, log *slog.Logger) error {
 			log.Info("removed registration", "plugin", p, "path", f)
 		}
 	}
-	for _, d := range []string{execsocket.SocketDir, mountrecord.Dir} {
-		p := path.Join(u.RegistrationDir, d)
+	// Stale sockets of earlier mount pods of these plugins have no
+	// registration left to name them: the exec sockets' directory goes
+	// whole once no other plugin is registered.
+	others, err := u.otherRegistrations(r)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(others) == 0 {
+		p := path.Join(u.RegistrationDir, execsocket.SocketDir)
 		if ok, err := r.removeAll(p); err != nil {
 			errs = append(errs, err)
 		} else if ok {
 			log.Info("removed directory", "path", p)
 		}
+	} else if _, err := r.remove(path.Join(u.RegistrationDir, execsocket.SocketDir)); err != nil {
+		errs = append(errs, err)
 	}
+	errs = append(errs, u.removeRecords(r, log))
 	// The lock, and the directory, only when nothing else is left.
 	left, err := r.list(u.RegistrationDir)
 	if err != nil {
@@ -356,6 +423,60 @@ func (u Uninstall) removeRegistrations(r *nodeRoot, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
+// removeRecords removes the mount records of u.Plugins, and their
+// directory once empty; another plugin's record, or one that cannot be
+// read, stays.
+func (u Uninstall) removeRecords(r *nodeRoot, log *slog.Logger) error {
+	dir := path.Join(u.RegistrationDir, mountrecord.Dir)
+	names, err := r.list(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range names {
+		p := path.Join(dir, n)
+		data, ok, err := r.readFile(p, mountrecord.MaxSize)
+		if err != nil || !ok {
+			if err != nil {
+				log.Warn("left a mount record that cannot be read", "path", p, "err", err)
+			}
+			continue
+		}
+		rec, err := mountrecord.Decode(data)
+		if err != nil || !slices.Contains(u.Plugins, rec.Plugin) {
+			continue
+		}
+		if ok, err := r.remove(p); err != nil {
+			errs = append(errs, err)
+		} else if ok {
+			log.Info("removed mount record", "plugin", rec.Plugin, "target", rec.Target)
+		}
+	}
+	if ok, err := r.remove(dir); err != nil {
+		errs = append(errs, err)
+	} else if ok {
+		log.Info("removed directory", "path", dir)
+	}
+	return errors.Join(errs...)
+}
+
+// otherRegistrations lists the registration files of plugins not in
+// u.Plugins.
+func (u Uninstall) otherRegistrations(r *nodeRoot) ([]string, error) {
+	names, err := r.list(u.RegistrationDir)
+	if err != nil {
+		return nil, err
+	}
+	var others []string
+	for _, n := range names {
+		p, err := registration.PluginFromFileName(n)
+		if err == nil && !slices.Contains(u.Plugins, p) {
+			others = append(others, n)
+		}
+	}
+	return others, nil
+}
+
 // removeShim removes kubelet-exec-shim, its helper, its mapping and the
 // links the mapping names that are the shim's, then the directory and
 // its parent when they are left empty.
@@ -365,7 +486,7 @@ func (u Uninstall) removeShim(r *nodeRoot, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", shim.BinaryName, err)
 	}
-	var names []string
+	var names, others []string
 	if ok {
 		var m shim.Mapping
 		if err := json.Unmarshal(data, &m); err != nil {
@@ -383,13 +504,31 @@ func (u Uninstall) removeShim(r *nodeRoot, log *slog.Logger) error {
 			if !ok {
 				continue
 			}
-			if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			if target, err := r.readlink(p); err != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK || target != shim.BinaryName {
 				log.Warn("left a tool that is not the shim's link", "path", p)
+				continue
+			}
+			if !slices.Contains(u.Plugins, m.Tools[t]) {
+				others = append(others, t)
 				continue
 			}
 			names = append(names, t)
 		}
 		slices.Sort(names)
+	}
+	if len(others) > 0 {
+		// Another plugin's tools still run through the shim.
+		var errs []error
+		for _, n := range names {
+			p := path.Join(u.ShimDir, n)
+			if ok, err := r.remove(p); err != nil {
+				errs = append(errs, err)
+			} else if ok {
+				log.Info("removed "+shim.BinaryName+" link", "path", p)
+			}
+		}
+		log.Info("left "+shim.BinaryName+": other plugins' tools link to it", "tools", others)
+		return errors.Join(errs...)
 	}
 	var errs []error
 	for _, n := range append(names, shim.BinaryName, shim.HelperName, shim.MappingFile) {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/shim"
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -20,8 +22,8 @@ import (
 // fakeNode is a node's tree under a temporary root, as the mount pods and
 // CSI node plugins leave it: the Flexvolume driver (with a log file), the
 // shim with a link and a tool of someone else's, a registration with its
-// exec socket and a mount record, another product's registration, a CSI
-// driver's socket, secrets, exec batches and the FUSE daemons' logs.
+// exec socket and a mount record, a CSI driver's socket, secrets, exec
+// batches and the FUSE daemons' logs.
 type fakeNode struct {
 	root string
 	u    Uninstall
@@ -65,11 +67,6 @@ func newFakeNode(t *testing.T) *fakeNode {
 	regDir := n.at(n.u.RegistrationDir)
 	reg := registration.Registration{PodNamespace: "mountcontainers", PodName: "glusterfs-mountpod-x", PodUID: "6d1f4d2e-0000-4000-8000-000000000001", ContainerName: "mount", ExecSocket: ".exec/6d1f4d2e-0000-4000-8000-000000000001.sock"}
 	if err := registration.Write(regDir, "kubernetes.io/glusterfs", reg); err != nil {
-		t.Fatal(err)
-	}
-	other := reg
-	other.ExecSocket = ""
-	if err := registration.Write(regDir, "example.com/other", other); err != nil {
 		t.Fatal(err)
 	}
 	n.sock = filepath.Join(n.u.RegistrationDir, reg.ExecSocket)
@@ -144,16 +141,31 @@ func TestUninstall(t *testing.T) {
 			t.Fatalf("the fake node has no %s", p)
 		}
 	}
+	// Another product's registration and mount record, in the same
+	// directory.
+	regDir := n.at(n.u.RegistrationDir)
+	other := registration.Registration{PodNamespace: "other", PodName: "other-x", PodUID: "6d1f4d2e-0000-4000-8000-000000000009", ContainerName: "c"}
+	if err := registration.Write(regDir, "example.com/other", other); err != nil {
+		t.Fatal(err)
+	}
+	otherRecord := mountrecord.Record{Version: mountrecord.Version, Plugin: "example.com/other", Source: "server:/v", Target: "/var/lib/kubelet/pods/6d1f4d2e-0000-4000-8000-000000000003/volumes/example.com~other/data", FSType: "glusterfs"}
+	if err := mountrecord.Write(filepath.Join(regDir, mountrecord.Dir), otherRecord); err != nil {
+		t.Fatal(err)
+	}
 	if err := n.u.Run(nil); err != nil {
 		t.Fatal(err)
 	}
+	// The directories every plugin shares stay while another is
+	// registered.
+	shared := []string{DefaultRunDir, DefaultLogDir}
 	for _, p := range ours {
-		if n.exists(p) {
-			t.Errorf("%s left", p)
+		if n.exists(p) != (slices.Contains(shared, p) || p == "/var/lib/kubelet/plugin-containers/.mounts") {
+			t.Errorf("%s: exists %v", p, n.exists(p))
 		}
 	}
 	// What is not ours stays, and the directories holding it.
 	for _, p := range []string{"/opt/mountcontainers/bin/someone-elses-tool", "/var/lib/kubelet/plugin-containers/example.com~other.json",
+		"/var/lib/kubelet/plugin-containers/.mounts/" + mountrecord.FileName(otherRecord.Target),
 		"/usr/libexec/kubernetes/kubelet-plugins/volume/exec", "/var/lib/kubelet/plugins", "/var/log"} {
 		if !n.exists(p) {
 			t.Errorf("%s removed", p)
@@ -161,7 +173,8 @@ func TestUninstall(t *testing.T) {
 	}
 	// Once nothing else is in them, the shim's and the registrations'
 	// directories go too.
-	for _, p := range []string{"/opt/mountcontainers/bin/someone-elses-tool", "/var/lib/kubelet/plugin-containers/example.com~other.json"} {
+	for _, p := range []string{"/opt/mountcontainers/bin/someone-elses-tool", "/var/lib/kubelet/plugin-containers/example.com~other.json",
+		"/var/lib/kubelet/plugin-containers/.mounts/" + mountrecord.FileName(otherRecord.Target)} {
 		if err := os.Remove(n.at(p)); err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +182,7 @@ func TestUninstall(t *testing.T) {
 	if err := n.u.Run(nil); err != nil {
 		t.Fatalf("again: %v", err)
 	}
-	for _, p := range []string{"/opt/mountcontainers", "/var/lib/kubelet/plugin-containers"} {
+	for _, p := range append([]string{"/opt/mountcontainers", "/var/lib/kubelet/plugin-containers"}, shared...) {
 		if n.exists(p) {
 			t.Errorf("%s left once empty", p)
 		}
@@ -202,6 +215,17 @@ func TestUninstallInUse(t *testing.T) {
 			n.write(t, n.u.Mountinfo, "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"+
 				`50 1 0:50 / /var/lib/kubelet/pods/x/volumes/kubernetes.io~csi/pv/mount rw - fuse.glusterfs server:/gv0 rw`+"\n")
 		}, "mount /var/lib/kubelet/pods/x/volumes/kubernetes.io~csi/pv/mount (fuse.glusterfs from server:/gv0)"},
+		{"rbd image mapped", func(t *testing.T, n *fakeNode) {
+			n.u.Plugins = append(n.u.Plugins, "kubernetes.io/rbd")
+			if err := os.MkdirAll(n.at("/sys/bus/rbd/devices/0"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "rbd images are mapped (/sys/bus/rbd/devices: 0)"},
+		{"in-tree rbd mount", func(t *testing.T, n *fakeNode) {
+			n.u.Plugins = append(n.u.Plugins, "kubernetes.io/rbd")
+			n.write(t, n.u.Mountinfo, "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"+
+				`50 1 252:0 / /var/lib/kubelet/plugins/kubernetes.io/rbd/mounts/rbd-image-x rw - ext4 /dev/rbd0 rw`+"\n")
+		}, "mount /var/lib/kubelet/plugins/kubernetes.io/rbd/mounts/rbd-image-x (ext4 from /dev/rbd0)"},
 		{"Flexvolume mount", func(t *testing.T, n *fakeNode) {
 			n.write(t, n.u.Mountinfo, "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"+
 				`50 1 0:50 / /var/lib/kubelet/pods/x/volumes/mountcontainers.io~cephfs/data rw - fuse.ceph-fuse ceph-fuse rw`+"\n")
@@ -221,6 +245,64 @@ func TestUninstallInUse(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUninstallScopesFirst: a process in a cgroup below a plugin's parent
+// that is not a mount's scope (the in-use check lists scopes only) stops
+// the uninstall before any file is removed.
+func TestUninstallScopesFirst(t *testing.T) {
+	n := newFakeNode(t)
+	cg := t.TempDir()
+	n.write(t, filepath.Join(cg, "cgroup.controllers"), "cpu memory pids\n")
+	n.write(t, filepath.Join(cg, "cgroup.procs"), "1\n")
+	n.write(t, filepath.Join(cg, "cgroup.subtree_control"), "")
+	n.write(t, filepath.Join(cg, "mountcontainers/kubernetes.io~glusterfs/not-a-scope/cgroup.procs"), "42\n")
+	m, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, CgroupRoot: cg, CgroupNS: scope.CgroupNSOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.u.Scopes = m
+	err = n.u.Run(nil)
+	if !errors.Is(err, scope.ErrPopulated) || !strings.Contains(err.Error(), "no file was removed") {
+		t.Fatalf("Run = %v; want the plugin's populated cgroup refused before any file", err)
+	}
+	for _, p := range ours {
+		if !n.exists(p) {
+			t.Errorf("%s removed", p)
+		}
+	}
+}
+
+// TestUninstallShimLinks: a tool link that does not lead to the shim, and
+// the shim while another plugin's tool links to it, stay.
+func TestUninstallShimLinks(t *testing.T) {
+	n := newFakeNode(t)
+	bin := n.at(DefaultShimDir)
+	n.u.Plugins = []string{"kubernetes.io/cephfs"} // mount.glusterfs is another plugin's tool
+	if err := n.u.Run(nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"mount.glusterfs", shim.BinaryName, shim.HelperName, shim.MappingFile} {
+		if !n.exists(filepath.Join(DefaultShimDir, f)) {
+			t.Errorf("%s removed", f)
+		}
+	}
+	if err := os.Remove(filepath.Join(bin, "mount.glusterfs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/usr/sbin/mount.glusterfs.real", filepath.Join(bin, "mount.glusterfs")); err != nil {
+		t.Fatal(err)
+	}
+	n.u.Plugins = []string{"kubernetes.io/glusterfs"}
+	if err := n.u.Run(nil); err != nil {
+		t.Fatal(err)
+	}
+	if !n.exists(filepath.Join(DefaultShimDir, "mount.glusterfs")) {
+		t.Error("a link to another program removed")
+	}
+	if n.exists(filepath.Join(DefaultShimDir, shim.BinaryName)) {
+		t.Error("the shim left with no tool of another plugin")
 	}
 }
 
