@@ -120,20 +120,7 @@ func setupCephFS(t *testing.T, bed *framework.Bed) *cephfsEnv {
 		}
 	}
 
-	// The secrets directory: on a node, /run/mountcontainers/secrets on the
-	// tmpfs /run; on the bed, a tmpfs of its own.
-	c.secrets = filepath.Join(bed.Env.BedDir, "run-secrets")
-	if err := os.MkdirAll(c.secrets, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	// (On a systemd node, in the node's mount namespace.)
-	nodeRun(t, bed.Env, "mount", "-t", "tmpfs", "-o", "size=1m,mode=0700,nosuid,nodev,noexec", "mcbed-secrets", c.secrets)
-	t.Cleanup(func() {
-		if out, err := nodeTry(bed.Env, "umount", c.secrets); err != nil {
-			t.Errorf("umount %s: %v %s", c.secrets, err, out)
-		}
-		_ = os.Remove(c.secrets)
-	})
+	c.secrets = bedSecretsDir(t, bed)
 
 	overlay := cephfsOverlay(t, bed, root, c.secrets)
 	start := time.Now()
@@ -180,6 +167,26 @@ func setupCephFS(t *testing.T, bed *framework.Bed) *cephfsEnv {
 		t.Fatalf("the installed driver's settings: %+v, %v; want cephfs, %s, secrets in %s", s, err, cephfsPlugin, c.secrets)
 	}
 	return c
+}
+
+// bedSecretsDir mounts the bed's secrets directory and returns it: on a
+// node, /run/mountcontainers/secrets on the tmpfs /run; on the bed, a
+// tmpfs of its own (on a systemd node, in the node's mount namespace),
+// unmounted at the test's end.
+func bedSecretsDir(t *testing.T, bed *framework.Bed) string {
+	t.Helper()
+	dir := filepath.Join(bed.Env.BedDir, "run-secrets")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	nodeRun(t, bed.Env, "mount", "-t", "tmpfs", "-o", "size=1m,mode=0700,nosuid,nodev,noexec", "mcbed-secrets", dir)
+	t.Cleanup(func() {
+		if out, err := nodeTry(bed.Env, "umount", dir); err != nil {
+			t.Errorf("umount %s: %v %s", dir, err, out)
+		}
+		_ = os.Remove(dir)
+	})
+	return dir
 }
 
 // cephfsOverlay writes an overlay of the real deploy/cephfs that points it

@@ -35,17 +35,7 @@ type qsCeph struct {
 func quickstartCeph(t *testing.T, bed *framework.Bed, root, kustomization string) *qsCeph {
 	t.Helper()
 	c := &cephfsEnv{bed: bed, srv: startCephServer(t, bed)}
-	c.secrets = filepath.Join(bed.Env.BedDir, "run-secrets")
-	if err := os.MkdirAll(c.secrets, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	nodeRun(t, bed.Env, "mount", "-t", "tmpfs", "-o", "size=1m,mode=0700,nosuid,nodev,noexec", "mcbed-secrets", c.secrets)
-	t.Cleanup(func() {
-		if out, err := nodeTry(bed.Env, "umount", c.secrets); err != nil {
-			t.Errorf("umount %s: %v %s", c.secrets, err, out)
-		}
-		_ = os.Remove(c.secrets)
-	})
+	c.secrets = bedSecretsDir(t, bed)
 	keys := t.TempDir()
 	q := &qsCeph{env: c, settings: map[string]string{
 		"CEPH_MONITORS": bed.Env.NodeIP, "CEPH_FS": "cephfs",

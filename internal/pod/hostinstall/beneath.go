@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
 // maxDepth bounds how deep removeAll descends.
@@ -157,7 +159,7 @@ func (r *nodeRoot) readFile(p string, max int64) (data []byte, ok bool, err erro
 // by group or others.
 func trusted(p string, st *unix.Stat_t, typ uint32) error {
 	if st.Mode&unix.S_IFMT != typ {
-		return fmt.Errorf("%s is a %s, not a %s: refused", p, fileType(st.Mode), fileType(typ))
+		return fmt.Errorf("%s is a %s, not a %s: refused", p, registration.FileType(st.Mode), registration.FileType(typ))
 	}
 	if st.Uid != 0 {
 		return fmt.Errorf("%s is owned by uid %d, not root: refused", p, st.Uid)
@@ -166,26 +168,6 @@ func trusted(p string, st *unix.Stat_t, typ uint32) error {
 		return fmt.Errorf("%s is writable by others (mode %#o): refused", p, st.Mode&0o7777)
 	}
 	return nil
-}
-
-func fileType(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return "regular file"
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFLNK:
-		return "symbolic link"
-	case unix.S_IFIFO:
-		return "FIFO"
-	case unix.S_IFSOCK:
-		return "socket"
-	case unix.S_IFCHR:
-		return "character device"
-	case unix.S_IFBLK:
-		return "block device"
-	}
-	return "file of unknown type"
 }
 
 // remove removes node path p if it is not a directory (a symbolic link is

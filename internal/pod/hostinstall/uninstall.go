@@ -173,7 +173,7 @@ func (u Uninstall) Run(log *slog.Logger) error {
 			if st, ok, err := r.lstat(logFile); err != nil {
 				errs = append(errs, err)
 			} else if ok && st.Mode&unix.S_IFMT != unix.S_IFREG {
-				errs = append(errs, fmt.Errorf("the Flexvolume driver's log %s is a %s: left", logFile, fileType(st.Mode)))
+				errs = append(errs, fmt.Errorf("the Flexvolume driver's log %s is a %s: left", logFile, registration.FileType(st.Mode)))
 			} else if ok {
 				ok, err := r.remove(logFile)
 				removed("Flexvolume driver log", logFile, ok, err)
