@@ -456,23 +456,31 @@ func lockDir(dir string) (unlock func(), err error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("lock %s: %w: not a regular file", path, ErrUntrusted)
 	}
-	deadline := time.Now().Add(lockTimeout)
+	if err := LockFD(fd, lockTimeout); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { unix.Close(fd) }, nil
+}
+
+// LockFD takes the directory's advisory lock on fd, an open descriptor of
+// its lock file ([LockName]), as this package's writers and removers do,
+// waiting at most timeout. Closing fd releases it.
+func LockFD(fd int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			break
+			return nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			unix.Close(fd)
-			return nil, fmt.Errorf("lock %s: %w", path, err)
+			return err
 		}
 		if time.Now().After(deadline) {
-			unix.Close(fd)
-			return nil, fmt.Errorf("lock %s: still held by another writer after %s", path, lockTimeout)
+			return fmt.Errorf("still held by another writer after %s", timeout)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return func() { unix.Close(fd) }, nil
 }
 
 // RemoveIfOwned removes the registration of plugin only if it still names the

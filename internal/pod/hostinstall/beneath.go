@@ -96,19 +96,29 @@ func (r *nodeRoot) parent(p string) (dfd int, base string, ok bool, err error) {
 // lstat returns what node path p is, without following it; ok is false
 // when it does not exist.
 func (r *nodeRoot) lstat(p string) (st unix.Stat_t, ok bool, err error) {
-	dfd, base, ok, err := r.parent(p)
+	dfd, _, st, ok, err := r.statAt(p)
+	if ok {
+		unix.Close(dfd)
+	}
+	return st, ok, err
+}
+
+// statAt opens the directory holding node path p and stats p's last
+// component in it, without following it. When ok, the caller closes dfd;
+// ok is false when p does not exist.
+func (r *nodeRoot) statAt(p string) (dfd int, base string, st unix.Stat_t, ok bool, err error) {
+	dfd, base, ok, err = r.parent(p)
 	if err != nil || !ok {
-		return st, false, err
+		return -1, "", st, false, err
 	}
-	defer unix.Close(dfd)
-	err = unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW)
-	if errors.Is(err, unix.ENOENT) {
-		return st, false, nil
+	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		unix.Close(dfd)
+		if errors.Is(err, unix.ENOENT) {
+			return -1, "", st, false, nil
+		}
+		return -1, "", st, false, &fs.PathError{Op: "lstat", Path: p, Err: err}
 	}
-	if err != nil {
-		return st, false, &fs.PathError{Op: "lstat", Path: p, Err: err}
-	}
-	return st, true, nil
+	return dfd, base, st, true, nil
 }
 
 // readFile returns the content of the regular file at node path p, owned
@@ -177,18 +187,11 @@ func (r *nodeRoot) remove(p string) (bool, error) {
 	if err := r.holdsNoMount(p); err != nil {
 		return false, err
 	}
-	dfd, base, ok, err := r.parent(p)
+	dfd, base, st, ok, err := r.statAt(p)
 	if err != nil || !ok {
 		return false, err
 	}
 	defer unix.Close(dfd)
-	var st unix.Stat_t
-	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return false, nil
-		}
-		return false, &fs.PathError{Op: "lstat", Path: p, Err: err}
-	}
 	flags := 0
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 		if st.Uid != 0 {
@@ -375,21 +378,9 @@ func (r *nodeRoot) lock(p string) (func(), error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("lock %s: not a regular file", p)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			unix.Close(fd)
-			return nil, fmt.Errorf("lock %s: %w", p, err)
-		}
-		if time.Now().After(deadline) {
-			unix.Close(fd)
-			return nil, fmt.Errorf("lock %s: held by another writer for 30 s", p)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := registration.LockFD(fd, 30*time.Second); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("lock %s: %w", p, err)
 	}
 	var once sync.Once
 	return func() { once.Do(func() { unix.Close(fd) }) }, nil
