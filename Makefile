@@ -117,6 +117,10 @@ e2e-quickstart: ## Run docs/quickstart.md's commands as written against the bed:
 conformance: ## Run Kubernetes' External Storage e2e suite against the CSI driver, everything it qualifies for, [Serial] and [Slow] included (root; test/README.md).
 	CONFORMANCE_SET=all E2E_SUITES=conformance test/bed/e2e.sh
 
+.PHONY: e2e-multiarch
+e2e-multiarch: ## Build the images for linux/amd64 and linux/arm64 (make images PLATFORMS=...; arm64's base bootstrapped and its steps run under qemu-user-static, which it installs and registers) and run each platform's tools in its image (root; no cluster; test/README.md).
+	$(GO) test -tags e2e_multiarch -count=1 -v -timeout 90m ./test/multiarch
+
 .PHONY: e2e-load
 e2e-load: ## Run the load test alone: 100 pods with GlusterFS volumes at once, of the Flexvolume driver through the exec socket (with mount-scope's mount.glusterfs and the distribution's script) and CRI, of the CSI driver through each, and 100 with an emptyDir to compare (root; 11 min 22 s on 2026-11-28, the bed and its build included; BENCHMARKS.md).
 	E2E_TAGS=e2e_load E2E_RUN=TestLoad test/bed/e2e.sh
@@ -128,7 +132,7 @@ e2e-scale: ## Run the three-node suite with the rollout plan at full scale: 500 
 # Every build tag of the tests at once: the files of e2e, e2e_load and
 # e2e_nodes compile together and no file needs a tag to be absent, so one
 # run of each checker sees every file.
-VERIFY_TAGS := e2e,e2e_load,e2e_nodes,e2e_conformance,e2e_systemd,e2e_quickstart
+VERIFY_TAGS := e2e,e2e_load,e2e_nodes,e2e_conformance,e2e_systemd,e2e_quickstart,e2e_multiarch
 
 .PHONY: chart
 chart: ## helm lint and helm template of charts/mountcontainers, held against the kustomize overlays (deploy/charts_test.go; helm built once by test/tools/tool.sh helm). Part of `make unit`.

@@ -9,8 +9,11 @@
 # name buildah gives a local image and deploy/'s overlays render), VERSION
 # `git describe` (the Makefile passes both, and REVISION). Each name is a
 # manifest list of the platforms in PLATFORMS (comma-separated, default the
-# machine's): a platform other than the machine's runs its RUN steps under
-# emulation (qemu-user-static registered with binfmt_misc).
+# machine's). The Go programs are compiled on the machine's platform for
+# each target (the Dockerfiles' build stages, BUILDPLATFORM); a target other
+# than the machine's runs its runtime stage's RUN steps under emulation
+# (qemu-user-static registered with binfmt_misc, flag F; make e2e-multiarch
+# sets it up and checks the arm64 images).
 #
 # push pushes every platform of each list to the registry and writes, for
 # the version pushed, the digests to pin (docs/quickstart.md):
@@ -43,6 +46,10 @@ command -v "${buildah[0]}" >/dev/null || die "${buildah[0]} is not installed (ap
 
 case $action in
 build)
+	# The compiler runs on this machine's platform (the Dockerfiles' build
+	# stages), whatever the targets.
+	build_platform=$("${buildah[@]}" info --format '{{.host.os}}/{{.host.arch}}') ||
+		die "${buildah[0]} info failed"
 	for name in "${names[@]}"; do
 		ref=$IMAGE_REPO/$name:$VERSION
 		# A list of this name from an earlier build would gain a second
@@ -52,7 +59,8 @@ build)
 		fi
 		echo "images/build.sh: building $ref for $PLATFORMS" >&2
 		"${buildah[@]}" build --isolation=chroot --platform "$PLATFORMS" --manifest "$ref" \
-			-f "${dockerfile[$name]}" --build-arg "VERSION=$VERSION" --build-arg "REVISION=$REVISION" \
+			-f "${dockerfile[$name]}" --build-arg "BUILDPLATFORM=$build_platform" \
+			--build-arg "VERSION=$VERSION" --build-arg "REVISION=$REVISION" \
 			"${build_args[@]}" .
 	done
 	;;

@@ -21,7 +21,7 @@ func settingsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "container-name", EnvVars: oldnames.Vars("MOUNTPOD_CONTAINER_NAME", envRenames), Usage: "Name of this container in the pod; the downward API cannot give it."},
 		&cli.StringSliceFlag{Name: "plugins", EnvVars: []string{boundary.EnvPlugins}, Usage: "Volume plugin to register, such as kubernetes.io/rbd; repeat the flag or separate names with commas."},
 		&cli.StringFlag{Name: "registration-dir", EnvVars: oldnames.Vars(envRegistrationDir, envRenames), Value: registration.DefaultDir, Usage: "Directory of the registration files."},
-		&cli.StringSliceFlag{Name: "require-tools", EnvVars: []string{"MOUNTPOD_REQUIRE_TOOLS"}, Usage: "Executable that must be on PATH before registering; repeat the flag or separate names with commas (empty means none)."},
+		&cli.StringSliceFlag{Name: "require-tools", EnvVars: []string{"MOUNTPOD_REQUIRE_TOOLS"}, Usage: "Executable that must be on PATH before registering; repeat the flag or separate names with commas (empty means none). A plugin's own tools (ceph-fuse, mount.fuse.ceph: kubernetes.io/cephfs; mount.glusterfs; rbd) are required only of a pod that serves it."},
 		execSocketFlag(),
 		execBatchFlag(),
 	}

@@ -2,7 +2,14 @@
 # images.sh: build the test bed's container images without a registry.
 #
 #   images.sh all                          base, golang, pause, the mount-pod image and the test servers'
-#   images.sh base                         debian:bookworm-slim from debootstrap
+#   images.sh base [ARCH]                  debian:bookworm-slim from debootstrap; for another
+#                                          architecture than the machine's (Debian's names: arm64),
+#                                          localhost/mountcontainers/debian-ARCH:bookworm-slim, built
+#                                          under emulation (qemu-user-static, installed and registered
+#                                          with binfmt_misc when missing)
+#   images.sh multiarch ARCH...            localhost/mountcontainers/debian:bookworm-slim, a manifest
+#                                          list of the machine's base and each ARCH's (BASE_IMAGE for
+#                                          images/build.sh with PLATFORMS of several)
 #   images.sh golang                       golang:<go minor>-bookworm = base + host Go
 #   images.sh pause                        localhost/mountcontainers/pause:dev
 #   images.sh build NAME DOCKERFILE CONTEXT
@@ -75,29 +82,84 @@ restore() {
 	mark "$1" "$3"
 }
 
+HOST_ARCH=$(dpkg --print-architecture)
+
+# base_key [ARCH]: the inputs of the base image of ARCH (default the
+# machine's, whose key has no architecture in it).
 base_key() {
-	local mirror
+	local mirror arch=${1:-$HOST_ARCH}
 	mirror=$(apt_mirror) || die "no apt source for suite $SUITE in /etc/apt/sources.list{,.d/*}"
-	printf 'base-v2 %s %s\n' "$mirror" "$SUITE" | sha
+	if [[ $arch == "$HOST_ARCH" ]]; then
+		printf 'base-v2 %s %s\n' "$mirror" "$SUITE" | sha
+	else
+		printf 'base-v2 %s %s %s\n' "$mirror" "$SUITE" "$arch" | sha
+	fi
 }
 
+# base_image [ARCH]: the name of ARCH's base image in buildah's storage.
+base_image() {
+	local arch=${1:-$HOST_ARCH}
+	if [[ $arch == "$HOST_ARCH" ]]; then
+		echo "$BASE_IMAGE"
+	else
+		echo "$IMAGE_PREFIX/debian-$arch:$SUITE-slim"
+	fi
+}
+
+# ensure_emulation ARCH: programs of Debian architecture ARCH run on this
+# machine: qemu-user-static registered with binfmt_misc, its interpreter
+# opened at registration (flag F) so that it works in a chroot too.
+ensure_emulation() {
+	local arch=$1 qemu entry=/proc/sys/fs/binfmt_misc conf
+	case $arch in
+	arm64) qemu=aarch64 ;;
+	armhf) qemu=arm ;;
+	ppc64el) qemu=ppc64le ;;
+	s390x | riscv64) qemu=$arch ;;
+	*) die "no emulation known for architecture $arch (arm64, armhf, ppc64el, s390x, riscv64)" ;;
+	esac
+	conf=/usr/lib/binfmt.d/qemu-$qemu.conf
+	if [[ ! -f $conf ]]; then
+		log "installing qemu-user-static for $arch"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends qemu-user-static >&2 ||
+			die "apt-get install qemu-user-static failed"
+		[[ -f $conf ]] || die "qemu-user-static installed no $conf"
+	fi
+	if [[ ! -e $entry/register ]]; then
+		mount -t binfmt_misc binfmt_misc "$entry" || die "cannot mount binfmt_misc on $entry"
+	fi
+	if [[ ! -e $entry/qemu-$qemu ]]; then
+		cat "$conf" >"$entry/register" || die "registering $conf with binfmt_misc failed"
+	fi
+	grep -qx enabled "$entry/qemu-$qemu" || echo 1 >"$entry/qemu-$qemu"
+	grep -q '^flags:.*F' "$entry/qemu-$qemu" ||
+		die "$entry/qemu-$qemu is registered without flag F (fix binary): a chroot cannot find its interpreter; remove it (echo -1 >$entry/qemu-$qemu) to have it registered again"
+}
+
+# build_base [ARCH]: the Debian base image of ARCH (default the machine's).
 build_base() {
-	local key archive mirror rootfs ctr mnt start
-	key=$(base_key)
-	archive=$OCI_DIR/base-$key.tar
+	local arch=${1:-$HOST_ARCH} key archive mirror rootfs ctr mnt start image name=base debootstrap_args=()
+	key=$(base_key "$arch")
+	image=$(base_image "$arch")
+	if [[ $arch != "$HOST_ARCH" ]]; then
+		name=base-$arch
+		debootstrap_args=(--arch="$arch")
+	fi
+	archive=$OCI_DIR/$name-$key.tar
 	if [[ -f $archive ]]; then
-		in_store "$BASE_IMAGE" "$key" || restore "$BASE_IMAGE" "$archive" "$key"
-		publish base "$archive"
-		log "base image $BASE_IMAGE cached ($archive)"
+		in_store "$image" "$key" || restore "$image" "$archive" "$key"
+		[[ $arch != "$HOST_ARCH" ]] || publish "$name" "$archive"
+		log "base image $image cached ($archive)"
 		return
 	fi
+	[[ $arch == "$HOST_ARCH" ]] || ensure_emulation "$arch"
 	mirror=$(apt_mirror)
-	log "debootstrap $SUITE from $mirror"
+	log "debootstrap $SUITE ($arch) from $mirror"
 	start=$(date +%s)
 	rootfs=$(mktemp -d "${TMPDIR:-/var/tmp}/mc-rootfs.XXXXXX")
 	# shellcheck disable=SC2064 # expand now: rootfs is local.
 	trap "rm -rf '$rootfs'" RETURN
-	debootstrap --variant=minbase "$SUITE" "$rootfs" "$mirror" >"$IMAGE_CACHE_DIR/debootstrap.log" 2>&1 ||
+	debootstrap --variant=minbase "${debootstrap_args[@]}" "$SUITE" "$rootfs" "$mirror" >"$IMAGE_CACHE_DIR/debootstrap.log" 2>&1 ||
 		{ tail -20 "$IMAGE_CACHE_DIR/debootstrap.log" >&2; die "debootstrap failed (log: $IMAGE_CACHE_DIR/debootstrap.log)"; }
 	# Slim it like debian:*-slim: no docs, man pages or locales, now or later.
 	cat >"$rootfs/etc/dpkg/dpkg.cfg.d/docker-slim" <<-'EOF'
@@ -130,13 +192,44 @@ build_base() {
 	tar -C "$rootfs" -cf - . | tar -C "$mnt" -xpf -
 	bh umount "$ctr" >/dev/null
 	bh config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-		--cmd bash "$ctr"
-	bh commit --quiet --rm "$ctr" "$BASE_IMAGE" >/dev/null
-	mark "$BASE_IMAGE" "$key"
+		--os linux --arch "$(go_arch "$arch")" --cmd bash "$ctr"
+	bh commit --quiet --rm "$ctr" "$image" >/dev/null
+	mark "$image" "$key"
 	mkdir -p "$OCI_DIR"
-	push "$BASE_IMAGE" "$archive" "$IMAGE_PREFIX/base:dev"
-	publish base "$archive"
-	log "built $BASE_IMAGE in $(($(date +%s) - start)) s"
+	push "$image" "$archive" "$IMAGE_PREFIX/$name:dev"
+	# Only the machine's goes to the bed's nodes (images.sh import).
+	[[ $arch != "$HOST_ARCH" ]] || publish "$name" "$archive"
+	log "built $image in $(($(date +%s) - start)) s"
+}
+
+# go_arch ARCH: the OCI (Go) name of Debian architecture ARCH.
+go_arch() {
+	case $1 in
+	armhf) echo arm ;;
+	ppc64el) echo ppc64le ;;
+	i386) echo 386 ;;
+	*) echo "$1" ;;
+	esac
+}
+
+# multiarch ARCH...: a manifest list of the machine's base image and each
+# ARCH's, as $IMAGE_PREFIX/debian:$SUITE-slim (made anew each time).
+multiarch() {
+	local list=$IMAGE_PREFIX/debian:$SUITE-slim arch
+	build_base
+	for arch in "$@"; do
+		[[ $arch == "$HOST_ARCH" ]] || build_base "$arch"
+	done
+	if bh manifest exists "$list" 2>/dev/null; then
+		bh manifest rm "$list" >/dev/null
+	fi
+	bh manifest create "$list" >/dev/null
+	bh manifest add "$list" "containers-storage:$BASE_IMAGE" >/dev/null
+	for arch in "$@"; do
+		[[ $arch == "$HOST_ARCH" ]] || bh manifest add "$list" "containers-storage:$(base_image "$arch")" >/dev/null
+	done
+	log "base image list $list: $HOST_ARCH $*"
+	echo "$list"
 }
 
 build_golang() {
@@ -363,7 +456,12 @@ main() {
 			build_image "$name" "$REPO_ROOT/test/images/$name/Dockerfile" "$REPO_ROOT/test/images/$name"
 		done
 		;;
-	base) build_base ;;
+	base) build_base "${2:-}" ;;
+	multiarch)
+		shift
+		(($# > 0)) || die "usage: images.sh multiarch ARCH..."
+		multiarch "$@"
+		;;
 	golang) build_golang ;;
 	pause) build_pause ;;
 	provisioner) build_provisioner ;;
@@ -376,7 +474,7 @@ main() {
 		import "$@"
 		;;
 	sizes) sizes ;;
-	*) die "usage: images.sh [all|base|golang|pause|provisioner|build NAME DOCKERFILE CONTEXT|import [NAME...]|sizes]" ;;
+	*) die "usage: images.sh [all|base [ARCH]|multiarch ARCH...|golang|pause|provisioner|build NAME DOCKERFILE CONTEXT|import [NAME...]|sizes]" ;;
 	esac
 }
 

@@ -179,6 +179,20 @@ exec %q "$@"
 		"BUILD_ARGS=--pull=never --layers --build-arg GOPROXY="+goproxy+" -v "+gomod+":/go/pkg/mod -v "+gocache+":/root/.cache/go-build",
 		"PUSH_ARGS=--tls-verify=false",
 	)
+	// make images leaves a manifest list of each image in the bed's
+	// buildah storage: removed here, or images.sh's prune would later take
+	// their images from under them (and buildah then fails to list its
+	// storage at all).
+	version := strings.TrimSpace(run(t, time.Minute, "git", "-C", root, "describe", "--tags", "--always", "--dirty"))
+	t.Cleanup(func() {
+		for _, name := range []string{"mountpod", "csi-driver"} {
+			ref := registry + "/mountcontainers/" + name + ":" + version
+			c := exec.Command("buildah", "--root", buildah+"/storage", "--runroot", buildah+"/run", "--storage-driver", "overlay", "manifest", "rm", ref)
+			if o, err := c.CombinedOutput(); err != nil {
+				t.Logf("removing the image list %s: %v\n%s", ref, err, o)
+			}
+		}
+	})
 	settings := map[string]string{"REGISTRY": registry, "GLUSTER_SERVER": bed.Env.NodeName, "GLUSTER_VOLUME": glusterVolume}
 	// CephFS (section 5): the bed's Ceph, its keys in files as an
 	// administrator hands them over, and the cephfs mount pod's bed paths.

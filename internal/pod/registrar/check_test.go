@@ -39,6 +39,20 @@ func TestCheck(t *testing.T) {
 			writeReg(t, cfg.Dir, rbd, thisPod)
 			writeReg(t, cfg.Dir, gluster, thisPod)
 		}, []string{"missing required tools: mkfs.xfs"}},
+		{"another plugin's tools", func(t *testing.T, cfg *Config) {
+			// ceph-fuse is the cephfs plugin's alone: not required of a
+			// pod that serves rbd and glusterfs.
+			cfg.RequiredTools = []string{"rbd", "ceph-fuse", "mount.fuse.ceph", "mkfs.xfs"}
+			writeReg(t, cfg.Dir, rbd, thisPod)
+			writeReg(t, cfg.Dir, gluster, thisPod)
+		}, []string{"missing required tools: mkfs.xfs ("}},
+		{"a served plugin's tools", func(t *testing.T, cfg *Config) {
+			cfg.Plugins = append(cfg.Plugins, "kubernetes.io/cephfs")
+			cfg.RequiredTools = []string{"rbd", "ceph-fuse", "mount.fuse.ceph", "mount.glusterfs"}
+			writeReg(t, cfg.Dir, rbd, thisPod)
+			writeReg(t, cfg.Dir, gluster, thisPod)
+			writeReg(t, cfg.Dir, "kubernetes.io/cephfs", thisPod)
+		}, []string{"missing required tools: ceph-fuse, mount.fuse.ceph, mount.glusterfs ("}},
 		{"bad configuration", func(t *testing.T, cfg *Config) { cfg.Pod.PodName = "" }, []string{"invalid configuration: pod: podName is missing"}},
 	}
 	for _, tt := range tests {

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/cephfs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs"
+	rbdfs "github.com/mountcontainers/mountcontainers/internal/shared/fs/rbd"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -26,7 +29,8 @@ type Config struct {
 	Dir string
 	// RequiredTools are the executables that must be found before
 	// registering: bare names are looked up in SearchPath, names with a "/"
-	// are checked as they are. Empty names are ignored.
+	// are checked as they are. Empty names are ignored, and so are the
+	// tools that only a plugin this pod does not serve runs ([PluginTools]).
 	RequiredTools []string
 	// SearchPath is the colon-separated list of directories in which to
 	// look for RequiredTools, like $PATH; empty means the process's $PATH.
@@ -46,6 +50,33 @@ type Config struct {
 	// Observer, when set, is told of each plugin's registration state and
 	// of the daemon's repairs (the mount pod's metrics).
 	Observer Observer
+}
+
+// PluginTools are, for each volume plugin that has some, the tools that
+// only its mounts run. A pod that serves none of a tool's plugins does not
+// require it, whatever RequiredTools lists: one image lists every tool it
+// may carry, and an image for a platform that lacks one plugin's tools
+// still serves the others (Debian builds no ceph-fuse for arm64). A pod
+// that serves the plugin requires them as listed.
+var PluginTools = map[string][]string{
+	rbdfs.Plugin:     rbdfs.Tools,
+	glusterfs.Plugin: glusterfs.Tools,
+	cephfs.Plugin:    cephfs.Tools,
+}
+
+// otherPluginsTool reports whether tool is one of [PluginTools] and none
+// of its plugins is among plugins.
+func otherPluginsTool(tool string, plugins []string) bool {
+	owned := false
+	for plugin, tools := range PluginTools {
+		if slices.Contains(tools, tool) {
+			if slices.Contains(plugins, plugin) {
+				return false
+			}
+			owned = true
+		}
+	}
+	return owned
 }
 
 // normalize validates c and returns a copy with defaults filled in, the
@@ -73,7 +104,7 @@ func (c Config) normalize() (Config, error) {
 	c.Plugins = plugins
 	var tools []string
 	for _, t := range c.RequiredTools {
-		if t = strings.TrimSpace(t); t != "" && !slices.Contains(tools, t) {
+		if t = strings.TrimSpace(t); t != "" && !slices.Contains(tools, t) && !otherPluginsTool(t, plugins) {
 			tools = append(tools, t)
 		}
 	}

@@ -54,6 +54,14 @@ const (
 // FSType is the file system type name of CephFS volumes.
 const FSType = "cephfs"
 
+// Plugin is the volume plugin the CephFS mount pods register for (the
+// kubelet's in-tree plugin's name), and Tools the utilities its mounts run
+// in them.
+const Plugin = "kubernetes.io/cephfs"
+
+// Tools: see [Plugin].
+var Tools = []string{"ceph-fuse", "mount.fuse.ceph"}
+
 // The mount(8) type and source of a ceph-fuse mount: mount.fuse.ceph (in
 // the mount pod, a safe translation to ceph-fuse's arguments: package
 // fuseargs) turns each ceph.NAME=VALUE option into --NAME=VALUE.
