@@ -53,6 +53,16 @@ func TestImages(t *testing.T) {
 	storage := filepath.Join(cacheDir, "buildah")
 	buildah := []string{"buildah", "--root", storage + "/storage", "--runroot", storage + "/run", "--storage-driver", "overlay"}
 
+	// Last: the storage is left as the bed's scripts need it. buildah 1.28
+	// cannot list a storage that holds a manifest list of images of its
+	// own (what `manifest add containers-storage:` and `build --manifest`
+	// make), and the bed's prune of old images then fails.
+	t.Cleanup(func() {
+		if o, err := exec.Command(buildah[0], append(buildah[1:], "images")...).CombinedOutput(); err != nil {
+			t.Errorf("buildah cannot list the bed's storage after the test: %v\n%s", err, o)
+		}
+	})
+
 	// The builder image and the base images: the machine's and arm64's
 	// in one list, which the Dockerfiles' runtime stages resolve by
 	// platform.
@@ -61,6 +71,11 @@ func TestImages(t *testing.T) {
 	out := run(t, root, nil, 30*time.Minute, "test/bed/images.sh", "multiarch", "arm64")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	base := lines[len(lines)-1]
+	t.Cleanup(func() {
+		if o, err := exec.Command(buildah[0], append(buildah[1:], "manifest", "rm", base)...).CombinedOutput(); err != nil {
+			t.Errorf("removing the base image list %s: %v\n%s", base, err, o)
+		}
+	})
 	t.Logf("base images ready in %s: %s", time.Since(start).Round(time.Second), base)
 
 	// make images, as a reader runs it, with this machine's storage and
