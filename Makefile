@@ -119,6 +119,7 @@ conformance: ## Run Kubernetes' External Storage e2e suite against the CSI drive
 
 .PHONY: e2e-multiarch
 e2e-multiarch: ## Build the images for linux/amd64 and linux/arm64 (make images PLATFORMS=...; arm64's base bootstrapped and its steps run under qemu-user-static, which it installs and registers) and run each platform's tools in its image (root; no cluster; test/README.md).
+	test/bed/setup.sh
 	$(GO) test -tags e2e_multiarch -count=1 -v -timeout 90m ./test/multiarch
 
 .PHONY: e2e-load

@@ -121,7 +121,7 @@ ensure_emulation() {
 	conf=/usr/lib/binfmt.d/qemu-$qemu.conf
 	if [[ ! -f $conf ]]; then
 		log "installing qemu-user-static for $arch"
-		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends qemu-user-static >&2 ||
+		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-user-static; } >&2 ||
 			die "apt-get install qemu-user-static failed"
 		[[ -f $conf ]] || die "qemu-user-static installed no $conf"
 	fi
