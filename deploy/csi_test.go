@@ -832,7 +832,7 @@ func TestCSIImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := string(b)
-	for _, want := range []string{"CGO_ENABLED=0", "./cmd/csi-driver", "\nFROM scratch\n", `ENTRYPOINT ["/usr/local/bin/csi-driver"]`} {
+	for _, want := range []string{"CGO_ENABLED=0", "./cmd/csi-driver", "\nFROM --platform=${TARGETPLATFORM} scratch\n", `ENTRYPOINT ["/usr/local/bin/csi-driver"]`} {
 		if !strings.Contains(d, want) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}

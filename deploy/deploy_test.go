@@ -195,6 +195,19 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, overlay, plugin string) 
 	expect(env["MOUNTPOD_CONTAINER_NAME"].Value == c.Name, "MOUNTPOD_CONTAINER_NAME %q, container is %q", env["MOUNTPOD_CONTAINER_NAME"].Value, c.Name)
 	expect(env["MOUNTPOD_PLUGINS"].Value == plugin, "MOUNTPOD_PLUGINS %q, want %q", env["MOUNTPOD_PLUGINS"].Value, plugin)
 	regDir := env["MOUNTPOD_REGISTRATION_DIR"].Value
+	// The image has no ceph-fuse for arm64 (images/Dockerfile): the cephfs
+	// mount pod keeps off arm64 nodes, the others run on every node.
+	offArm64 := false
+	if a := pod.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		// Every term (they are alternatives) keeps off arm64.
+		terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		offArm64 = len(terms) > 0 && !slices.ContainsFunc(terms, func(term corev1.NodeSelectorTerm) bool {
+			return !slices.ContainsFunc(term.MatchExpressions, func(e corev1.NodeSelectorRequirement) bool {
+				return e.Key == corev1.LabelArchStable && e.Operator == corev1.NodeSelectorOpNotIn && slices.Equal(e.Values, []string{"arm64"})
+			})
+		})
+	}
+	expect(offArm64 == (plugin == "kubernetes.io/cephfs"), "%s mount pod: kept off arm64 nodes %t (affinity %+v)", plugin, offArm64, pod.Affinity)
 
 	expect(c.ReadinessProbe != nil && c.ReadinessProbe.Exec != nil &&
 		strings.HasSuffix(c.ReadinessProbe.Exec.Command[0], "mountpod") &&
