@@ -172,6 +172,12 @@ func (r *Resolver) execSyncOne(ctx context.Context, d Decision, argv []string, t
 	}
 	resp, err := conn.ExecSync(callCtx, d.ContainerID, argv, timeout)
 	if err != nil {
+		if status.Code(err) == codes.Canceled && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+			// The call's own deadline passed (nobody cancelled it: that
+			// would have left callCtx Canceled), and the transport
+			// reported the stream's end as cancelled: a timeout.
+			err = status.Error(codes.DeadlineExceeded, err.Error())
+		}
 		return nil, nil, execError(argv[0], d, secs, err)
 	}
 	if resp.GetExitCode() != 0 {
