@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	utilexec "k8s.io/utils/exec"
 
@@ -431,6 +433,38 @@ func TestErrorClassification(t *testing.T) {
 		}
 		if got := notFoundMessage(tc.msg); got != tc.notFound {
 			t.Errorf("notFoundMessage(%q) = %v", tc.msg, got)
+		}
+	}
+}
+
+// TestCallErrorCancelledAtDeadline: the status a runtime's handler sends
+// when its context is cancelled at the call's deadline (a race in the
+// runtime's gRPC server that no fake produces on demand) is a timeout, as
+// the reset gRPC turns into DeadlineExceeded is; a cancellation is not.
+func TestCallErrorCancelledAtDeadline(t *testing.T) {
+	d := Decision{Plugin: testPlugin, ContainerID: "abc", Via: ViaExecSync}
+	cancelled := fmt.Errorf("exec sync on unix:///run/cri.sock: %w", status.Error(codes.Canceled, "context canceled"))
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	cut, cutCancel := context.WithTimeout(context.Background(), time.Hour)
+	cutCancel()
+	live, liveCancel := context.WithTimeout(context.Background(), time.Hour)
+	defer liveCancel()
+	for _, tc := range []struct {
+		name        string
+		ctx         context.Context
+		wantTimeout bool
+	}{
+		{"deadline passed", expired, true},
+		{"cancelled", cut, false},
+		{"before the deadline", live, false},
+	} {
+		err := callError(tc.ctx, "sleep", d, time.Second, cancelled)
+		if got := errors.Is(err, ErrTimeout) && errors.Is(err, context.DeadlineExceeded); got != tc.wantTimeout {
+			t.Errorf("%s: %v, a timeout %t, want %t", tc.name, err, got, tc.wantTimeout)
+		}
+		if !tc.wantTimeout && !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: %v, want context.Canceled", tc.name, err)
 		}
 	}
 }

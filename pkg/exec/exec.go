@@ -172,13 +172,7 @@ func (r *Resolver) execSyncOne(ctx context.Context, d Decision, argv []string, t
 	}
 	resp, err := conn.ExecSync(callCtx, d.ContainerID, argv, timeout)
 	if err != nil {
-		if status.Code(err) == codes.Canceled && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
-			// The call's own deadline passed (nobody cancelled it: that
-			// would have left callCtx Canceled), and the transport
-			// reported the stream's end as cancelled: a timeout.
-			err = status.Error(codes.DeadlineExceeded, err.Error())
-		}
-		return nil, nil, execError(argv[0], d, secs, err)
+		return nil, nil, callError(callCtx, argv[0], d, secs, err)
 	}
 	if resp.GetExitCode() != 0 {
 		return resp.GetStdout(), resp.GetStderr(), utilexec.CodeExitError{
@@ -193,6 +187,19 @@ func (r *Resolver) execSyncOne(ctx context.Context, d Decision, argv []string, t
 // take: a quarter of it, between 500 ms and 5 s.
 func grace(d time.Duration) time.Duration {
 	return min(max(d/4, 500*time.Millisecond), 5*time.Second)
+}
+
+// callError is execError for an ExecSync call made with callCtx. A call
+// that ended Canceled after its own deadline had passed, a deadline nobody
+// cut short (a cancellation leaves callCtx Canceled), timed out: at the
+// deadline a runtime's gRPC server cancels its handler's context before it
+// marks the stream done, so the handler's Canceled status can reach the
+// client instead of the stream reset that gRPC reports as DeadlineExceeded.
+func callError(callCtx context.Context, name string, d Decision, timeout time.Duration, err error) error {
+	if status.Code(err) == codes.Canceled && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+		err = status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return execError(name, d, timeout, err)
 }
 
 // execError turns an ExecSync failure into the error callers of utilexec
