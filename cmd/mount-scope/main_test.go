@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -366,6 +367,7 @@ func TestHelperGlusterfs(t *testing.T) {
 sleep 30 >/dev/null 2>&1 &
 echo $!
 for a; do printf '[%s]' "$a"; done; echo
+echo "parent $PPID $(tr '\0' '\n' </proc/$PPID/environ | grep '^MOUNTPOD_HELPER_IN_SCOPE=') own ${MOUNTPOD_HELPER_IN_SCOPE-unset}"
 cat /proc/$$/cgroup
 exit "${GLUSTERFS_EXIT:-0}"
 `), 0o755); err != nil {
@@ -374,15 +376,23 @@ exit "${GLUSTERFS_EXIT:-0}"
 	env = append(env, "MOUNTPOD_PLUGINS="+plugin, "PATH="+pathDir+":/usr/bin:/bin")
 
 	cmd := exec.Command(filepath.Join(sbin, "mount.glusterfs"), "srv1:/vol", target, "-o", "rw,log-level=ERROR,xlator-option=*dht*.x=$(touch${IFS}/tmp/x);*,backup-volfile-servers=srv2")
-	cmd.Env = env
+	// A stale marker from the caller is not taken for the helper's own.
+	cmd.Env = append(slices.Clone(env), scope.EnvInScope+"=1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, _ := cmd.Output()
-	lines := strings.SplitN(string(out), "\n", 3)
+	lines := strings.SplitN(string(out), "\n", 4)
 	daemon, err := strconv.Atoi(lines[0])
-	if err != nil || len(lines) < 3 {
-		t.Fatalf("output %q (stderr %q): want the daemon's PID, the arguments, the cgroups", out, stderr.String())
+	if err != nil || len(lines) < 4 {
+		t.Fatalf("output %q (stderr %q): want the daemon's PID, the arguments, the helper's marker, the cgroups", out, stderr.String())
 	}
+	// The helper that waits for glusterfs ran itself again once in the
+	// scope: its environment (its last execve's) has the marker with its
+	// own PID, which glusterfs's does not have.
+	if want := fmt.Sprintf("parent %d %s=%d own unset", cmd.Process.Pid, scope.EnvInScope, cmd.Process.Pid); lines[2] != want {
+		t.Errorf("the helper and its client: %q, want %q (the helper re-executed in its scope, the marker kept from the client)", lines[2], want)
+	}
+	lines = append(lines[:2], lines[3])
 	t.Cleanup(func() { syscall.Kill(daemon, syscall.SIGKILL) })
 	if want := "[--log-level=ERROR][--xlator-option=*dht*.x=$(touch${IFS}/tmp/x);*][--process-name][fuse][--volfile-server=srv1][--volfile-server=srv2][--volfile-id=/vol][" + target + "]"; lines[1] != want {
 		t.Errorf("glusterfs got %s, want %s", lines[1], want)

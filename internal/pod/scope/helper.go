@@ -203,6 +203,9 @@ func RealHelper(argv0 string) (string, error) {
 // target is checked before (nothing runs when it fails) and the mount after
 // (a client that exited 0 without a mount that answers is a failure, and a
 // mount made is detached); RunHelper then returns nil for a mount made.
+// Such a helper, once in its scope, first runs itself again there
+// ([reexecInScope], which checks the target again), so that the memory of
+// the process that waits is the scope's, not the mount pod's.
 func RunHelper(getenv func(string) string, argv []string, env []string) error {
 	if len(argv) == 0 {
 		return errors.New("mount helper: no arguments")
@@ -242,7 +245,9 @@ func RunHelper(getenv func(string) string, argv []string, env []string) error {
 		args = argv
 		target, mount = HelperTarget(argv)
 	}
-	if mount {
+	placed := mount && th.checked && inScope(getenv)
+	env = withoutInScope(env)
+	if mount && !placed {
 		hc, err := HelperConfigFromEnv(getenv)
 		if err != nil {
 			return fmt.Errorf("mount helper %s: scope for %s: %w", name, target, err)
@@ -260,6 +265,12 @@ func RunHelper(getenv func(string) string, argv []string, env []string) error {
 			if err != nil {
 				return fmt.Errorf("mount helper %s: scope for %s: %w", name, target, err)
 			}
+			if th.checked {
+				reexecInScope(argv, env)
+				// Still here: /proc/self/exe cannot be run. The mount
+				// goes on in this process, its runtime charged to the
+				// mount pod.
+			}
 		}
 	}
 	if !mount || !th.checked {
@@ -273,6 +284,43 @@ func RunHelper(getenv func(string) string, argv []string, env []string) error {
 		return fmt.Errorf("mount helper %s: %w", name, err)
 	}
 	return nil
+}
+
+// EnvInScope marks the helper re-executed in its scope (see
+// [reexecInScope]): its value is the process's own PID, which an
+// execve keeps, so that the setting inherited from anywhere else (a
+// DaemonSet's env, a caller's) is never taken for it.
+const EnvInScope = "MOUNTPOD_HELPER_IN_SCOPE"
+
+// reexecInScope replaces a helper that waits for its client (a checked
+// helper of [translatedHelpers]) with a fresh run of itself once it is in
+// its scope, marked with [EnvInScope]; it returns only when the execve
+// fails. Memory is charged to the cgroup a process was in when it
+// touched it, and moving a process does not move the charge: the Go
+// runtime this process started in the mount pod's cgroup (about 1 MiB with
+// its threads and page tables) would stay the mount pod's until the mount
+// is made, for every mount in flight. After the execve the mount pod keeps
+// only the process's kernel entry; the helper's memory is the scope's, as
+// is the client's.
+func reexecInScope(argv, env []string) {
+	marked := append(withoutInScope(env), EnvInScope+"="+strconv.Itoa(os.Getpid()))
+	_ = execve("/proc/self/exe", argv, marked)
+}
+
+// inScope reports whether this process is the run of [reexecInScope].
+func inScope(getenv func(string) string) bool {
+	return getenv(EnvInScope) == strconv.Itoa(os.Getpid())
+}
+
+// withoutInScope returns env less [EnvInScope]: the client never sees it.
+func withoutInScope(env []string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, EnvInScope+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // runChild runs path with args and env, with this process's standard
