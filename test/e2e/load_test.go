@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
@@ -271,19 +272,24 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	// When each part was done is noted apart: the mounts (the driver's
 	// unmounts), the pods (the kubelet's teardown and the API), the scopes
 	// (the mount pod's survey).
+	dels, stopWatch := watchDeletions(t, bed, g.ns, label)
+	defer stopWatch()
 	cpuStart = takeCPU(cgroups)
 	start = time.Now()
+	dels.start = start
 	if err := bed.Client.CoreV1().Pods(g.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: label}); err != nil {
 		t.Fatal(err)
 	}
-	var podsGone, mountsGone, scopesGone time.Duration
+	var podsGone, mountsGone, scopesGone, slowestLook time.Duration
 	err = framework.Poll(context.Background(), "the wave's pods gone and their volumes cleaned up", time.Second, 5*time.Minute,
 		func(ctx context.Context) (bool, string, error) {
+			lookStart := time.Now()
 			left, err := bed.Client.CoreV1().Pods(g.ns).List(ctx, metav1.ListOptions{LabelSelector: label})
 			if err != nil {
 				return false, "", err
 			}
 			l := leftovers(t, dirs, parent, bed.Env.RegistrationDir)
+			slowestLook = max(slowestLook, time.Since(lookStart))
 			now := time.Since(start)
 			if podsGone == 0 && len(left.Items) == 0 {
 				podsGone = now
@@ -312,7 +318,14 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	var first, last time.Time
 	var utook []time.Duration
 	failedUnmounts := 0
+	unmountEnd := map[types.UID]time.Time{}
 	for _, c := range unmounts {
+		if _, rest, ok := strings.Cut(c.Dir, "/pods/"); ok {
+			uid, _, _ := strings.Cut(rest, "/")
+			if c.Time.After(unmountEnd[types.UID(uid)]) {
+				unmountEnd[types.UID(uid)] = c.Time
+			}
+		}
 		if c.Status != "Success" {
 			// On every path: an unmount is umount2 on the node, which
 			// queues behind no exec.
@@ -338,6 +351,8 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 			utook[len(utook)/2].Round(time.Millisecond), utook[len(utook)-1].Round(time.Millisecond), maxOverlap(unmounts),
 			mountsGone.Round(time.Second), podsGone.Round(time.Second), scopesGone.Round(time.Second))
 	}
+	stopWatch()
+	t.Logf("deletion, from a watch: %s (the test's look at what is left took at most %s)", dels.summary(unmountEnd), slowestLook.Round(time.Millisecond))
 	return fig
 }
 
@@ -370,8 +385,11 @@ func (g *glusterEnv) baselineWave(t *testing.T) waveFigures {
 			t.Errorf("pod %s logged %q (%v), want it to have written and read its emptyDir", p.Name, out, err)
 		}
 	}
+	dels, stopWatch := watchDeletions(t, bed, g.ns, label)
+	defer stopWatch()
 	cpuStart = takeCPU(cgroups)
 	start = time.Now()
+	dels.start = start
 	if err := bed.Client.CoreV1().Pods(g.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: label}); err != nil {
 		t.Fatal(err)
 	}
@@ -391,6 +409,8 @@ func (g *glusterEnv) baselineWave(t *testing.T) waveFigures {
 	fig.deleteCPU = cpuDeleted.busy - cpuStart.busy
 	t.Logf("%d pods with an emptyDir Running in %s, all deleted in %s", loadPods, allRunning.Round(time.Millisecond), fig.deleted.Round(time.Millisecond))
 	t.Logf("CPU of the deletion: %s", cpuSplit(cpuStart, cpuDeleted))
+	stopWatch()
+	t.Logf("deletion, from a watch: %s", dels.summary(nil))
 	return fig
 }
 
@@ -825,3 +845,102 @@ func maxOverlap(calls []driverCall) int {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// podDeletions is when each pod of a wave, deleted at once, had all its
+// containers terminated and left the API, from a watch (to the event, where
+// a poll would add its interval and its own time).
+type podDeletions struct {
+	start   time.Time
+	mu      sync.Mutex
+	stopped map[types.UID]time.Time
+	gone    map[types.UID]time.Time
+}
+
+// watchDeletions watches the pods of label in ns from now on; stop ends
+// the watch.
+func watchDeletions(t *testing.T, bed *framework.Bed, ns, label string) (d *podDeletions, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	list, err := bed.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: label})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	w, err := bed.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: label, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	d = &podDeletions{stopped: map[types.UID]time.Time{}, gone: map[types.UID]time.Time{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			d.mu.Lock()
+			if _, seen := d.stopped[p.UID]; !seen && allTerminated(p) {
+				d.stopped[p.UID] = now
+			}
+			if ev.Type == watch.Deleted {
+				d.gone[p.UID] = now
+			}
+			d.mu.Unlock()
+		}
+	}()
+	return d, sync.OnceFunc(func() { cancel(); w.Stop(); <-done })
+}
+
+// allTerminated reports whether the pod's status shows every container
+// terminated.
+func allTerminated(p *corev1.Pod) bool {
+	if len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Terminated == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// since returns the times of m after d.start, sorted.
+func (d *podDeletions) since(m map[types.UID]time.Time) []time.Duration {
+	var out []time.Duration
+	for _, at := range m {
+		out = append(out, at.Sub(d.start))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// summary says when the pods' containers were all terminated and when the
+// pods left the API (p50 and last, after the delete, from the watch), and,
+// with unmountEnd (a pod's last driver unmount, by UID), how long each pod
+// stayed in the API after its volume was unmounted.
+func (d *podDeletions) summary(unmountEnd map[types.UID]time.Time) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q := func(ds []time.Duration) string {
+		if len(ds) == 0 {
+			return "none seen"
+		}
+		return fmt.Sprintf("p50 %s, last %s (%d)", ds[len(ds)/2].Round(100*time.Millisecond), ds[len(ds)-1].Round(100*time.Millisecond), len(ds))
+	}
+	s := fmt.Sprintf("containers terminated %s; pod left the API %s", q(d.since(d.stopped)), q(d.since(d.gone)))
+	if len(unmountEnd) > 0 {
+		var after []time.Duration
+		for uid, gone := range d.gone {
+			if u, ok := unmountEnd[uid]; ok {
+				after = append(after, gone.Sub(u))
+			}
+		}
+		slices.Sort(after)
+		s += "; left the API after its unmount ended: " + q(after)
+	}
+	return s
+}
