@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -61,8 +60,24 @@ const (
 	batchOverhead = 10 * time.Second
 )
 
-// containerIDPattern is what a container ID may be to name a directory.
-var containerIDPattern = regexp.MustCompile(`^[0-9a-zA-Z][0-9a-zA-Z_.-]{0,127}$`)
+// validContainerID reports whether id may name a directory:
+// [0-9a-zA-Z][0-9a-zA-Z_.-]{0,127}. (Written out: the regular expression
+// took half a millisecond of every start of a volume host to compile.)
+func validContainerID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // batchResult is what a leader writes for another caller: the command's
 // result, or the error of the ExecSync that carried it.
@@ -90,7 +105,7 @@ type batchRequest struct {
 // share one.
 func (r *Resolver) batching(d Decision, argv []string) bool {
 	return r.batchDir != "" && d.Via == ViaExecSync && d.Registration != nil &&
-		d.Registration.ExecBatch != "" && containerIDPattern.MatchString(d.ContainerID) &&
+		d.Registration.ExecBatch != "" && validContainerID(d.ContainerID) &&
 		(execbatch.Request{Argv: argv, TimeoutMs: 1}).Size() < execbatch.MaxRequestSize-32
 }
 

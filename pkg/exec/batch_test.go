@@ -9,6 +9,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -396,5 +397,21 @@ func TestBatchProgramMissing(t *testing.T) {
 	defer b.mu.Unlock()
 	if len(b.batches) != 1 || len(b.plain) != 1+n {
 		t.Errorf("%d batch attempts and %d plain execs; want the one batch that could not start and each command alone", len(b.batches), len(b.plain))
+	}
+}
+
+// TestValidContainerID holds validContainerID to the pattern it spells out.
+func TestValidContainerID(t *testing.T) {
+	re := regexp.MustCompile(`^[0-9a-zA-Z][0-9a-zA-Z_.-]{0,127}$`)
+	cases := []string{"", "a", "0", "_", ".", "-", "a_b.c-d", "A9", "a/b", "a b", "a\x00", "é", "a..", "..",
+		strings.Repeat("a", 127), strings.Repeat("a", 128), strings.Repeat("a", 129), "a" + strings.Repeat("-", 127), "-" + strings.Repeat("a", 10),
+		"3f1c2a9b8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b"}
+	for c := byte(0); c < 128; c++ {
+		cases = append(cases, "x"+string(c), string(c))
+	}
+	for _, id := range cases {
+		if got, want := validContainerID(id), re.MatchString(id); got != want {
+			t.Errorf("validContainerID(%q) = %v, the pattern says %v", id, got, want)
+		}
 	}
 }

@@ -370,6 +370,14 @@ func (g *glusterEnv) baselineWave(t *testing.T) waveFigures {
 		defer cancel()
 		_ = bed.Client.CoreV1().Pods(g.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: label})
 	})
+	// The same looks as the other waves take, so that what they cost the
+	// CPUs is on both sides of a ratio: the samples while the pods start,
+	// the look at what is left while they go.
+	mp := g.mountPod(t)
+	parent := bed.Env.Vars["BED_SCOPE_PARENT"]
+	var peak loadPeak
+	stopSampling := peak.start(mp.UID, mountpodPID(t, mp.UID), parent, filepath.Join(bed.Env.KubeletRoot, "pods"))
+	defer stopSampling()
 	cgroups := g.loadCgroups(t, "", "")
 	cpuStart := takeCPU(cgroups)
 	start := time.Now()
@@ -377,6 +385,7 @@ func (g *glusterEnv) baselineWave(t *testing.T) waveFigures {
 	pods := waitAllRunning(t, bed, g.ns, label, loadPods, 5*time.Minute)
 	allRunning := time.Since(start)
 	cpuRunning := takeCPU(cgroups)
+	stopSampling()
 	fig := waveFigures{running: allRunning, cpu: cpuRunning.busy - cpuStart.busy}
 	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, cpuRunning))
 	for _, p := range pods {
@@ -399,6 +408,7 @@ func (g *glusterEnv) baselineWave(t *testing.T) waveFigures {
 			if err != nil {
 				return false, "", err
 			}
+			_ = leftovers(t, nil, parent, bed.Env.RegistrationDir) // the other waves' look, its cost
 			return len(left.Items) == 0, fmt.Sprintf("%d left", len(left.Items)), nil
 		})
 	if err != nil {
@@ -768,7 +778,15 @@ func leftovers(t *testing.T, dirs []string, parent, regDir string) loadLeft {
 	want := map[string]bool{}
 	for _, d := range dirs {
 		want[d] = true
-		if hostMount(t, d) != "" {
+	}
+	// One read of the node's mount table for all dirs: the look runs
+	// every second of a deletion, on the CPUs the deletion is measured on.
+	data, err := os.ReadFile(framework.NodeProcOf() + "/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) > 4 && want[f[4]] {
 			l.mounts++
 		}
 	}

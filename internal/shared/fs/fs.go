@@ -16,8 +16,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
@@ -216,4 +218,12 @@ func ReadOnlyOptions(opts []string, readOnly bool) []string {
 // SortedKeys returns the keys of m in order.
 func SortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// Pattern compiles expr on its first use rather than at package
+// initialisation: the drivers and mountpod are started for every call,
+// and a pattern with long repetitions ({16,256}) took milliseconds of each
+// start to compile, whether the call used it or not.
+func Pattern(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

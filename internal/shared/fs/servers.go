@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -240,9 +239,9 @@ func (p ServerPolicy) Check(ctx context.Context, r Resolver, host string) (strin
 }
 
 var (
-	labelRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	labelRE = Pattern(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 	// numericLabelRE matches what inet_aton(3) may take as a number.
-	numericLabelRE = regexp.MustCompile(`^([0-9]+|0[xX][0-9a-fA-F]*)$`)
+	numericLabelRE = Pattern(`^([0-9]+|0[xX][0-9a-fA-F]*)$`)
 )
 
 // CheckHost accepts a host name (see [CheckHostName]) or an IPv4 address
@@ -279,11 +278,11 @@ func CheckHostName(h string) error {
 	}
 	labels := strings.Split(strings.TrimSuffix(h, "."), ".")
 	for _, l := range labels {
-		if !labelRE.MatchString(l) {
+		if !labelRE().MatchString(l) {
 			return fmt.Errorf("%q is not a host name or IPv4 address", h)
 		}
 	}
-	if last := labels[len(labels)-1]; numericLabelRE.MatchString(last) {
+	if last := labels[len(labels)-1]; numericLabelRE().MatchString(last) {
 		return fmt.Errorf("%q: a host name's last label cannot be numeric (an IPv4 address is written as four decimal numbers)", h)
 	}
 	return nil

@@ -68,23 +68,23 @@ func ParseAdmin(ctx context.Context, params, secrets map[string]string, env fs.E
 	for _, m := range strings.Split(params[KeyMonitors], ",") {
 		a.Monitors = append(a.Monitors, strings.TrimSpace(m))
 	}
-	if !cephNameRE.MatchString(a.FS) {
+	if !cephNameRE().MatchString(a.FS) {
 		return Admin{}, fs.BadOption(KeyFS, "%q: the name of the file system the volumes are subvolumes of (1 to 64 letters, digits, '.', '-' or '_')", a.FS)
 	}
 	if g, ok := params[KeySubvolumeGroup]; ok {
-		if !cephNameRE.MatchString(g) {
+		if !cephNameRE().MatchString(g) {
 			return Admin{}, fs.BadOption(KeySubvolumeGroup, "%q: a subvolume group has 1 to 64 letters, digits, '.', '-' or '_', a letter or digit first", g)
 		}
 		a.Group = g
 	}
 	if u, ok := secrets[SecretUser]; ok {
-		if u = strings.TrimPrefix(u, "client."); !cephNameRE.MatchString(u) {
+		if u = strings.TrimPrefix(u, "client."); !cephNameRE().MatchString(u) {
 			return Admin{}, fs.BadOption("secret "+SecretUser, "a cephx user has 1 to 64 letters, digits, '.', '-' or '_'")
 		}
 		a.User = u
 	}
 	key := bytes.TrimSpace([]byte(secrets[SecretKey]))
-	if !cephKeyRE.Match(key) {
+	if !cephKeyRE().Match(key) {
 		return Admin{}, fs.BadOption("secret "+SecretKey, "missing or not a cephx key (the base64 text `ceph auth get-key` prints): give the StorageClass a provisioner secret whose entry %q is the key of client.%s", SecretKey, a.User)
 	}
 	a.Key = key
@@ -100,7 +100,7 @@ func ParseAdmin(ctx context.Context, params, secrets map[string]string, env fs.E
 // controller makes them: 1 to 64 letters, digits, '.', '-' or '_', a
 // letter or digit first.
 func SubvolumeNameOK(name string) bool {
-	return cephNameRE.MatchString(name)
+	return cephNameRE().MatchString(name)
 }
 
 // Args are the ceph tool's arguments that run the command cmd (such as

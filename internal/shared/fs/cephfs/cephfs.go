@@ -17,7 +17,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,9 +74,9 @@ const (
 )
 
 var (
-	cephNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	cephPathRE = regexp.MustCompile(`^/[A-Za-z0-9_./-]*$`)
-	cephKeyRE  = regexp.MustCompile(`^[A-Za-z0-9+/]{16,256}={0,2}$`)
+	cephNameRE = fs.Pattern(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	cephPathRE = fs.Pattern(`^/[A-Za-z0-9_./-]*$`)
+	cephKeyRE  = fs.Pattern(`^[A-Za-z0-9+/]{16,256}={0,2}$`)
 )
 
 // cephMountOptions are the mount options a CephFS volume may ask for:
@@ -133,7 +132,7 @@ func (FS) Mount(ctx context.Context, vals map[string]string, env fs.Env) (fs.Mou
 	}
 	user := "admin"
 	if v, ok := vals[KeyUser]; ok {
-		if v = strings.TrimPrefix(v, "client."); !cephNameRE.MatchString(v) {
+		if v = strings.TrimPrefix(v, "client."); !cephNameRE().MatchString(v) {
 			return fs.Mount{}, fs.BadOption(KeyUser, "%q: a cephx user has 1 to 64 letters, digits, '.', '-' or '_'", vals[KeyUser])
 		}
 		user = v
@@ -142,7 +141,7 @@ func (FS) Mount(ctx context.Context, vals map[string]string, env fs.Env) (fs.Mou
 	// mount pod (an rbd pod's /etc/ceph) must not add to it.
 	opts := []string{"ceph.conf=/dev/null", "ceph.id=" + user, "ceph.mon_host=" + strings.Join(mons, ";")}
 	if v, ok := vals[KeyFS]; ok {
-		if !cephNameRE.MatchString(v) {
+		if !cephNameRE().MatchString(v) {
 			return fs.Mount{}, fs.BadOption(KeyFS, "%q: a file system name has 1 to 64 letters, digits, '.', '-' or '_'", v)
 		}
 		opts = append(opts, "ceph.client_fs="+v)
@@ -175,7 +174,7 @@ func (FS) Mount(ctx context.Context, vals map[string]string, env fs.Env) (fs.Mou
 // pathOK says whether v is a path option may name: clean, absolute, of
 // letters, digits, '.', '-', '_' and '/', without "..".
 func pathOK(v string) bool {
-	return len(v) <= 1024 && cephPathRE.MatchString(v) && path.Clean(v) == v && !slices.Contains(strings.Split(v, "/"), "..")
+	return len(v) <= 1024 && cephPathRE().MatchString(v) && path.Clean(v) == v && !slices.Contains(strings.Split(v, "/"), "..")
 }
 
 // parseMonitors returns the monitors of vals as ceph-fuse connects to them,
@@ -236,7 +235,7 @@ func cephKey(vals map[string]string) ([]byte, error) {
 		return nil, fs.BadOption(KeySecretKey, "not base64 as the kubelet writes it")
 	}
 	key = bytes.TrimSpace(key)
-	if !cephKeyRE.Match(key) {
+	if !cephKeyRE().Match(key) {
 		return nil, fs.BadOption(KeySecretKey, "the Secret's entry \"key\" is not a cephx key (the base64 text `ceph auth get-key` prints)")
 	}
 	return key, nil

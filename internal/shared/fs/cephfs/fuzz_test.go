@@ -75,7 +75,7 @@ func FuzzCephFSOptions(f *testing.F) {
 		if m.FSType != "fuse.ceph" || m.Source != "none" || m.Secret == nil || m.Secret.Option != "ceph.keyfile" {
 			t.Fatalf("Mount(%q) = %+v", raw, m)
 		}
-		if !cephKeyRE.Match(m.Secret.Data) {
+		if !cephKeyRE().Match(m.Secret.Data) {
 			t.Fatalf("Mount(%q): key %q is not a cephx key", raw, m.Secret.Data)
 		}
 		seen := map[string]bool{}

@@ -190,7 +190,7 @@ func checkOptions(t *testing.T, raw []byte, o Options) {
 			t.Fatalf("ParseOptions(%q): server %q (%v)", raw, s, err)
 		}
 	}
-	if !volumeRE.MatchString(o.Volume) {
+	if !volumeRE().MatchString(o.Volume) {
 		t.Fatalf("ParseOptions(%q): volume %q", raw, o.Volume)
 	}
 	for _, opt := range o.RecordedOptions() {

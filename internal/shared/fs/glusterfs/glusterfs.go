@@ -10,7 +10,6 @@ package glusterfs
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -68,8 +67,8 @@ type Options struct {
 const backupServersOption = "backup-volfile-servers"
 
 var (
-	volumeRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-	uintRE   = regexp.MustCompile(`^[0-9]{1,10}$`)
+	volumeRE = fs.Pattern(`^[A-Za-z0-9_-]{1,128}$`)
+	uintRE   = fs.Pattern(`^[0-9]{1,10}$`)
 )
 
 // valueKind checks the value of a mount option.
@@ -241,7 +240,7 @@ func parseVolume(vals map[string]string) (string, error) {
 	switch {
 	case !ok:
 		return "", fs.BadOption(KeyVolume, "missing: the GlusterFS volume name")
-	case !volumeRE.MatchString(vol):
+	case !volumeRE().MatchString(vol):
 		return "", fs.BadOption(KeyVolume, "%q: a volume name has 1 to 128 letters, digits, '-' or '_'", vol)
 	}
 	return vol, nil
@@ -285,7 +284,7 @@ func checkMountOption(opt string) error {
 	}
 	switch a.kind {
 	case uintValue:
-		if !uintRE.MatchString(value) {
+		if !uintRE().MatchString(value) {
 			return fmt.Errorf("mount option %s=%q: want a non-negative integer", name, value)
 		}
 		return checkUint(name, value, a)
