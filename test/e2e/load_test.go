@@ -112,6 +112,16 @@ func TestLoad(t *testing.T) {
 			running["csi-"+string(mode)] = g.csiLoadWave(t, csiBin, mode, vols, parent)
 		})
 	}
+	// The raw operation again, last: how far the bed itself drifted over
+	// the run (the ratios of one wave against an emptyDir wave an hour
+	// apart on the same bed have moved by a fifth).
+	var closing waveFigures
+	t.Run("emptyDir-after", func(t *testing.T) { closing = g.baselineWave(t) })
+	if closing.running > 0 && baseline.running > 0 {
+		t.Logf("the emptyDir wave at the end against the first: Running %s against %s (%.2fx), deleted %s against %s (%.2fx)",
+			closing.running.Round(time.Millisecond), baseline.running.Round(time.Millisecond), ratio(closing.running, baseline.running),
+			closing.deleted.Round(time.Millisecond), baseline.deleted.Round(time.Millisecond), ratio(closing.deleted, baseline.deleted))
+	}
 	for _, w := range []struct{ key, what string }{
 		{string(mcexec.ModeSocket), "through the exec socket"},
 		{"script", "through the exec socket, with the distribution's mount.glusterfs script"},
@@ -123,11 +133,12 @@ func TestLoad(t *testing.T) {
 		if f.running == 0 || b.running == 0 {
 			continue
 		}
-		t.Logf("with a GlusterFS volume %s against an emptyDir: all %d Running in %s against %s (%.2fx), machine CPU %s against %s (%.2fx); all deleted in %s against %s (%.2fx), machine CPU %s against %s (%.2fx)",
+		t.Logf("with a GlusterFS volume %s against an emptyDir: all %d Running in %s against %s (%.2fx), machine CPU %s against %s (%.2fx); all deleted in %s against %s (%.2fx), machine CPU %s against %s (%.2fx); against the last emptyDir wave: Running %.2fx, CPU %.2fx, deleted %.2fx",
 			w.what, loadPods, f.running.Round(time.Millisecond), b.running.Round(time.Millisecond), ratio(f.running, b.running),
 			f.cpu.Round(100*time.Millisecond), b.cpu.Round(100*time.Millisecond), ratio(f.cpu, b.cpu),
 			f.deleted.Round(time.Millisecond), b.deleted.Round(time.Millisecond), ratio(f.deleted, b.deleted),
-			f.deleteCPU.Round(100*time.Millisecond), b.deleteCPU.Round(100*time.Millisecond), ratio(f.deleteCPU, b.deleteCPU))
+			f.deleteCPU.Round(100*time.Millisecond), b.deleteCPU.Round(100*time.Millisecond), ratio(f.deleteCPU, b.deleteCPU),
+			ratio(f.running, closing.running), ratio(f.cpu, closing.cpu), ratio(f.deleted, closing.deleted))
 	}
 	if s, c := running[string(mcexec.ModeSocket)], running[string(mcexec.ModeCRI)]; s.running > 0 && c.running > 0 {
 		t.Logf("time until all %d pods are Running: %s through the exec socket, %s through CRI ExecSync (%.2fx)",
@@ -545,6 +556,7 @@ func (p *loadPeak) sample(uid types.UID, pid int, parent, root string) {
 	}
 	m := podMemoryUsage(uid)
 	if m.usage > p.podMemory {
+		m.census = processCensus(m.dir)
 		p.podMemory, p.atPeak = m.usage, m
 	}
 	p.podWorkingSet = max(p.podWorkingSet, m.workingSet)
@@ -624,6 +636,7 @@ func podMemoryUsage(uid types.UID) podMemory {
 			}
 		}
 		m.workingSet = max(m.usage-inactive, 0)
+		m.dir = dir
 		return m
 	}
 	return podMemory{}
@@ -635,10 +648,64 @@ func podMemoryUsage(uid types.UID) podMemory {
 // (memory.kmem: slab, such as the dentries and inodes of /proc files read).
 type podMemory struct {
 	usage, workingSet, anon, cache, kernel int64
+	dir                                    string // its memory cgroup
+	census                                 string // its processes, by name
 }
 
 func (m podMemory) String() string {
-	return fmt.Sprintf("anonymous %.1f MiB, page cache %.1f MiB, kernel %.1f MiB", mib(m.anon), mib(m.cache), mib(m.kernel))
+	s := fmt.Sprintf("anonymous %.1f MiB, page cache %.1f MiB, kernel %.1f MiB", mib(m.anon), mib(m.cache), mib(m.kernel))
+	if m.census != "" {
+		s += "; its processes then: " + m.census
+	}
+	return s
+}
+
+// processCensus counts the processes of the memory cgroup dir and its
+// children by name, with their anonymous memory (RssAnon), most first.
+func processCensus(dir string) string {
+	type count struct {
+		name string
+		n    int
+		anon int64
+	}
+	by := map[string]*count{}
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+			return nil
+		}
+		data, _ := os.ReadFile(p)
+		for f := range strings.FieldsSeq(string(data)) {
+			status, err := os.ReadFile("/proc/" + f + "/status")
+			if err != nil {
+				continue
+			}
+			name, anon := "", int64(0)
+			for line := range strings.Lines(string(status)) {
+				if v, ok := strings.CutPrefix(line, "Name:"); ok {
+					name = strings.TrimSpace(v)
+				} else if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+					kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+					anon = kb << 10
+				}
+			}
+			if by[name] == nil {
+				by[name] = &count{name: name}
+			}
+			by[name].n++
+			by[name].anon += anon
+		}
+		return nil
+	})
+	var cs []*count
+	for _, c := range by {
+		cs = append(cs, c)
+	}
+	slices.SortFunc(cs, func(a, b *count) int { return int(b.anon - a.anon) })
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, fmt.Sprintf("%d %s (%.1f MiB)", c.n, c.name, mib(c.anon)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // fuseDaemonsOf returns how many glusterfs processes serve dirs, and their
