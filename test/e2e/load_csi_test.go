@@ -188,7 +188,7 @@ spec:
 		}
 		t.Logf("through CRI: %d commands went in %d batches (sizes %v)", n, len(sizes), sizes)
 	}
-	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB (working set %.1f MiB; at that peak %s; %.1f MiB right after), CPU %s during the wave; at the peak %d FUSE daemons using %.1f MiB",
+	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB (working set %.1f MiB; at that peak %s; %.1f MiB right after), CPU %s during the wave; in scopes at the end of the wave, %d FUSE daemons using %.1f MiB",
 		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), mib(peak.podMemory), mib(peak.podWorkingSet), peak.atPeak, mib(podMemoryUsage(mp.UID).usage), cpu.Round(time.Millisecond),
 		peak.daemons, mib(peak.daemonRSS))
 

@@ -275,7 +275,7 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 		}
 		t.Logf("through CRI: %d commands went in %d batches (sizes %v), %d alone", n, len(sizes), sizes, len(calls)-n)
 	}
-	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB (working set %.1f MiB; at that peak %s; %.1f MiB right after), CPU %s during the wave; %d FUSE daemons using %.1f MiB RSS in all (%.1f MiB each), at the peak %d using %.1f MiB",
+	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB (working set %.1f MiB; at that peak %s; %.1f MiB right after), CPU %s during the wave; %d FUSE daemons using %.1f MiB RSS in all (%.1f MiB each); in scopes at the end of the wave, %d using %.1f MiB",
 		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), mib(peak.podMemory), mib(peak.podWorkingSet), peak.atPeak, mib(podMemoryUsage(mp.UID).usage), cpu.Round(time.Millisecond), daemons, mib(daemonRSS), mib(daemonRSS)/float64(max(daemons, 1)),
 		peak.daemons, mib(peak.daemonRSS))
 
@@ -521,22 +521,28 @@ type loadPeak struct {
 	mountpodHWM, podMemory int64 // bytes
 	podWorkingSet          int64 // the mount pod's, as the kubelet reckons it
 	mountpodAnon           int64 // RssAnon: mountpod's own memory, not its binary's pages
-	daemons                int
-	daemonRSS              int64
+	daemons                int   // the wave's FUSE daemons at its end
+	daemonRSS              int64 // and their memory
 	// atPeak is what the mount pod's cgroup held when its use peaked.
 	atPeak podMemory
 }
 
-// start samples twice a second until the returned stop is called (stop
-// waits for the last sample; calling it again does nothing).
+// start samples the mount pod's memory twice a second until the returned
+// stop is called; stop waits for the last sample, then counts the FUSE
+// daemons of mounts below root in scopes under parent once (a wave's
+// daemons only come and grow until its pods are Running: reading all
+// their status files twice a second cost the bed's CPUs a second per
+// wave, which the emptyDir wave, with no daemons, did not pay). Calling
+// stop again does nothing.
 func (p *loadPeak) start(uid types.UID, pid int, parent, root string) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
-			p.sample(uid, pid, parent, root)
+			p.sample(uid, pid)
 			select {
 			case <-quit:
+				p.daemons, p.daemonRSS = fuseDaemonsInScopes(parent, root)
 				return
 			case <-time.After(500 * time.Millisecond):
 			}
@@ -545,9 +551,8 @@ func (p *loadPeak) start(uid types.UID, pid int, parent, root string) (stop func
 	return sync.OnceFunc(func() { close(quit); <-done })
 }
 
-// sample takes the mount pod's memory (its pod uid, mountpod's pid) and
-// the FUSE daemons of mounts below root in scopes under parent.
-func (p *loadPeak) sample(uid types.UID, pid int, parent, root string) {
+// sample takes the mount pod's memory (its pod uid, mountpod's pid).
+func (p *loadPeak) sample(uid types.UID, pid int) {
 	if v := procStatusBytes(pid, "VmHWM"); v > p.mountpodHWM {
 		p.mountpodHWM = v
 	}
@@ -560,13 +565,6 @@ func (p *loadPeak) sample(uid types.UID, pid int, parent, root string) {
 		p.podMemory, p.atPeak = m.usage, m
 	}
 	p.podWorkingSet = max(p.podWorkingSet, m.workingSet)
-	n, rss := fuseDaemonsInScopes(parent, root)
-	if n > p.daemons {
-		p.daemons = n
-	}
-	if rss > p.daemonRSS {
-		p.daemonRSS = rss
-	}
 }
 
 // mountpodPID returns the PID of "mountpod serve" in the pod with uid.
