@@ -52,7 +52,11 @@ const (
 // scope or mount record. The figures (time until all are Running, mount
 // latency from the driver's own timing, the peak of commands at once, the
 // mount pod's peak memory and CPU, the FUSE daemons' number and memory, the
-// time until all is cleaned up) are logged for BENCHMARKS.md.
+// time until all is cleaned up) are logged for BENCHMARKS.md. The
+// emptyDir waves, the raw operation, run first and again last (how far the
+// bed drifted over the run), with the same looks as the others (memory
+// samples, the look at what is left), so that what the test's own looks
+// cost the CPUs is on both sides of every ratio.
 //
 // Through CRI ExecSync too, a failed or retried mount fails the test: the
 // runc shim of the bed's containerd (Debian's 1.6.20; the lock went in
