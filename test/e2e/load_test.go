@@ -663,12 +663,15 @@ func (m podMemory) String() string {
 }
 
 // processCensus counts the processes of the memory cgroup dir and its
-// children by name, with their anonymous memory (RssAnon), most first.
+// children by name, with their anonymous memory (RssAnon), most first, and
+// how long each has run and waited runnable for a CPU on average (its main
+// thread's schedstat).
 func processCensus(dir string) string {
 	type count struct {
-		name string
-		n    int
-		anon int64
+		name        string
+		n           int
+		anon        int64
+		ran, waited time.Duration // on a CPU, and runnable on a run queue (schedstat)
 	}
 	by := map[string]*count{}
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
@@ -693,8 +696,19 @@ func processCensus(dir string) string {
 			if by[name] == nil {
 				by[name] = &count{name: name}
 			}
-			by[name].n++
-			by[name].anon += anon
+			c := by[name]
+			c.n++
+			c.anon += anon
+			// The main thread's schedstat: how long the process has
+			// run, and waited runnable for a CPU.
+			if st, err := os.ReadFile("/proc/" + f + "/schedstat"); err == nil {
+				if fs := strings.Fields(string(st)); len(fs) >= 2 {
+					r, _ := strconv.ParseInt(fs[0], 10, 64)
+					w, _ := strconv.ParseInt(fs[1], 10, 64)
+					c.ran += time.Duration(r)
+					c.waited += time.Duration(w)
+				}
+			}
 		}
 		return nil
 	})
@@ -705,7 +719,8 @@ func processCensus(dir string) string {
 	slices.SortFunc(cs, func(a, b *count) int { return int(b.anon - a.anon) })
 	var parts []string
 	for _, c := range cs {
-		parts = append(parts, fmt.Sprintf("%d %s (%.1f MiB)", c.n, c.name, mib(c.anon)))
+		parts = append(parts, fmt.Sprintf("%d %s (%.1f MiB; each ran %s, waited for a CPU %s)", c.n, c.name, mib(c.anon),
+			(c.ran/time.Duration(c.n)).Round(100*time.Microsecond), (c.waited/time.Duration(c.n)).Round(time.Millisecond)))
 	}
 	return strings.Join(parts, ", ")
 }
