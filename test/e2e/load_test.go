@@ -52,9 +52,10 @@ const (
 // scope or mount record. The figures (time until all are Running, mount
 // latency from the driver's own timing, the peak of commands at once, the
 // mount pod's peak memory and CPU, the FUSE daemons' number and memory, the
-// time until all is cleaned up) are logged for BENCHMARKS.md. The
-// emptyDir waves, the raw operation, run first and again last (how far the
-// bed drifted over the run), with the same looks as the others (memory
+// time until all is cleaned up) are logged for BENCHMARKS.md. An emptyDir
+// wave, the raw operation, runs before the first wave and after each, and
+// each wave's ratios are against the two around it (the bed drifts within
+// a run); the emptyDir waves take the same looks as the others (memory
 // samples, the look at what is left), so that what the test's own looks
 // cost the CPUs is on both sides of every ratio.
 //
@@ -81,26 +82,42 @@ func TestLoad(t *testing.T) {
 		t.Fatal("the bed's env file has no BED_SCOPE_PARENT: an older up.sh")
 	}
 
-	// The raw operation, in the same run: the same pods with an emptyDir.
-	var baseline waveFigures
-	t.Run("emptyDir", func(t *testing.T) { baseline = g.baselineWave(t) })
-
-	running := map[string]waveFigures{}
-	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
-		t.Run(string(mode), func(t *testing.T) {
-			running[string(mode)] = g.loadWave(t, mode, vols, parent, false)
-		})
-		if mode != mcexec.ModeSocket {
-			continue
-		}
-		// The before, in the same run: the distribution's mount.glusterfs
-		// script instead of mount-scope's translation.
-		t.Run(string(mode)+"-script", func(t *testing.T) {
-			g.setMountpodEnv(t, scope.EnvScripts, "mount.glusterfs")
-			defer g.setMountpodEnv(t, scope.EnvScripts, "")
-			running["script"] = g.loadWave(t, mode, vols, parent, true)
-		})
+	// The raw operation, in the same run: the same pods with an emptyDir,
+	// before the first wave and after each. The bed drifts within one run
+	// (an emptyDir wave at the end took from 0.99x to 1.51x the first,
+	// BENCHMARKS.md), so each wave is held against the emptyDir waves just
+	// before and after it, their mean.
+	var baselines []waveFigures
+	emptyDir := func(name string) {
+		t.Run(name, func(t *testing.T) { baselines = append(baselines, g.baselineWave(t)) })
 	}
+	type measured struct {
+		key, what string
+		f         waveFigures
+		before    int // index of the emptyDir wave before it
+	}
+	var waves []measured
+	wave := func(key, what string, run func(t *testing.T) waveFigures) {
+		m := measured{key: key, what: what, before: len(baselines) - 1}
+		t.Run(key, func(t *testing.T) { m.f = run(t) })
+		waves = append(waves, m)
+		emptyDir("emptyDir-after-" + key)
+	}
+	emptyDir("emptyDir")
+	running := map[string]waveFigures{}
+	wave(string(mcexec.ModeSocket), "through the exec socket", func(t *testing.T) waveFigures {
+		return g.loadWave(t, mcexec.ModeSocket, vols, parent, false)
+	})
+	// The before, in the same run: the distribution's mount.glusterfs
+	// script instead of mount-scope's translation.
+	wave("socket-script", "through the exec socket, with the distribution's mount.glusterfs script", func(t *testing.T) waveFigures {
+		g.setMountpodEnv(t, scope.EnvScripts, "mount.glusterfs")
+		defer g.setMountpodEnv(t, scope.EnvScripts, "")
+		return g.loadWave(t, mcexec.ModeSocket, vols, parent, true)
+	})
+	wave(string(mcexec.ModeCRI), "through CRI ExecSync", func(t *testing.T) waveFigures {
+		return g.loadWave(t, mcexec.ModeCRI, vols, parent, false)
+	})
 	// The same pods on PersistentVolumes of the GlusterFS CSI driver, on
 	// both paths.
 	csiBin := buildCmd(t, "csi-driver")
@@ -112,37 +129,36 @@ func TestLoad(t *testing.T) {
 	bed.ApplyFile(t, csiDriver)
 	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
 	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
-		t.Run("csi-"+string(mode), func(t *testing.T) {
-			running["csi-"+string(mode)] = g.csiLoadWave(t, csiBin, mode, vols, parent)
+		wave("csi-"+string(mode), "of the CSI driver through "+map[mcexec.ExecMode]string{mcexec.ModeSocket: "the exec socket", mcexec.ModeCRI: "CRI ExecSync"}[mode], func(t *testing.T) waveFigures {
+			return g.csiLoadWave(t, csiBin, mode, vols, parent)
 		})
 	}
-	// The raw operation again, last: how far the bed itself drifted over
-	// the run (the ratios of one wave against an emptyDir wave an hour
-	// apart on the same bed have moved by a fifth).
-	var closing waveFigures
-	t.Run("emptyDir-after", func(t *testing.T) { closing = g.baselineWave(t) })
-	if closing.running > 0 && baseline.running > 0 {
-		t.Logf("the emptyDir wave at the end against the first: Running %s against %s (%.2fx), deleted %s against %s (%.2fx)",
-			closing.running.Round(time.Millisecond), baseline.running.Round(time.Millisecond), ratio(closing.running, baseline.running),
-			closing.deleted.Round(time.Millisecond), baseline.deleted.Round(time.Millisecond), ratio(closing.deleted, baseline.deleted))
+	var runs []string
+	for _, b := range baselines {
+		runs = append(runs, b.running.Round(100*time.Millisecond).String())
 	}
-	for _, w := range []struct{ key, what string }{
-		{string(mcexec.ModeSocket), "through the exec socket"},
-		{"script", "through the exec socket, with the distribution's mount.glusterfs script"},
-		{string(mcexec.ModeCRI), "through CRI ExecSync"},
-		{"csi-" + string(mcexec.ModeSocket), "of the CSI driver through the exec socket"},
-		{"csi-" + string(mcexec.ModeCRI), "of the CSI driver through CRI ExecSync"},
-	} {
-		f, b := running[w.key], baseline
-		if f.running == 0 || b.running == 0 {
+	if n := len(baselines); n > 1 && baselines[0].running > 0 {
+		t.Logf("the emptyDir waves took %s to be Running, in order; the last against the first: %.2fx",
+			strings.Join(runs, ", "), ratio(baselines[n-1].running, baselines[0].running))
+	}
+	for _, w := range waves {
+		running[w.key] = w.f
+		if w.f.running == 0 || w.before < 0 || w.before+1 >= len(baselines) {
 			continue
 		}
-		t.Logf("with a GlusterFS volume %s against an emptyDir: all %d Running in %s against %s (%.2fx), machine CPU %s against %s (%.2fx); all deleted in %s against %s (%.2fx), machine CPU %s against %s (%.2fx); against the last emptyDir wave: Running %.2fx, CPU %.2fx, deleted %.2fx",
+		b0, b1 := baselines[w.before], baselines[w.before+1]
+		if b0.running == 0 || b1.running == 0 {
+			continue
+		}
+		b := waveFigures{running: (b0.running + b1.running) / 2, cpu: (b0.cpu + b1.cpu) / 2,
+			deleted: (b0.deleted + b1.deleted) / 2, deleteCPU: (b0.deleteCPU + b1.deleteCPU) / 2}
+		f := w.f
+		t.Logf("with a GlusterFS volume %s against the emptyDir waves before and after it (their mean): all %d Running in %s against %s (%.2fx; %.2fx and %.2fx against each), machine CPU %s against %s (%.2fx); all deleted in %s against %s (%.2fx), machine CPU %s against %s (%.2fx)",
 			w.what, loadPods, f.running.Round(time.Millisecond), b.running.Round(time.Millisecond), ratio(f.running, b.running),
+			ratio(f.running, b0.running), ratio(f.running, b1.running),
 			f.cpu.Round(100*time.Millisecond), b.cpu.Round(100*time.Millisecond), ratio(f.cpu, b.cpu),
 			f.deleted.Round(time.Millisecond), b.deleted.Round(time.Millisecond), ratio(f.deleted, b.deleted),
-			f.deleteCPU.Round(100*time.Millisecond), b.deleteCPU.Round(100*time.Millisecond), ratio(f.deleteCPU, b.deleteCPU),
-			ratio(f.running, closing.running), ratio(f.cpu, closing.cpu), ratio(f.deleted, closing.deleted))
+			f.deleteCPU.Round(100*time.Millisecond), b.deleteCPU.Round(100*time.Millisecond), ratio(f.deleteCPU, b.deleteCPU))
 	}
 	if s, c := running[string(mcexec.ModeSocket)], running[string(mcexec.ModeCRI)]; s.running > 0 && c.running > 0 {
 		t.Logf("time until all %d pods are Running: %s through the exec socket, %s through CRI ExecSync (%.2fx)",
