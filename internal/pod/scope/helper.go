@@ -404,7 +404,8 @@ type translatedHelper struct {
 // by the base name mount(8) runs them under. Each translation is its file
 // system's (mount.fuse.ceph: package fuseargs, beside package cephfs, which
 // makes the options it reads; mount.glusterfs: package clientargs, beside
-// package glusterfs), and links the standard library only.
+// package glusterfs), and links the standard library (and golang.org/x/sys)
+// only.
 var translatedHelpers = map[string]translatedHelper{
 	fuseargs.Helper:   {program: fuseargs.Program, translate: fuseargs.Args},
 	clientargs.Helper: {program: clientargs.Program, translate: clientargs.Args, checked: true},

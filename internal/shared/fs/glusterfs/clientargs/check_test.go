@@ -61,7 +61,6 @@ func TestCheck(t *testing.T) {
 		{"/tmp", 2, "cannot mount over /tmp"},
 		{filepath.Join(dir, "missing"), 1, "no such file"},
 		{file, 1, "not a directory"},
-		{spaced, 32, "already mounted on " + spaced},
 	} {
 		if _, err := Check(tc.target); err == nil || errorCode(err) != tc.code || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("Check(%s): %v (code %d); want code %d, %q", tc.target, err, errorCode(err), tc.code, tc.err)
@@ -71,14 +70,37 @@ func TestCheck(t *testing.T) {
 	if err != nil || m.target != dir || m.dev == 0 || m.ino == 0 {
 		t.Errorf("Check(%s) = %+v, %v; want a mark", dir, m, err)
 	}
+	// A directory that is not the root of a mount has nothing mounted on
+	// it: the table is not read (it lists every mount of the node). The
+	// table lists one at spaced, which is not what spaced shows.
+	if _, err := Check(spaced); err != nil {
+		t.Errorf("Check(%s), not a mount's root, with the table listing a GlusterFS mount there: %v; want no look at the table", spaced, err)
+	}
+	mountTable = filepath.Join(dir, "no-table")
+	if _, err := Check(dir); err != nil {
+		t.Errorf("Check(%s), not a mount's root, without a mount table: %v; want no look at the table", dir, err)
+	}
 
-	// A brick's directory has the trusted.gfid attribute (root only).
+	if os.Geteuid() != 0 {
+		t.Skip("mounting and setting trusted.gfid need root; the rest ran")
+	}
+	// The root of a mount: the table says what it is.
+	if err := syscall.Mount("tmpfs", spaced, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(spaced, syscall.MNT_DETACH) })
+	if _, err := Check(spaced); err == nil || !strings.Contains(err.Error(), "no-table") {
+		t.Errorf("Check(%s), a mount's root, without a mount table: %v; want the table's error", spaced, err)
+	}
+	mountTable = table
+	if _, err := Check(spaced); err == nil || errorCode(err) != 32 || !strings.Contains(err.Error(), "already mounted on "+spaced) {
+		t.Errorf("Check(%s), a mount's root listed as GlusterFS: %v (code %d); want code 32, already mounted", spaced, err, errorCode(err))
+	}
+
+	// A brick's directory has the trusted.gfid attribute.
 	brick := filepath.Join(dir, "brick")
 	if err := os.Mkdir(brick, 0o755); err != nil {
 		t.Fatal(err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("setting trusted.gfid needs root; the rest ran")
 	}
 	if err := syscall.Setxattr(brick, "trusted.gfid", make([]byte, 16), 0); err != nil {
 		t.Fatalf("set trusted.gfid on %s: %v", brick, err)

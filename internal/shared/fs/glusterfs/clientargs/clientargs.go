@@ -1,7 +1,8 @@
 // Package clientargs translates mount.glusterfs's arguments into those of
 // the glusterfs client. It runs in the mount pod, in the scope helper
 // (cmd/mount-scope, through package scope), which mount(8) starts for every
-// FUSE mount: it links the standard library only, so that the helper stays
+// FUSE mount: it links the standard library and golang.org/x/sys only
+// (which the helper links for its cgroups anyway), so that the helper stays
 // small. Which options a GlusterFS volume may ask for is package
 // glusterfs's (its allow list); this package translates what mount(8)
 // passes, for the drivers and for anyone who runs `mount -t glusterfs` in
