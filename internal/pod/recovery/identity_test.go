@@ -298,3 +298,62 @@ func TestDeadMountRootDidNotMakeNotRecorded(t *testing.T) {
 		t.Errorf("attached for %+v; want nothing attached", b.attached)
 	}
 }
+
+// TestPassStatesAsReadState: a pass reads the records directory's state
+// files once; what it finds for each record is what readState finds
+// alone: a current and an earlier version's file, none, a file others may
+// write and a symbolic link (both ignored), and a file that is not a
+// state. Without the directory it looks for each record's file.
+func TestPassStatesAsReadState(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "records")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]string{
+		"/v/current":  stateVersion + "\n0:77 fuse.glusterfs srv:/vol\n",
+		"/v/earlier":  "0:77 0:78",
+		"/v/none":     "",
+		"/v/writable": stateVersion + "\n",
+		"/v/link":     "",
+		"/v/bad":      "v9\nnot a state",
+	}
+	for target, content := range targets {
+		if content == "" {
+			continue
+		}
+		if err := os.WriteFile(statePath(dir, target), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(statePath(dir, "/v/writable"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(statePath(dir, "/v/current"), statePath(dir, "/v/link")); err != nil {
+		t.Fatal(err)
+	}
+	states := readStates(dir)
+	if states == nil {
+		t.Fatalf("readStates(%s) = nil; want the directory read", dir)
+	}
+	found := 0
+	for target := range targets {
+		want, wantOK := readState(dir, target)
+		got, ok := states.of(dir, target)
+		if ok != wantOK || !equalDead(got, want) {
+			t.Errorf("%s: the pass's state %+v, %v; readState's %+v, %v", target, got, ok, want, wantOK)
+		}
+		if ok {
+			found++
+		}
+	}
+	if found != 2 {
+		t.Errorf("%d states found; want 2 (current and earlier)", found)
+	}
+	var none passStates
+	if d, ok := none.of(dir, "/v/current"); !ok || len(d.Mounts) != 1 {
+		t.Errorf("without the pass's reading: %+v, %v; want readState's, one dead mount", d, ok)
+	}
+	if got := readStates(filepath.Join(dir, "missing")); got == nil || len(got) != 0 {
+		t.Errorf("readStates of a missing directory: %v; want none, read", got)
+	}
+}

@@ -356,8 +356,9 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 			return nil
 		}
 		health := r.probeAll(ctx, mountedTargets(todo, infos))
+		states := readStates(dir)
 		for _, rec := range todo {
-			results = append(results, r.check(ctx, dir, rec, infos, health[rec.Target]))
+			results = append(results, r.check(ctx, dir, rec, infos, states, health[rec.Target]))
 		}
 	}
 	for t := range r.state {
@@ -386,12 +387,12 @@ func mountedTargets(recs []mountrecord.Record, infos []mount.MountInfo) []string
 }
 
 // check handles one record, whose target's stat answered health when it
-// is mounted.
-func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Record, infos []mount.MountInfo, health error) Result {
+// is mounted; states are the pass's state files.
+func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Record, infos []mount.MountInfo, states passStates, health error) Result {
 	res := Result{Target: rec.Target}
 	// A recovery under way (this pod's, or one that an earlier pod did not
 	// finish) has left the dead mount's identity in the record's state file.
-	unfinished, hasState := readState(dir, rec.Target)
+	unfinished, hasState := states.of(dir, rec.Target)
 	mi, mounted := lastMountAt(infos, rec.Target)
 	var err error
 	switch {
