@@ -688,8 +688,11 @@ func processCensus(dir string) string {
 		n           int
 		anon        int64
 		ran, waited time.Duration // on a CPU, and runnable on a run queue (schedstat)
+		age         time.Duration // since the process started
+		wchan       map[string]int
 	}
 	by := map[string]*count{}
+	uptime := procUptime()
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
 			return nil
@@ -710,11 +713,17 @@ func processCensus(dir string) string {
 				}
 			}
 			if by[name] == nil {
-				by[name] = &count{name: name}
+				by[name] = &count{name: name, wchan: map[string]int{}}
 			}
 			c := by[name]
 			c.n++
 			c.anon += anon
+			c.age += procAge(f, uptime)
+			// Where in the kernel the process sleeps ("0" when it runs
+			// or is runnable).
+			if w, err := os.ReadFile("/proc/" + f + "/wchan"); err == nil {
+				c.wchan[string(w)]++
+			}
 			// The main thread's schedstat: how long the process has
 			// run, and waited runnable for a CPU.
 			if st, err := os.ReadFile("/proc/" + f + "/schedstat"); err == nil {
@@ -735,10 +744,86 @@ func processCensus(dir string) string {
 	slices.SortFunc(cs, func(a, b *count) int { return int(b.anon - a.anon) })
 	var parts []string
 	for _, c := range cs {
-		parts = append(parts, fmt.Sprintf("%d %s (%.1f MiB; each ran %s, waited for a CPU %s)", c.n, c.name, mib(c.anon),
-			(c.ran/time.Duration(c.n)).Round(100*time.Microsecond), (c.waited/time.Duration(c.n)).Round(time.Millisecond)))
+		parts = append(parts, fmt.Sprintf("%d %s (%.1f MiB; each ran %s, waited for a CPU %s, %s old; %s)", c.n, c.name, mib(c.anon),
+			(c.ran/time.Duration(c.n)).Round(100*time.Microsecond), (c.waited/time.Duration(c.n)).Round(time.Millisecond),
+			(c.age/time.Duration(c.n)).Round(time.Millisecond), topWchan(c.wchan)))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// topWchan says where most of a census's processes sleep in the kernel:
+// the two most common wchan values and how many.
+func topWchan(w map[string]int) string {
+	type kv struct {
+		k string
+		n int
+	}
+	var all []kv
+	for k, n := range w {
+		if k == "" || k == "0" {
+			k = "running"
+		}
+		all = append(all, kv{k, n})
+	}
+	slices.SortFunc(all, func(a, b kv) int {
+		if a.n != b.n {
+			return b.n - a.n
+		}
+		return strings.Compare(a.k, b.k)
+	})
+	var parts []string
+	for i, e := range all {
+		if i == 2 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d in %s", e.n, e.k))
+	}
+	if len(parts) == 0 {
+		return "wchan unknown"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// procUptime returns the node's uptime (/proc/uptime), zero when unknown.
+func procUptime() time.Duration {
+	data, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return 0
+	}
+	sec, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
+// procAge returns how long ago process pid started (its stat's starttime,
+// in clock ticks of 1/100 s on Linux), zero when unknown.
+func procAge(pid string, uptime time.Duration) time.Duration {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil || uptime == 0 {
+		return 0
+	}
+	// The command is in parentheses and may hold spaces: the fields
+	// after its closing one, from the state (field 3).
+	_, rest, ok := strings.Cut(string(data), ") ")
+	if !ok {
+		return 0
+	}
+	f := strings.Fields(rest)
+	const starttime = 22 - 3
+	if len(f) <= starttime {
+		return 0
+	}
+	ticks, err := strconv.ParseInt(f[starttime], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return max(uptime-time.Duration(ticks)*10*time.Millisecond, 0)
 }
 
 // fuseDaemonsOf returns how many glusterfs processes serve dirs, and their
