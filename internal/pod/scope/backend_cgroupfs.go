@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -84,20 +85,37 @@ func (c *cgroupfs) Place(plugin, target string, pid int) (Scope, error) {
 		s.Paths = append(s.Paths, filepath.Join(h.Path, rel))
 	}
 	err := inCgroupNS(c.ns, func() error {
+		// The cgroups first, outside the lock: every Place of the
+		// plugin takes it, and under a wave of mounts the helpers queue
+		// for it (BENCHMARKS.md, "A node under load"). Nothing removes
+		// a parent but the node's uninstall; a Remove may take an empty
+		// scope away before the lock is ours, and the scope is then
+		// made again under it (where it is there, a lookup).
+		for _, h := range c.layout.Hierarchies {
+			if err := c.prepareParents(h, prel, rel); err != nil {
+				return err
+			}
+			if err := c.prepareScope(h, rel); err != nil {
+				return err
+			}
+		}
+		beforeLock(s)
 		unlock, err := c.lock(prel, true)
 		if err != nil {
 			return err
 		}
 		defer unlock()
 		for _, h := range c.layout.Hierarchies {
-			if err := c.prepare(h, prel, rel); err != nil {
+			if err := c.prepareScope(h, rel); err != nil {
 				return err
 			}
 		}
 		// Only now that every hierarchy is ready: a failure above leaves
-		// the process where it was.
-		for _, p := range s.Paths {
-			if err := writeFile(filepath.Join(p, "cgroup.procs"), strconv.Itoa(pid)+"\n", true); err != nil {
+		// the process where it was. The CPU's hierarchy first: a process
+		// of the mount pod's cgroup waits there for a CPU at the weight
+		// of the pod (its request), while it holds the lock.
+		for _, i := range cpuFirst(c.layout.Hierarchies) {
+			if err := writeFile(filepath.Join(s.Paths[i], "cgroup.procs"), strconv.Itoa(pid)+"\n", true); err != nil {
 				return err
 			}
 		}
@@ -109,35 +127,64 @@ func (c *cgroupfs) Place(plugin, target string, pid int) (Scope, error) {
 	return s, nil
 }
 
-// prepare creates every missing level of rel in hierarchy h (copying the
-// cpuset of its parent into each new cpuset cgroup) and sets the CPU
-// weight and the memory and pids limits of the plugin's parent prel.
-func (c *cgroupfs) prepare(h Hierarchy, prel, rel string) error {
+// prepareParents creates the missing parents of the scope rel in
+// hierarchy h, Config.Parent and the plugin's parent prel (copying the
+// cpuset of its parent into each new cpuset cgroup), and sets the CPU
+// weight and the memory and pids limits of prel. Place calls it before it
+// takes the plugin's lock.
+func (c *cgroupfs) prepareParents(h Hierarchy, prel, rel string) error {
 	dir := h.Path
-	for _, name := range strings.Split(rel, "/") {
+	for _, name := range strings.Split(prel, "/") {
 		parent := dir
 		dir = filepath.Join(dir, name)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		if h.Cpuset {
-			if err := copyCpuset(parent, dir); err != nil {
-				return err
-			}
-		}
-		if dir != filepath.Join(h.Path, prel) {
-			continue
-		}
-		if h.CPU {
-			// One more scope if this one is new: the weight is in place
-			// before the process arrives.
-			c.weigh(h, prel, btoi(!exists(filepath.Join(h.Path, rel))))
-		}
-		if err := c.limit(h, prel); err != nil {
+		if err := c.mkdir(h, parent, dir); err != nil {
 			return err
 		}
 	}
+	if h.CPU {
+		// One more scope if this one is new: the weight is in place
+		// before the process arrives.
+		c.weigh(h, prel, btoi(!exists(filepath.Join(h.Path, rel))))
+	}
+	return c.limit(h, prel)
+}
+
+// prepareScope creates the scope rel in hierarchy h, whose parents
+// prepareParents made, with its parent's cpuset.
+func (c *cgroupfs) prepareScope(h Hierarchy, rel string) error {
+	dir := filepath.Join(h.Path, rel)
+	return c.mkdir(h, filepath.Dir(dir), dir)
+}
+
+// mkdir creates the cgroup dir, child of parent, in hierarchy h unless it
+// exists, and gives it parent's cpuset in the cpuset hierarchy.
+func (c *cgroupfs) mkdir(h Hierarchy, parent, dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if h.Cpuset {
+		return copyCpuset(parent, dir)
+	}
 	return nil
+}
+
+// beforeLock is called by Place once the scope's cgroups are made, before
+// it takes the plugin's lock (a seam for the tests, which remove them as a
+// concurrent Remove can).
+var beforeLock = func(Scope) {}
+
+// cpuFirst returns the indexes of hs, those of the hierarchies with the
+// cpu controller first.
+func cpuFirst(hs []Hierarchy) []int {
+	var first, rest []int
+	for i, h := range hs {
+		if h.CPU {
+			first = append(first, i)
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	return append(first, rest...)
 }
 
 // limit sets the configured memory and pids limits of the plugin's parent
@@ -484,23 +531,44 @@ func (c *cgroupfs) lock(prel string, create bool) (func(), error) {
 
 // writeFile writes s to an existing cgroup file; appending for
 // cgroup.procs. O_CREATE matters only for the plain directories of tests'
-// fake trees: in a cgroup file system the kernel has made the file.
+// fake trees: in a cgroup file system the kernel has made the file. Plain
+// system calls, not an *os.File: a cgroup file can be polled, and an
+// *os.File would add it to the runtime's poller and take it out again,
+// four more system calls for every write, most of them under the plugin's
+// lock in Place.
 func writeFile(name, s string, appending bool) error {
-	flag := os.O_WRONLY | os.O_CREATE
+	flag := unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC
 	if appending {
-		flag |= os.O_APPEND
+		flag |= unix.O_APPEND
 	} else {
-		flag |= os.O_TRUNC
+		flag |= unix.O_TRUNC
 	}
-	f, err := os.OpenFile(name, flag, 0o644)
+	fd, err := retryEINTR(func() (int, error) { return unix.Open(name, flag, 0o644) })
 	if err != nil {
-		return err
+		return &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	_, err = f.WriteString(s)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	n, err := retryEINTR(func() (int, error) { return unix.Write(fd, []byte(s)) })
+	if err == nil && n < len(s) {
+		err = io.ErrShortWrite
 	}
-	return err
+	cerr := unix.Close(fd)
+	switch {
+	case err != nil:
+		return &fs.PathError{Op: "write", Path: name, Err: err}
+	case cerr != nil:
+		return &fs.PathError{Op: "close", Path: name, Err: cerr}
+	}
+	return nil
+}
+
+// retryEINTR calls f again while it fails with EINTR.
+func retryEINTR(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
 }
 
 // rmdir removes a cgroup directory.

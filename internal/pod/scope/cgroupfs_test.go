@@ -464,3 +464,46 @@ func TestListAndRemove(t *testing.T) {
 func sorted(list []Scope) bool {
 	return slices.IsSortedFunc(list, func(a, b Scope) int { return strings.Compare(a.Name, b.Name) })
 }
+
+// TestPlaceAfterARemove: Place makes a scope's cgroups before it takes the
+// plugin's lock; a Remove that takes the empty scope away meanwhile does
+// not fail the Place, which makes it again under the lock.
+func TestPlaceAfterARemove(t *testing.T) {
+	root := fakeHybrid(t)
+	m := newFake(t, Config{CgroupRoot: root})
+	removed := 0
+	beforeLock = func(s Scope) {
+		for _, p := range s.Paths {
+			if err := os.RemoveAll(p); err != nil {
+				t.Fatal(err)
+			}
+			removed++
+		}
+	}
+	t.Cleanup(func() { beforeLock = func(Scope) {} })
+	s, err := m.Place(glusterfs, targetA, 4242)
+	if err != nil {
+		t.Fatalf("Place with its scope removed before the lock: %v", err)
+	}
+	if removed == 0 {
+		t.Fatal("the scope was not there to remove before the lock")
+	}
+	for _, p := range s.Paths {
+		if got := readTrim(t, filepath.Join(p, "cgroup.procs")); got != "4242" {
+			t.Errorf("%s/cgroup.procs = %q, want 4242", p, got)
+		}
+	}
+	cpuset := filepath.Join(root, "cpuset", "mountcontainers/kubernetes.io~glusterfs", Name(targetA))
+	if cpus := readTrim(t, cpuset+"/cpuset.cpus"); cpus != "0-3" {
+		t.Errorf("%s/cpuset.cpus = %q after the scope was made again; want its parent's, 0-3", cpuset, cpus)
+	}
+}
+
+// TestCPUFirst: the process joins its scope in the CPU's hierarchies
+// first, the others in their order.
+func TestCPUFirst(t *testing.T) {
+	hs := []Hierarchy{{Path: "blkio"}, {Path: "cpu", CPU: true}, {Path: "memory", Memory: true}, {Path: "unified", V2: true, CPU: true}}
+	if got, want := cpuFirst(hs), []int{1, 3, 0, 2}; !slices.Equal(got, want) {
+		t.Errorf("cpuFirst = %v, want %v", got, want)
+	}
+}
