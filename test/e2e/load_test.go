@@ -89,7 +89,7 @@ func TestLoad(t *testing.T) {
 	// before and after it, their mean.
 	var baselines []waveFigures
 	emptyDir := func(name string) {
-		t.Run(name, func(t *testing.T) { baselines = append(baselines, g.baselineWave(t)) })
+		t.Run(name, func(t *testing.T) { baselines = append(baselines, g.baselineWave(t, corev1.StorageMediumDefault)) })
 	}
 	type measured struct {
 		key, what string
@@ -105,17 +105,25 @@ func TestLoad(t *testing.T) {
 	}
 	emptyDir("emptyDir")
 	running := map[string]waveFigures{}
-	wave(string(mcexec.ModeSocket), "through the exec socket", func(t *testing.T) waveFigures {
+	// A volume that is a mount without the mount pod: the kubelet mounts
+	// a tmpfs for each pod's memory-backed emptyDir. Every mount on the
+	// node costs each container made after it (its mount namespace is a
+	// copy of the node's), so this wave says what 100 mounts cost the
+	// rest of the node, whoever makes them.
+	wave("emptyDir-memory", "with a memory-backed emptyDir (a tmpfs the kubelet mounts for each pod)", func(t *testing.T) waveFigures {
+		return g.baselineWave(t, corev1.StorageMediumMemory)
+	})
+	wave(string(mcexec.ModeSocket), "with a GlusterFS volume through the exec socket", func(t *testing.T) waveFigures {
 		return g.loadWave(t, mcexec.ModeSocket, vols, parent, false)
 	})
 	// The before, in the same run: the distribution's mount.glusterfs
 	// script instead of mount-scope's translation.
-	wave("socket-script", "through the exec socket, with the distribution's mount.glusterfs script", func(t *testing.T) waveFigures {
+	wave("socket-script", "with a GlusterFS volume through the exec socket, with the distribution's mount.glusterfs script", func(t *testing.T) waveFigures {
 		g.setMountpodEnv(t, scope.EnvScripts, "mount.glusterfs")
 		defer g.setMountpodEnv(t, scope.EnvScripts, "")
 		return g.loadWave(t, mcexec.ModeSocket, vols, parent, true)
 	})
-	wave(string(mcexec.ModeCRI), "through CRI ExecSync", func(t *testing.T) waveFigures {
+	wave(string(mcexec.ModeCRI), "with a GlusterFS volume through CRI ExecSync", func(t *testing.T) waveFigures {
 		return g.loadWave(t, mcexec.ModeCRI, vols, parent, false)
 	})
 	// The same pods on PersistentVolumes of the GlusterFS CSI driver, on
@@ -129,7 +137,7 @@ func TestLoad(t *testing.T) {
 	bed.ApplyFile(t, csiDriver)
 	t.Cleanup(func() { bed.Kubectl(t, "delete", "--ignore-not-found", "-f", csiDriver) })
 	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
-		wave("csi-"+string(mode), "of the CSI driver through "+map[mcexec.ExecMode]string{mcexec.ModeSocket: "the exec socket", mcexec.ModeCRI: "CRI ExecSync"}[mode], func(t *testing.T) waveFigures {
+		wave("csi-"+string(mode), "with a GlusterFS volume of the CSI driver through "+map[mcexec.ExecMode]string{mcexec.ModeSocket: "the exec socket", mcexec.ModeCRI: "CRI ExecSync"}[mode], func(t *testing.T) waveFigures {
 			return g.csiLoadWave(t, csiBin, mode, vols, parent)
 		})
 	}
@@ -153,7 +161,7 @@ func TestLoad(t *testing.T) {
 		b := waveFigures{running: (b0.running + b1.running) / 2, cpu: (b0.cpu + b1.cpu) / 2,
 			deleted: (b0.deleted + b1.deleted) / 2, deleteCPU: (b0.deleteCPU + b1.deleteCPU) / 2}
 		f := w.f
-		t.Logf("with a GlusterFS volume %s against the emptyDir waves before and after it (their mean): all %d Running in %s against %s (%.2fx; %.2fx and %.2fx against each), machine CPU %s against %s (%.2fx); all deleted in %s against %s (%.2fx), machine CPU %s against %s (%.2fx)",
+		t.Logf("%s against the emptyDir waves before and after it (their mean): all %d Running in %s against %s (%.2fx; %.2fx and %.2fx against each), machine CPU %s against %s (%.2fx); all deleted in %s against %s (%.2fx), machine CPU %s against %s (%.2fx)",
 			w.what, loadPods, f.running.Round(time.Millisecond), b.running.Round(time.Millisecond), ratio(f.running, b.running),
 			ratio(f.running, b0.running), ratio(f.running, b1.running),
 			f.cpu.Round(100*time.Millisecond), b.cpu.Round(100*time.Millisecond), ratio(f.cpu, b.cpu),
@@ -392,9 +400,12 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 // node's own cost of starting and stopping that many pods, against which
 // the waves with volumes are compared. It returns the time until all were
 // Running.
-func (g *glusterEnv) baselineWave(t *testing.T) waveFigures {
+func (g *glusterEnv) baselineWave(t *testing.T, medium corev1.StorageMedium) waveFigures {
 	bed := g.bed
-	const mode = "emptydir"
+	mode := "emptydir"
+	if medium == corev1.StorageMediumMemory {
+		mode = "emptydir-memory"
+	}
 	label := "e2e-load=" + mode
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -412,7 +423,9 @@ func (g *glusterEnv) baselineWave(t *testing.T) waveFigures {
 	cgroups := g.loadCgroups(t, "", "")
 	cpuStart := takeCPU(cgroups)
 	start := time.Now()
-	createLoadPods(t, g, mode, func(int) corev1.VolumeSource { return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}} })
+	createLoadPods(t, g, mode, func(int) corev1.VolumeSource {
+		return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: medium}}
+	})
 	pods := waitAllRunning(t, bed, g.ns, label, loadPods, 5*time.Minute)
 	allRunning := time.Since(start)
 	cpuRunning := takeCPU(cgroups)
@@ -448,7 +461,7 @@ func (g *glusterEnv) baselineWave(t *testing.T) waveFigures {
 	fig.deleted = time.Since(start)
 	cpuDeleted := takeCPU(cgroups)
 	fig.deleteCPU = cpuDeleted.busy - cpuStart.busy
-	t.Logf("%d pods with an emptyDir Running in %s, all deleted in %s", loadPods, allRunning.Round(time.Millisecond), fig.deleted.Round(time.Millisecond))
+	t.Logf("%d pods with an emptyDir (medium %q) Running in %s, all deleted in %s", loadPods, medium, allRunning.Round(time.Millisecond), fig.deleted.Round(time.Millisecond))
 	t.Logf("CPU of the deletion: %s", cpuSplit(cpuStart, cpuDeleted))
 	stopWatch()
 	t.Logf("deletion, from a watch: %s", dels.summary(nil))
