@@ -106,6 +106,8 @@ spec:
 	defer stop()
 	cgroups := g.loadCgroups(t, string(mp.UID), parent)
 	cpuStart := takeCPU(cgroups)
+	waitProfile := profileKubelet(t, g.bed, profileName(t))
+	defer waitProfile()
 	start := time.Now()
 	createLoadPods(t, g, wave, func(i int) corev1.VolumeSource {
 		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claims[i%len(claims)]}}

@@ -219,6 +219,8 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	cgroups := g.loadCgroups(t, string(mp.UID), parent)
 	cpuStart := takeCPU(cgroups)
 	user0, sys0 := procTimes(mpPID)
+	waitProfile := profileKubelet(t, bed, profileName(t))
+	defer waitProfile()
 	start := time.Now()
 	created := createLoadPods(t, g, string(mode), func(i int) corev1.VolumeSource { return g.loadFlexVolume(vols[i%len(vols)]) })
 	pods := waitAllRunning(t, bed, g.ns, label, len(created), 5*time.Minute)
@@ -422,6 +424,8 @@ func (g *glusterEnv) baselineWave(t *testing.T, medium corev1.StorageMedium) wav
 	defer stopSampling()
 	cgroups := g.loadCgroups(t, "", "")
 	cpuStart := takeCPU(cgroups)
+	waitProfile := profileKubelet(t, bed, profileName(t))
+	defer waitProfile()
 	start := time.Now()
 	createLoadPods(t, g, mode, func(int) corev1.VolumeSource {
 		return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: medium}}
