@@ -46,9 +46,13 @@ const (
 	DefaultBatchDir = "/run/mountcontainers/exec-batch"
 	// batchLeaders is how many batches of one container may be in flight.
 	batchLeaders = 4
-	// batchPoll is how often a waiting caller looks for its result or a
-	// free leader's lock.
-	batchPoll = 25 * time.Millisecond
+	// batchPoll is how soon a waiting caller looks again for its result
+	// or a free leader's lock; each wait is twice the one before, up to
+	// batchPollMax. A hundred callers that waited a minute each, looking
+	// every 25 ms, took 74 s of CPU between them (BENCHMARKS.md, "the
+	// waiters' looks"); a short wait stays short.
+	batchPoll    = 25 * time.Millisecond
+	batchPollMax = 200 * time.Millisecond
 	// batchStale is how long after its deadline a leader removes a file
 	// that no caller will collect (a waiter that gave up, a leader that
 	// died).
@@ -153,9 +157,13 @@ func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []strin
 		}
 		locks = append(locks, f)
 	}
-	tick := time.NewTicker(batchPoll)
-	defer tick.Stop()
-	for {
+	poll := time.NewTimer(batchPoll)
+	defer poll.Stop()
+	ctxDone := ctx.Done()
+	for wait := batchPoll; ; wait = min(2*wait, batchPollMax) {
+		if r.batchLook != nil {
+			r.batchLook()
+		}
 		if res, ok, err := takeResult(dir, id); err != nil || ok {
 			if err != nil {
 				return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: the result of its batch: %w", argv[0], d.Where(), d.Plugin, err)
@@ -181,7 +189,14 @@ func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []strin
 				return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w after %s: the batch that took it gave no result: %w", argv[0], d.Where(), d.Plugin, ErrTimeout, timeout, context.DeadlineExceeded)
 			}
 		}
-		<-tick.C
+		// The call's end is looked at at once, but only once: a request
+		// a batch claimed is waited for on the schedule.
+		select {
+		case <-poll.C:
+		case <-ctxDone:
+			ctxDone = nil
+		}
+		poll.Reset(wait)
 	}
 }
 

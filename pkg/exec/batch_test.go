@@ -254,6 +254,45 @@ func TestBatchWaitEndsWithTheCall(t *testing.T) {
 	}
 }
 
+// TestBatchWaitLooksLessOften: a caller that waits for its batch looks for
+// its result and a free leader less and less often (25 ms, then twice as
+// long each time, up to 200 ms): a hundred drivers waiting a minute each
+// at 25 ms took 74 s of CPU between them. In 2 s that is at most 14 looks
+// (80 at 25 ms); a loaded machine only makes them fewer.
+func TestBatchWaitLooksLessOften(t *testing.T) {
+	b := newBatchEnv(t)
+	first := b.holdFirst(t)
+	r := b.resolver(t, Options{ExecMode: ModeCRI, BatchDir: b.dir})
+	r.batchLeaders = 1
+	var mu sync.Mutex
+	looks := 0
+	r.batchLook = func() {
+		mu.Lock()
+		looks++
+		mu.Unlock()
+	}
+	x, err := r.For(testPlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := x.CommandContext(ctx, "true").Run(); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("a command queued past its deadline: %v, want ErrTimeout", err)
+	}
+	mu.Lock()
+	n := looks
+	mu.Unlock()
+	t.Logf("%d looks in a wait of 2 s", n)
+	if n < 2 || n > 20 {
+		t.Errorf("%d looks in a wait of 2 s, want 2 to 20 (at most 14 on the schedule)", n)
+	}
+	b.open()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestBatchDirRefused: a batch directory that someone else could write, or
 // a symbolic link, is not used: the command goes alone, and the log says
 // why, naming the directory.

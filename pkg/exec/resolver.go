@@ -128,7 +128,8 @@ type Resolver struct {
 	cache   map[string]cached // plugin -> container found for a registration
 
 	batchDir      string
-	batchLeaders  int // tests: batches in flight per container; default batchLeaders
+	batchLeaders  int    // tests: batches in flight per container; default batchLeaders
+	batchLook     func() // tests: called at each look of a caller waiting for its batch
 	batchWarn     sync.Once
 	mode          ExecMode
 	socketTimeout time.Duration

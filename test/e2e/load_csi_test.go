@@ -106,8 +106,8 @@ spec:
 	defer stop()
 	cgroups := g.loadCgroups(t, string(mp.UID), parent)
 	cpuStart := takeCPU(cgroups)
-	waitProfile := profileKubelet(t, g.bed, profileName(t))
-	defer waitProfile()
+	stopProfile := profileKubelet(t, g.bed, profileName(t))
+	defer stopProfile()
 	start := time.Now()
 	createLoadPods(t, g, wave, func(i int) corev1.VolumeSource {
 		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claims[i%len(claims)]}}
@@ -115,6 +115,7 @@ spec:
 	pods := waitAllRunning(t, bed, g.ns, label, loadPods, 5*time.Minute)
 	allRunning := time.Since(start)
 	cpuRunning := takeCPU(cgroups)
+	stopProfile()
 	fig := waveFigures{running: allRunning, cpu: cpuRunning.busy - cpuStart.busy}
 	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, cpuRunning))
 	cpu := podCPU(t, mp.UID) - cpu0

@@ -219,13 +219,14 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	cgroups := g.loadCgroups(t, string(mp.UID), parent)
 	cpuStart := takeCPU(cgroups)
 	user0, sys0 := procTimes(mpPID)
-	waitProfile := profileKubelet(t, bed, profileName(t))
-	defer waitProfile()
+	stopProfile := profileKubelet(t, bed, profileName(t))
+	defer stopProfile()
 	start := time.Now()
 	created := createLoadPods(t, g, string(mode), func(i int) corev1.VolumeSource { return g.loadFlexVolume(vols[i%len(vols)]) })
 	pods := waitAllRunning(t, bed, g.ns, label, len(created), 5*time.Minute)
 	allRunning := time.Since(start)
 	cpuRunning := takeCPU(cgroups)
+	stopProfile()
 	fig := waveFigures{running: allRunning, cpu: cpuRunning.busy - cpuStart.busy}
 	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, cpuRunning))
 	user, sys := procTimes(mpPID)
@@ -424,8 +425,8 @@ func (g *glusterEnv) baselineWave(t *testing.T, medium corev1.StorageMedium) wav
 	defer stopSampling()
 	cgroups := g.loadCgroups(t, "", "")
 	cpuStart := takeCPU(cgroups)
-	waitProfile := profileKubelet(t, bed, profileName(t))
-	defer waitProfile()
+	stopProfile := profileKubelet(t, bed, profileName(t))
+	defer stopProfile()
 	start := time.Now()
 	createLoadPods(t, g, mode, func(int) corev1.VolumeSource {
 		return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: medium}}
@@ -433,6 +434,7 @@ func (g *glusterEnv) baselineWave(t *testing.T, medium corev1.StorageMedium) wav
 	pods := waitAllRunning(t, bed, g.ns, label, loadPods, 5*time.Minute)
 	allRunning := time.Since(start)
 	cpuRunning := takeCPU(cgroups)
+	stopProfile()
 	stopSampling()
 	fig := waveFigures{running: allRunning, cpu: cpuRunning.busy - cpuStart.busy}
 	t.Logf("CPU until all Running: %s", cpuSplit(cpuStart, cpuRunning))

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,51 +16,71 @@ import (
 )
 
 // envLoadProfiles names a directory: when set, each wave of TestLoad takes
-// a CPU profile of the kubelet while its pods start (go tool pprof reads
-// them), so that what the kubelet does more for a pod with a volume than
-// for one with an emptyDir can be told apart. Unset, no profile is taken.
+// CPU profiles of the kubelet while its pods start, so that what the
+// kubelet does more for a pod with a volume than for one with an emptyDir
+// can be told apart (go tool pprof merges a wave's files: go tool pprof
+// -top DIR/TestLoad_socket-kubelet-*.pprof). Unset, none is taken.
 const envLoadProfiles = "LOAD_PROFILE_DIR"
 
-// loadProfileSeconds is how long each profile runs from the wave's start:
-// less than any wave of this machine takes until its pods are Running, so
-// that every profile covers the same part of its wave.
-const loadProfileSeconds = 18
+// loadProfileChunk is the length of each profile: a wave is covered by
+// consecutive ones from its start until its pods are Running, the last
+// reaching at most this far past it.
+const loadProfileChunk = 5 * time.Second
 
-// profileKubelet starts, when envLoadProfiles is set, a CPU profile of the
+// profileKubelet starts, when envLoadProfiles is set, CPU profiles of the
 // bed's kubelet (through the API server's proxy to the node, the bed's
-// admin credentials) and writes it to NAME-kubelet.pprof there; wait
-// returns when it is written or failed, its error logged (a profile is a
-// figure, not a verdict).
-func profileKubelet(t *testing.T, bed *framework.Bed, name string) (wait func()) {
+// admin credentials), one after the other, written to
+// NAME-kubelet-NN.pprof there; stop ends them after the one under way and
+// returns when it is written. An error is logged, not a failure: a profile
+// is a figure, not a verdict.
+func profileKubelet(t *testing.T, bed *framework.Bed, name string) (stop func()) {
 	dir := os.Getenv(envLoadProfiles)
 	if dir == "" {
 		return func() {}
 	}
-	done := make(chan struct{})
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("the kubelet's CPU profiles of wave %s: %v", name, err)
+		return func() {}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		ctx, cancel := context.WithTimeout(context.Background(), (loadProfileSeconds+60)*time.Second)
-		defer cancel()
-		data, err := bed.Client.CoreV1().RESTClient().Get().
-			AbsPath("/api/v1/nodes", bed.Env.NodeName, "proxy/debug/pprof/profile").
-			Param("seconds", strconv.Itoa(loadProfileSeconds)).DoRaw(ctx)
-		if err == nil {
-			err = os.MkdirAll(dir, 0o755)
+		var n int
+		var total time.Duration
+		for ; ; n++ {
+			select {
+			case <-quit:
+				t.Logf("the kubelet's CPU profiles of wave %s: %d of %s each, %s in all: %s", name, n, loadProfileChunk, total, filepath.Join(dir, name+"-kubelet-*.pprof"))
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), loadProfileChunk+time.Minute)
+			data, err := bed.Client.CoreV1().RESTClient().Get().
+				AbsPath("/api/v1/nodes", bed.Env.NodeName, "proxy/debug/pprof/profile").
+				Param("seconds", strconv.Itoa(int(loadProfileChunk/time.Second))).DoRaw(ctx)
+			cancel()
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-kubelet-%02d.pprof", name, n)), data, 0o644)
+			}
+			if err != nil {
+				t.Logf("the kubelet's CPU profile %d of wave %s: %v", n, name, err)
+				<-quit
+				return
+			}
+			total += loadProfileChunk
 		}
-		path := filepath.Join(dir, name+"-kubelet.pprof")
-		if err == nil {
-			err = os.WriteFile(path, data, 0o644)
-		}
-		if err != nil {
-			t.Logf("the kubelet's CPU profile of wave %s: %v", name, err)
-			return
-		}
-		t.Logf("the kubelet's CPU profile of wave %s, its first %d s: %s", name, loadProfileSeconds, path)
 	}()
-	return func() { <-done }
+	var stopped bool
+	return func() {
+		if !stopped {
+			stopped = true
+			close(quit)
+		}
+		<-done
+	}
 }
 
-// profileName names a wave's profile after its test: TestLoad_socket.
+// profileName names a wave's profiles after its test: TestLoad_socket.
 func profileName(t *testing.T) string {
 	return strings.ReplaceAll(t.Name(), "/", "_")
 }
