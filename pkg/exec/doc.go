@@ -112,6 +112,9 @@
 // Flexvolume driver is a process per call) share batches: at most four
 // batches of a container are in flight, a command that finds them all
 // busy waits and goes in the next one, and a command alone goes as it is.
+// A caller that waits looks for its result and a free batch after 25 ms,
+// then twice as long each time, up to every 200 ms: a hundred callers
+// waiting a minute cost little CPU, a short wait stays short.
 // Each caller gets its own command's result, as above. A command runs with
 // what is left of its time when a batch takes it; one whose deadline
 // passed while it waited never runs (withdrawn by its caller, or answered
