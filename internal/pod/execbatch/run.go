@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -17,12 +18,15 @@ import (
 	"time"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/cmdslots"
+	"github.com/mountcontainers/mountcontainers/internal/pod/outpipe"
 	wire "github.com/mountcontainers/mountcontainers/pkg/execbatch"
 )
 
-// waitDelay bounds the wait for a command's outputs to close after it
-// exited: a FUSE helper can leave its daemon holding them.
-const waitDelay = 2 * time.Second
+// outputGrace bounds the wait for the end of a command's outputs after it
+// exited: a FUSE helper can leave its daemon holding them. What they hold
+// then is still read; nothing the command wrote before it exited is lost.
+// A variable for tests.
+var outputGrace = 2 * time.Second
 
 // Run runs the requests that args carry, side by side, and writes their
 // results (a JSON array, in order) to out. A request that does not decode
@@ -70,9 +74,7 @@ func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots) wire.R
 	}
 	cmd := exec.CommandContext(ctx, req.Argv[0], req.Argv[1:]...)
 	var stdout, stderr tailBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = waitDelay
-	err := cmd.Run()
+	err := runCopying(cmd, &stdout, &stderr)
 	res := wire.Result{Stdout: stdout.bytes(), Stderr: stderr.bytes()}
 	var exit *exec.ExitError
 	switch {
@@ -84,14 +86,58 @@ func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots) wire.R
 		res.ExitCode, res.Failure, res.Error = -1, wire.FailureNotFound, err.Error()
 	case errors.As(err, &exit):
 		res.ExitCode = exitCode(exit)
-	case err != nil && cmd.Process == nil:
-		res.ExitCode, res.Failure, res.Error = -1, wire.FailureStart, err.Error()
 	case err != nil:
-		// Exited 0 but its outputs stayed open past waitDelay: the
-		// command's own result stands.
-		res.ExitCode = cmd.ProcessState.ExitCode()
+		res.ExitCode, res.Failure, res.Error = -1, wire.FailureStart, err.Error()
 	}
 	return res
+}
+
+// runCopying runs cmd with its outputs on pipes whose content goes to
+// stdout and stderr: to the pipes' end, or, outputGrace after the command
+// exited (a daemon it left holds them), what they hold then.
+func runCopying(cmd *exec.Cmd, stdout, stderr io.Writer) error {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer outR.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outW.Close()
+		return err
+	}
+	defer errR.Close()
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	// The child has its copies; ours must go, or the pipes never end.
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		return err
+	}
+	var copies sync.WaitGroup
+	for _, c := range []struct {
+		r *os.File
+		w io.Writer
+	}{{outR, stdout}, {errR, stderr}} {
+		copies.Go(func() {
+			outpipe.Copy(c.r, make([]byte, 32<<10), func(b []byte) { _, _ = c.w.Write(b) })
+		})
+	}
+	err = cmd.Wait()
+	copied := make(chan struct{})
+	go func() {
+		copies.Wait()
+		close(copied)
+	}()
+	select {
+	case <-copied:
+	case <-time.After(outputGrace):
+		outpipe.Stop(outR)
+		outpipe.Stop(errR)
+		<-copied
+	}
+	return err
 }
 
 // exitCode is the shell's convention: 128+N for a signal N.

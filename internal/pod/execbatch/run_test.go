@@ -111,6 +111,26 @@ func TestRunDaemonHoldingOutput(t *testing.T) {
 	}
 }
 
+// TestRunOutputBeforeExitIsNeverLost: what a command wrote before it
+// exited is in its result however late the copies run after the exit. A
+// grace of a nanosecond ends every wait for the outputs' end before the
+// copies have read them, as a busy node's scheduler can.
+func TestRunOutputBeforeExitIsNeverLost(t *testing.T) {
+	defer func(g time.Duration) { outputGrace = g }(outputGrace)
+	outputGrace = time.Nanosecond
+	const n, outSize, errSize = 20, 48 << 10, 16 << 10
+	reqs := make([]wire.Request, n)
+	for i := range reqs {
+		reqs[i] = wire.Request{Argv: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero; head -c %d /dev/zero >&2; exit %d", outSize, errSize, i%3)}, TimeoutMs: long}
+	}
+	for i, r := range run(t, reqs...) {
+		if r.Failure != "" || r.ExitCode != i%3 || len(r.Stdout) != outSize || len(r.Stderr) != errSize {
+			t.Errorf("command %d: failure %q, exit %d, %d bytes out, %d bytes err; want exit %d, %d and %d bytes",
+				i, r.Failure, r.ExitCode, len(r.Stdout), len(r.Stderr), i%3, outSize, errSize)
+		}
+	}
+}
+
 // TestRunOutputTail: an output longer than wire.MaxOutput keeps its end.
 func TestRunOutputTail(t *testing.T) {
 	rs := run(t, wire.Request{Argv: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; echo END", 3*wire.MaxOutput)}, TimeoutMs: long})

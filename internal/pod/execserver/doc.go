@@ -32,10 +32,12 @@
 // standard input fed from the client's stream (or /dev/null). The call
 // ends when the main process exits: a daemon it left behind that still holds
 // the output pipes (the glusterfs FUSE client can) does not hold the call
-// open; the server stops reading after [DefaultOutputGrace] and reports the
-// output as abandoned. The main process is reaped by the server; orphans
-// are re-parented to the container's PID 1 (tini in the image), which reaps
-// them. A timeout, or the client cancelling the call, kills the command's
+// open. [DefaultOutputGrace] after the main process exited, the server
+// sends what the pipes hold without waiting for more, and reports the output
+// as abandoned if a pipe still has a writer: what the command wrote before
+// it exited is always sent, however late the server runs after the exit.
+// The main process is reaped by the server; orphans are re-parented to the
+// container's PID 1 (tini in the image), which reaps them. A timeout, or the client cancelling the call, kills the command's
 // process group with SIGKILL; a daemon that started its own session (as
 // daemonizing utilities do) survives, as it must.
 //

@@ -349,6 +349,27 @@ func TestDaemonDoesNotHoldTheCall(t *testing.T) {
 	}
 }
 
+// TestOutputBeforeExitIsNeverLost: what a command wrote before it exited
+// reaches the client however late the server's pumps run after the exit.
+// A grace of a nanosecond makes every call end its grace before the pumps
+// have sent the output, as a busy node's scheduler can.
+func TestOutputBeforeExitIsNeverLost(t *testing.T) {
+	ts := startServer(t, Config{OutputGrace: time.Nanosecond})
+	const calls, outSize, errSize = 20, 48 << 10, 16 << 10
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			script := fmt.Sprintf("head -c %d /dev/zero; head -c %d /dev/zero >&2; exit %d", outSize, errSize, i%3)
+			res, out, eout, err := runCmd(t, ts.client, execclient.Command{Argv: []string{"sh", "-c", script}})
+			if err != nil || res.Code != i%3 || len(out) != outSize || len(eout) != errSize || res.OutputAbandoned {
+				t.Errorf("call %d: %+v, %v: %d bytes out, %d bytes err; want exit %d, %d and %d bytes, nothing abandoned",
+					i, res, err, len(out), len(eout), i%3, outSize, errSize)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func TestTimeout(t *testing.T) {
 	ts := startServer(t, Config{})
 	start := time.Now()

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/mountcontainers/mountcontainers/internal/pod/outpipe"
 	"github.com/mountcontainers/mountcontainers/pkg/execapi"
 	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 )
@@ -30,6 +31,7 @@ type run struct {
 	log     *slog.Logger  // set once the command has started
 
 	stdoutTruncated, stderrTruncated atomic.Bool
+	stdoutEnded, stderrEnded         atomic.Bool // the pipe's end was read
 
 	sendMu sync.Mutex
 	closed bool          // no more sends: the Exit went out
@@ -186,14 +188,15 @@ func closeAll(files ...*os.File) {
 }
 
 // pumpOutput sends the command's output as it comes and returns a channel
-// closed once both pipes are drained (or closed by awaitOutput).
+// closed once both pumps have ended: each at the end of its pipe, or, once
+// awaitOutput stopped them, after sending what its pipe held then.
 func (r *run) pumpOutput(p *pipes) <-chan struct{} {
 	var pumps sync.WaitGroup
 	pumps.Add(2)
-	go r.pump(&pumps, p.outR, &r.stdoutTruncated, func(b []byte) *execapi.ExecResponse {
+	go r.pump(&pumps, p.outR, &r.stdoutTruncated, &r.stdoutEnded, func(b []byte) *execapi.ExecResponse {
 		return &execapi.ExecResponse{Msg: &execapi.ExecResponse_Stdout{Stdout: b}}
 	})
-	go r.pump(&pumps, p.errR, &r.stderrTruncated, func(b []byte) *execapi.ExecResponse {
+	go r.pump(&pumps, p.errR, &r.stderrTruncated, &r.stderrEnded, func(b []byte) *execapi.ExecResponse {
 		return &execapi.ExecResponse{Msg: &execapi.ExecResponse_Stderr{Stderr: b}}
 	})
 	pumped := make(chan struct{})
@@ -204,27 +207,25 @@ func (r *run) pumpOutput(p *pipes) <-chan struct{} {
 	return pumped
 }
 
-// pump sends what f yields, wrapped, until f ends: at most MaxOutput
-// bytes; the rest is read and dropped, and truncated set.
-func (r *run) pump(wg *sync.WaitGroup, f *os.File, truncated *atomic.Bool, wrap func([]byte) *execapi.ExecResponse) {
+// pump sends what f yields, wrapped, as [outpipe.Copy] reads it, and sets
+// ended if that reached the pipe's end. At most MaxOutput bytes are sent;
+// the rest is read and dropped, and truncated set.
+func (r *run) pump(wg *sync.WaitGroup, f *os.File, truncated, ended *atomic.Bool, wrap func([]byte) *execapi.ExecResponse) {
 	defer wg.Done()
-	buf := make([]byte, execclient.ChunkSize)
 	left := r.s.cfg.MaxOutput
-	for {
-		n, err := f.Read(buf)
-		if n > left {
-			n = left
+	if outpipe.Copy(f, make([]byte, execclient.ChunkSize), func(b []byte) {
+		if len(b) > left {
+			b = b[:left]
 			truncated.Store(true)
 		}
-		if n > 0 {
-			left -= n
+		if len(b) > 0 {
+			left -= len(b)
 			// A failed send is not the end: keep draining, so that the
 			// command never blocks on a full pipe while nobody listens.
-			_ = r.send(wrap(append([]byte(nil), buf[:n]...)))
+			_ = r.send(wrap(append([]byte(nil), b...)))
 		}
-		if err != nil {
-			return
-		}
+	}) {
+		ended.Store(true)
 	}
 }
 
@@ -354,18 +355,22 @@ func (r *run) serveRequests(stdin chan []byte, k *killer, exited <-chan struct{}
 	}
 }
 
-// awaitOutput lets the pumps send what the command wrote before it exited,
-// which is in the pipes, for at most the output grace: a daemon the command
-// left behind may hold the pipes open forever. It closes the read ends and
-// reports whether output was abandoned.
+// awaitOutput lets the pumps send the command's output to the end of the
+// pipes, for at most the output grace: a daemon the command left behind may
+// hold the pipes open forever. After the grace the pumps send what the
+// pipes hold, without waiting for more; what the command wrote before it
+// exited is never lost, however late the pumps run. It closes the read ends
+// and reports whether output was abandoned (a pipe still had a writer).
 func (r *run) awaitOutput(p *pipes, pumped <-chan struct{}) (abandoned bool) {
 	select {
 	case <-pumped:
 	case <-time.After(r.s.cfg.OutputGrace):
-		abandoned = true
+		outpipe.Stop(p.outR)
+		outpipe.Stop(p.errR)
+		<-pumped
 	}
 	closeAll(p.outR, p.errR)
-	<-pumped
+	abandoned = !r.stdoutEnded.Load() || !r.stderrEnded.Load()
 	if abandoned {
 		r.log.Debug("exec: output still held open after the command exited (a daemon it started?); abandoned")
 	}

@@ -21,9 +21,11 @@ import (
 )
 
 const (
-	// DefaultOutputGrace is how long the server goes on reading a command's
-	// output after its main process exited: longer only when something the
-	// command left behind holds the pipes.
+	// DefaultOutputGrace is how long the server waits for the end of a
+	// command's output pipes after its main process exited; it then sends
+	// what they hold and ends the call. It matters only when something the
+	// command left behind holds the pipes: no output written before the
+	// exit is lost after it.
 	DefaultOutputGrace = 200 * time.Millisecond
 
 	// DefaultStopTimeout is how long [Server.Serve] lets running commands

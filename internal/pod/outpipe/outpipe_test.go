@@ -1,0 +1,106 @@
+package outpipe
+
+import (
+	"bytes"
+	"os"
+	"testing"
+	"time"
+)
+
+func pipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
+}
+
+// copyAsync runs Copy on r and returns its result and what it passed on.
+func copyAsync(r *os.File) <-chan result {
+	done := make(chan result, 1)
+	go func() {
+		var got bytes.Buffer
+		ended := Copy(r, make([]byte, 4096), func(b []byte) { got.Write(b) })
+		done <- result{ended, got.Bytes()}
+	}()
+	return done
+}
+
+type result struct {
+	ended bool
+	got   []byte
+}
+
+func await(t *testing.T, done <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(time.Minute): // a hang guard, not a verdict on speed
+		t.Fatal("Copy did not return")
+		return result{}
+	}
+}
+
+// TestCopyToTheEnd: without Stop, Copy passes everything to the pipe's end.
+func TestCopyToTheEnd(t *testing.T) {
+	r, w := pipe(t)
+	want := bytes.Repeat([]byte("x"), 200<<10) // more than a pipe holds
+	done := copyAsync(r)
+	if _, err := w.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if got := await(t, done); !got.ended || !bytes.Equal(got.got, want) {
+		t.Fatalf("ended %v, %d bytes; want the end and %d bytes", got.ended, len(got.got), len(want))
+	}
+}
+
+// TestStopPassesWhatIsHeld: after Stop, what the pipe holds is passed
+// even if Copy had not read yet, and Copy returns although a writer
+// remains; it reports the end only when no writer remains.
+func TestStopPassesWhatIsHeld(t *testing.T) {
+	for _, closed := range []bool{false, true} {
+		r, w := pipe(t)
+		want := bytes.Repeat([]byte("y"), 60<<10)
+		if _, err := w.Write(want); err != nil {
+			t.Fatal(err)
+		}
+		if closed {
+			w.Close()
+		}
+		Stop(r) // before Copy ran at all: the latest a reader can be
+		if got := await(t, copyAsync(r)); got.ended != closed || !bytes.Equal(got.got, want) {
+			t.Errorf("writer closed %v: ended %v, %d bytes; want ended %v and %d bytes", closed, got.ended, len(got.got), closed, len(want))
+		}
+	}
+}
+
+// TestStopBoundsAWriterThatGoesOn: a writer that never stops does not keep
+// a stopped Copy from returning.
+func TestStopBoundsAWriterThatGoesOn(t *testing.T) {
+	r, w := pipe(t)
+	b := make([]byte, 4096)
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_, _ = w.Write(b)
+			}
+		}
+	}()
+	defer close(stop)
+	done := copyAsync(r)
+	Stop(r)
+	if got := await(t, done); got.ended || len(got.got) == 0 {
+		t.Fatalf("ended %v after %d bytes; want no end and some bytes", got.ended, len(got.got))
+	}
+}
