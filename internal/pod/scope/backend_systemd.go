@@ -25,6 +25,13 @@ import (
 // a systemd that answers.
 var errNoSystemd = errors.New("systemd does not answer")
 
+// errSlow is wrapped by dialSystemd when a socket accepted the connection
+// but systemd did not answer within the timeout: a systemd busy with a
+// node's pods is still the node's systemd, and scopes made by hand beside
+// it would be where neither the mount pod's other processes nor systemd
+// look for them. newSystemd then does not report errNoSystemd.
+var errSlow = errors.New("no answer")
+
 // D-Bus error names of systemd this backend handles.
 const (
 	errUnitExists = "org.freedesktop.systemd1.UnitExists"
@@ -54,6 +61,7 @@ var _ Manager = (*systemd)(nil)
 // exists and answers.
 func newSystemd(cfg Config) (*systemd, error) {
 	var errs []error
+	slow := false
 	for _, sock := range cfg.SystemdSockets {
 		fi, err := os.Stat(sock)
 		if err != nil {
@@ -66,10 +74,14 @@ func newSystemd(cfg Config) (*systemd, error) {
 		}
 		s, err := dialSystemd(cfg, sock)
 		if err != nil {
+			slow = slow || errors.Is(err, errSlow)
 			errs = append(errs, fmt.Errorf("%s: %w", sock, err))
 			continue
 		}
 		return s, nil
+	}
+	if slow {
+		return nil, fmt.Errorf("systemd took the connection but did not answer; not falling back to cgroupfs beside it (MOUNTPOD_SCOPE_BACKEND=cgroupfs chooses that): %w", errors.Join(errs...))
 	}
 	if len(errs) == 0 {
 		errs = append(errs, errors.New("no socket configured"))
@@ -114,9 +126,12 @@ func dialSystemd(cfg Config, sock string) (*systemd, error) {
 			s.conn.Close()
 		}
 	}
-	if !timer.Stop() && err == nil {
-		s.conn.Close()
-		err = fmt.Errorf("no answer within %v", cfg.Timeout)
+	if !timer.Stop() {
+		// The timer cancelled the dial, or fired as the answer came.
+		if err == nil {
+			s.conn.Close()
+		}
+		err = fmt.Errorf("%w within %v", errSlow, cfg.Timeout)
 	}
 	if err != nil {
 		cancel()

@@ -26,7 +26,8 @@ type Backend string
 
 const (
 	// BackendAuto uses systemd when one of Config.SystemdSockets exists and
-	// systemd answers on it, else cgroupfs.
+	// systemd answers on it, else cgroupfs; a socket that takes the
+	// connection but does not answer within Config.Timeout is an error.
 	BackendAuto Backend = "auto"
 	// BackendCgroupfs writes the cgroup file system directly.
 	BackendCgroupfs Backend = "cgroupfs"

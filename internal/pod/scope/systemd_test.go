@@ -2,6 +2,7 @@ package scope
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,6 +205,50 @@ func TestSystemdSelection(t *testing.T) {
 	for _, want := range []string{"missing: no such file", "private is not a socket", "org.freedesktop.DBus.Error.ServiceUnknown"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+// TestSystemdSlowIsNotAbsent: a socket that takes the connection and does
+// not answer within the timeout, as a systemd busy with a node's pods, is
+// an error, never the choice of cgroupfs beside it.
+func TestSystemdSlowIsNotAbsent(t *testing.T) {
+	root := fakeHybrid(t)
+	dir, err := os.MkdirTemp("", "sd") // short: a socket's path has a bound
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "private")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		var held []net.Conn // taken, never answered
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	for _, b := range []Backend{BackendAuto, BackendSystemd} {
+		m, err := New(Config{Backend: b, CgroupRoot: root, CgroupNS: CgroupNSOff, SystemdSockets: []string{sock}, Timeout: 200 * time.Millisecond})
+		if err == nil {
+			t.Errorf("backend %q: chose %s with a systemd that does not answer; want an error", b, m.Backend())
+			m.Close()
+			continue
+		}
+		if errors.Is(err, errNoSystemd) || !strings.Contains(err.Error(), "did not answer") || !strings.Contains(err.Error(), sock) {
+			t.Errorf("backend %q: error %q; want it to say that systemd at %s did not answer", b, err, sock)
 		}
 	}
 }
