@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -73,79 +74,48 @@ func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots) wire.R
 		defer release()
 	}
 	cmd := exec.CommandContext(ctx, req.Argv[0], req.Argv[1:]...)
+	// The timeout is the command's only if its kill ended it: one that
+	// ended by itself as its time ran out, or whose outputs were read
+	// after it, keeps its own result.
+	var killed atomic.Bool
+	cmd.Cancel = func() error {
+		killed.Store(ctx.Err() == context.DeadlineExceeded)
+		return cmd.Process.Kill()
+	}
 	var stdout, stderr tailBuffer
-	err := runCopying(cmd, &stdout, &stderr)
+	err := outpipe.Run(cmd, &stdout, &stderr, outputGrace)
 	res := wire.Result{Stdout: stdout.bytes(), Stderr: stderr.bytes()}
-	var exit *exec.ExitError
+	ps := cmd.ProcessState
 	switch {
-	case ctx.Err() == context.DeadlineExceeded:
+	case ps != nil && killed.Load() && signal(ps) == syscall.SIGKILL,
+		ps == nil && ctx.Err() == context.DeadlineExceeded:
 		res.ExitCode, res.Failure, res.Error = -1, wire.FailureTimeout, "timed out after "+req.Timeout().String()
-	case cmd.Process == nil && (errors.Is(err, exec.ErrNotFound) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES)):
+	case ps != nil:
+		res.ExitCode = exitCode(ps)
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES):
 		// As the runtimes say of a single exec (pkg/exec's
 		// notFoundMessage: no such file, or permission denied).
 		res.ExitCode, res.Failure, res.Error = -1, wire.FailureNotFound, err.Error()
-	case errors.As(err, &exit):
-		res.ExitCode = exitCode(exit)
 	case err != nil:
 		res.ExitCode, res.Failure, res.Error = -1, wire.FailureStart, err.Error()
 	}
 	return res
 }
 
-// runCopying runs cmd with its outputs on pipes whose content goes to
-// stdout and stderr: to the pipes' end, or, outputGrace after the command
-// exited (a daemon it left holds them), what they hold then.
-func runCopying(cmd *exec.Cmd, stdout, stderr io.Writer) error {
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return err
+// signal is the signal that ended the process of ps, or 0.
+func signal(ps *os.ProcessState) syscall.Signal {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal()
 	}
-	defer outR.Close()
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outW.Close()
-		return err
-	}
-	defer errR.Close()
-	cmd.Stdout, cmd.Stderr = outW, errW
-	err = cmd.Start()
-	// The child has its copies; ours must go, or the pipes never end.
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		return err
-	}
-	var copies sync.WaitGroup
-	for _, c := range []struct {
-		r *os.File
-		w io.Writer
-	}{{outR, stdout}, {errR, stderr}} {
-		copies.Go(func() {
-			outpipe.Copy(c.r, make([]byte, 32<<10), func(b []byte) { _, _ = c.w.Write(b) })
-		})
-	}
-	err = cmd.Wait()
-	copied := make(chan struct{})
-	go func() {
-		copies.Wait()
-		close(copied)
-	}()
-	select {
-	case <-copied:
-	case <-time.After(outputGrace):
-		outpipe.Stop(outR)
-		outpipe.Stop(errR)
-		<-copied
-	}
-	return err
+	return 0
 }
 
 // exitCode is the shell's convention: 128+N for a signal N.
-func exitCode(e *exec.ExitError) int {
-	if ws, ok := e.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+func exitCode(ps *os.ProcessState) int {
+	if sig := signal(ps); sig != 0 {
+		return 128 + int(sig)
 	}
-	return e.ExitCode()
+	return ps.ExitCode()
 }
 
 // tailBuffer keeps the last wire.MaxOutput bytes written to it.

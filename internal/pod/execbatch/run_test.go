@@ -131,6 +131,16 @@ func TestRunOutputBeforeExitIsNeverLost(t *testing.T) {
 	}
 }
 
+// TestRunTimeoutIsTheKills: a command that exited by itself is not timed
+// out because its outputs, held by a daemon it left, were read past its
+// timeout: its own exit status stands.
+func TestRunTimeoutIsTheKills(t *testing.T) {
+	rs := run(t, wire.Request{Argv: []string{"sh", "-c", "sleep 4 & echo started"}, TimeoutMs: 300})
+	if rs[0].Failure != "" || rs[0].ExitCode != 0 || string(rs[0].Stdout) != "started\n" {
+		t.Fatalf("%+v (stdout %q), want exit 0 with its output", rs[0], rs[0].Stdout)
+	}
+}
+
 // TestRunOutputTail: an output longer than wire.MaxOutput keeps its end.
 func TestRunOutputTail(t *testing.T) {
 	rs := run(t, wire.Request{Argv: []string{"sh", "-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' x; echo END", 3*wire.MaxOutput)}, TimeoutMs: long})

@@ -235,7 +235,9 @@ func TestContainerSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer slots.Close()
+	// Closed after the server has stopped (cleanups run last first): a
+	// call's handler gives its slot back after the client has its result.
+	t.Cleanup(func() { slots.Close() })
 	batch, err := cmdslots.Open(dir, 1)
 	if err != nil {
 		t.Fatal(err)

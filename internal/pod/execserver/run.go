@@ -99,7 +99,18 @@ func (r *run) do() error {
 	// for as long as the daemon lives.
 	p.abandonStdin()
 	abandoned := r.awaitOutput(p, pumped)
-	return r.report(ctx, exitOf(cmd.ProcessState, werr), abandoned, k.didTimeOut())
+	// The timeout is the command's only if its kill ended it: the timer can
+	// fire between the exit and the reaping.
+	return r.report(ctx, exitOf(cmd.ProcessState, werr), abandoned, k.didTimeOut() && killedBy(cmd.ProcessState, syscall.SIGKILL))
+}
+
+// killedBy reports whether sig ended the process of ps.
+func killedBy(ps *os.ProcessState, sig syscall.Signal) bool {
+	if ps == nil {
+		return false
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
 // command builds the command of the Start, or returns the Exit of one that

@@ -8,7 +8,10 @@ package outpipe
 
 import (
 	"errors"
+	"io"
 	"os"
+	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -78,4 +81,69 @@ func copyHeld(f *os.File, buf []byte, emit func([]byte)) (ended bool) {
 		read += n
 	}
 	return false
+}
+
+// Run runs cmd, its standard output and error on pipes whose content goes
+// to stdout and stderr (one pipe when they are the same writer, as
+// exec.Cmd does), and returns cmd.Wait's error once the pipes ended, or,
+// grace after the command exited (a daemon it left holds them), once what
+// they held then was passed on. Each pipe's writer is written from a
+// goroutine of its own. cmd's Stdout and Stderr must be unset.
+func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration) error {
+	var readers, childEnds []*os.File
+	var writers []io.Writer
+	defer func() { closeAll(readers) }()
+	pipe := func(w io.Writer) (*os.File, error) {
+		r, cw, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		readers, childEnds, writers = append(readers, r), append(childEnds, cw), append(writers, w)
+		return cw, nil
+	}
+	var err error
+	if cmd.Stdout, err = pipe(stdout); err != nil {
+		return err
+	}
+	cmd.Stderr = cmd.Stdout
+	if stderr != stdout {
+		if cmd.Stderr, err = pipe(stderr); err != nil {
+			closeAll(childEnds)
+			return err
+		}
+	}
+	err = cmd.Start()
+	// The child has its copies; ours must go, or the pipes never end.
+	closeAll(childEnds)
+	if err != nil {
+		return err
+	}
+	var copies sync.WaitGroup
+	for i, r := range readers {
+		w := writers[i]
+		copies.Go(func() {
+			Copy(r, make([]byte, 32<<10), func(b []byte) { _, _ = w.Write(b) })
+		})
+	}
+	err = cmd.Wait()
+	copied := make(chan struct{})
+	go func() {
+		copies.Wait()
+		close(copied)
+	}()
+	select {
+	case <-copied:
+	case <-time.After(grace):
+		for _, r := range readers {
+			Stop(r)
+		}
+		<-copied
+	}
+	return err
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }

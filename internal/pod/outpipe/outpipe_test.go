@@ -2,7 +2,10 @@ package outpipe
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -102,5 +105,34 @@ func TestStopBoundsAWriterThatGoesOn(t *testing.T) {
 	Stop(r)
 	if got := await(t, done); got.ended || len(got.got) == 0 {
 		t.Fatalf("ended %v after %d bytes; want no end and some bytes", got.ended, len(got.got))
+	}
+}
+
+// TestRun: both outputs in one writer when it is given twice, or each in
+// its own; a daemon the command left holding the pipes does not hold Run,
+// and what the command wrote before it exited is there.
+func TestRun(t *testing.T) {
+	var both bytes.Buffer
+	if err := Run(exec.Command("sh", "-c", "echo out; echo err >&2"), &both, &both, time.Minute); err != nil || both.String() != "out\nerr\n" {
+		t.Errorf("one writer: %v, %q; want out and err", err, both.String())
+	}
+	var out, errb bytes.Buffer
+	cmd := exec.Command("sh", "-c", "sleep 30 & echo started; echo e >&2; exit 3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	done := make(chan error, 1)
+	go func() { done <- Run(cmd, &out, &errb, time.Nanosecond) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // a hang guard, not a verdict on speed
+		t.Fatal("Run waited for the daemon")
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 || out.String() != "started\n" || errb.String() != "e\n" {
+		t.Errorf("a daemon holding the pipes: %v, %q, %q; want exit 3, started and e", err, out.String(), errb.String())
+	}
+	if err := Run(exec.Command("/no/such/tool"), &out, &errb, time.Minute); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing tool: %v, want not found", err)
 	}
 }

@@ -63,6 +63,7 @@
 package recovery
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -78,6 +79,7 @@ import (
 	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/pod/outpipe"
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
@@ -793,12 +795,13 @@ func runCommand(ctx context.Context, name string, args ...string) ([]byte, error
 	ctx, cancel := context.WithTimeout(ctx, CommandTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	// The FUSE daemon mount(8) starts may keep inherited pipes open:
-	// CombinedOutput would then wait for it. A bounded wait for the pipes.
-	cmd.WaitDelay = time.Second
-	out, err := cmd.CombinedOutput()
-	if errors.Is(err, exec.ErrWaitDelay) {
-		err = nil
-	}
-	return out, err
+	// The FUSE daemon mount(8) starts may keep inherited pipes open: a
+	// bounded wait for their end, then what they hold.
+	var out bytes.Buffer
+	err := outpipe.Run(cmd, &out, &out, outputGrace)
+	return out.Bytes(), err
 }
+
+// outputGrace is how long runCommand waits for the end of a command's
+// output after it exited.
+const outputGrace = time.Second
