@@ -518,6 +518,31 @@ func TestSocketNotTakenOver(t *testing.T) {
 	if _, err := csiapi.NewIdentityClient(e.conn(t)).GetPluginInfo(ctx, &csiapi.GetPluginInfoRequest{}); err != nil {
 		t.Fatalf("the first instance after the second's attempt: %v", err)
 	}
+	// A socket whose server is too busy to take a connection (its backlog
+	// full) is not taken over either.
+	busy := filepath.Join(e.base, "busy.sock")
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: busy}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // one waits in the backlog of 0; a second may too
+		if c, err := net.DialTimeout("unix", busy, time.Second); err == nil {
+			defer c.Close()
+		}
+	}
+	if err := e.d.Serve(ctx, busy); err == nil || !strings.Contains(err.Error(), "may be served by another process") {
+		t.Fatalf("Serve on %s, whose server's backlog is full: %v; want it refused", busy, err)
+	}
+	if _, err := os.Lstat(busy); err != nil {
+		t.Fatalf("the busy server's socket is gone: %v", err)
+	}
 	// A socket whose server is gone.
 	stale := filepath.Join(e.base, "stale.sock")
 	l, err := net.Listen("unix", stale)

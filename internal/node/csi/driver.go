@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -160,9 +161,10 @@ func (d *Driver) NewServer() *grpc.Server {
 	return srv
 }
 
-// removeSocket removes a socket left at path by an instance that is gone;
-// a socket that still answers, and anything that is not a socket, is an
-// error and stays.
+// removeSocket removes a socket left at path by an instance that is gone
+// (nobody listens: the connection is refused); a socket that still answers,
+// one that does not say (a full backlog, no answer within the bound: a busy
+// instance), and anything that is not a socket, is an error and stays.
 func removeSocket(path string) error {
 	fi, err := os.Lstat(path)
 	switch {
@@ -173,12 +175,20 @@ func removeSocket(path string) error {
 	case fi.Mode().Type() != os.ModeSocket:
 		return fmt.Errorf("%s exists and is not a socket (%v): not removed", path, fi.Mode().Type())
 	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+	c, err := net.DialTimeout("unix", path, socketProbeTimeout)
+	switch {
+	case err == nil:
 		c.Close()
 		return fmt.Errorf("%s is served by another process (another instance of the driver?): not taken over", path)
+	case !errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%s may be served by another process (another instance of the driver?), not taken over: %w", path, err)
 	}
 	return os.Remove(path)
 }
+
+// socketProbeTimeout bounds removeSocket's connection to a socket found
+// at the driver's path.
+const socketProbeTimeout = 5 * time.Second
 
 // logCall logs each call: its method, code and time, never its request
 // (secrets travel in requests).
