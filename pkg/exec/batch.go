@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -136,8 +137,9 @@ func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []strin
 		return r.execSyncOne(ctx, d, argv, timeout, publish)
 	}
 	// Once claimed, a batch answers within the command's time and its own
-	// overhead.
-	deadline := cmdDeadline.Add(batchOverhead + grace(timeout))
+	// overhead, or by the end its leader wrote (a batch runs to its
+	// longest command, whose deadline may be later than this one's).
+	deadline := cmdDeadline.Add(r.overhead() + grace(timeout))
 	leaders := r.batchLeaders
 	if leaders <= 0 {
 		leaders = batchLeaders
@@ -165,6 +167,7 @@ func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []strin
 			r.batchLook()
 		}
 		if res, ok, err := takeResult(dir, id); err != nil || ok {
+			os.Remove(filepath.Join(dir, id+".end"))
 			if err != nil {
 				return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: the result of its batch: %w", argv[0], d.Where(), d.Plugin, err)
 			}
@@ -186,7 +189,11 @@ func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []strin
 				return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w after %s waiting for a batch of the container's commands: %w", argv[0], d.Where(), d.Plugin, ErrTimeout, timeout, context.DeadlineExceeded)
 			}
 			if time.Now().After(deadline) {
-				return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w after %s: the batch that took it gave no result: %w", argv[0], d.Where(), d.Plugin, ErrTimeout, timeout, context.DeadlineExceeded)
+				if end, ok := readBatchEnd(dir, id); ok && end.After(deadline) {
+					deadline = end
+				} else {
+					return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w after %s: the batch that took it gave no result: %w", argv[0], d.Where(), d.Plugin, ErrTimeout, timeout, context.DeadlineExceeded)
+				}
 			}
 		}
 		// The call's end is looked at at once, but only once: a request
@@ -310,8 +317,17 @@ func (r *Resolver) runBatch(ctx context.Context, d Decision, dir string, ids []s
 			// not the others'. Not the leader's context: the batch
 			// carries others' commands, which its caller's end must not
 			// cut short.
-			bound := longest + batchOverhead
+			bound := longest + r.overhead()
 			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound+grace(bound))
+			// The batch's results come when its longest command ends:
+			// its other callers wait for that, not only for their own
+			// deadline.
+			end := time.Now().Add(bound + grace(bound) + r.overhead())
+			for _, i := range runIdx {
+				if i != 0 {
+					_ = writeNew(dir, ids[i]+".end", strconv.AppendInt(nil, end.UnixMilli(), 10))
+				}
+			}
 			start := time.Now()
 			out, _, err = r.execSyncOne(bctx, d, argv, bound, nil)
 			cancel()
@@ -501,6 +517,28 @@ func takeResult(dir, id string) (batchResult, bool, error) {
 	}
 	os.Remove(path)
 	return res, true, json.Unmarshal(data, &res)
+}
+
+// readBatchEnd reads when the batch that claimed request id will have
+// written its result, as its leader wrote it.
+func readBatchEnd(dir, id string) (time.Time, bool) {
+	data, err := readSmall(filepath.Join(dir, id+".end"))
+	if err != nil {
+		return time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(string(data), 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
+}
+
+// overhead is batchOverhead, or the tests' own.
+func (r *Resolver) overhead() time.Duration {
+	if r.batchExtra > 0 {
+		return r.batchExtra
+	}
+	return batchOverhead
 }
 
 // readSmall reads a regular file of at most maxBatchFile bytes, not

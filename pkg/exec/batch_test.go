@@ -202,7 +202,7 @@ func TestBatch(t *testing.T) {
 	if len(b.plain) != 1 || len(b.batches) != 1 || len(b.batches[0]) != 2+n {
 		t.Fatalf("%d plain execs and batches of %v; want the held one and one batch of %d", len(b.plain), batchSizes(b.batches), n)
 	}
-	if left := append(b.files(".req"), append(b.files(".taken"), append(b.files(".res"), b.files(".tmp")...)...)...); len(left) != 0 {
+	if left := append(b.files(".req"), append(b.files(".taken"), append(b.files(".res"), append(b.files(".end"), b.files(".tmp")...)...)...)...); len(left) != 0 {
 		t.Errorf("left in the batch directory: %q", left)
 	}
 	// The runtime's bound of the batch exceeds its commands' own (the
@@ -251,6 +251,57 @@ func TestBatchWaitEndsWithTheCall(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the withdrawn command ran: %v", err)
+	}
+}
+
+// TestBatchWaitsForItsLongestCommand: a caller whose command a batch
+// claimed gets its result when the batch ends with a longer command of
+// another caller, though that is past its own deadline and the batch's
+// overhead: its command ran, and a timeout would report a mount that
+// succeeded as failed.
+func TestBatchWaitsForItsLongestCommand(t *testing.T) {
+	b := newBatchEnv(t)
+	first := b.holdFirst(t)
+	caller := func() *Exec {
+		r := b.resolver(t, Options{ExecMode: ModeCRI, BatchDir: b.dir})
+		r.batchLeaders = 1
+		r.batchExtra = 200 * time.Millisecond
+		x, err := r.For(testPlugin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	long := make(chan error, 1)
+	go func() { long <- caller().Command("sleep", "4").Run() }()
+	waitFor(t, "the long command's request", func() bool { return len(b.files(".req")) == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	short := make(chan error, 1)
+	var out []byte
+	go func() {
+		var err error
+		out, err = caller().CommandContext(ctx, "echo", "short").Output()
+		short <- err
+	}()
+	waitFor(t, "the short command's request", func() bool { return len(b.files(".req")) == 2 })
+	b.open()
+	if err := <-short; err != nil || string(out) != "short\n" {
+		t.Fatalf("the short command, claimed by a batch that ran past its deadline: %q, %v; want its output", out, err)
+	}
+	if err := <-long; err != nil {
+		t.Fatalf("the long command: %v", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.batches) != 1 || len(b.batches[0]) != 4 {
+		t.Fatalf("batches of %v; want one of both commands", batchSizes(b.batches))
+	}
+	if left := append(b.files(".end"), b.files(".res")...); len(left) != 0 {
+		t.Errorf("left in the batch directory: %q", left)
 	}
 }
 

@@ -120,7 +120,9 @@
 // passed while it waited never runs (withdrawn by its caller, or answered
 // as timed out by the batch that claims it). The batch's ExecSync may take
 // its longest command's time and 10 s more, so one slow command times out
-// alone. A batch whose program cannot start (missing, refusing) runs
+// alone; its results come at its end, and its leader tells each caller when
+// that is, so a caller whose command ended early waits for it rather than
+// giving up at its own deadline. A batch whose program cannot start (missing, refusing) runs
 // nothing, and each caller runs its command alone. A batched command's
 // outputs keep their last 64 KiB each, and Stop does not reach it. BatchDir
 // and its directories must belong to the caller's user, writable by

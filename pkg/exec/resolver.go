@@ -128,8 +128,9 @@ type Resolver struct {
 	cache   map[string]cached // plugin -> container found for a registration
 
 	batchDir      string
-	batchLeaders  int    // tests: batches in flight per container; default batchLeaders
-	batchLook     func() // tests: called at each look of a caller waiting for its batch
+	batchLeaders  int           // tests: batches in flight per container; default batchLeaders
+	batchLook     func()        // tests: called at each look of a caller waiting for its batch
+	batchExtra    time.Duration // tests: a batch's overhead; default batchOverhead
 	batchWarn     sync.Once
 	mode          ExecMode
 	socketTimeout time.Duration
