@@ -120,11 +120,13 @@ func scopedSummary(rep *livestatus.Report) string {
 // that every mount of the baseline is still there (unless the pod using it
 // went meanwhile), healthy and scoped, and that no other mount is broken.
 // Without a baseline (a resumed node) every live mount must be healthy and
-// scoped.
+// scoped. A report that does not pass is read again until UnmountTimeout:
+// a mount whose check found it busy (no answer within the check's bound on
+// a loaded node), or whose daemon the new pod's recovery is mounting again,
+// passes later; the last report's faults are the error.
 func (n *nodeRun) verify(ctx context.Context) (string, error) {
 	var (
-		rep     *livestatus.Report
-		cur     *corev1.Pod
+		msg     string
 		lastErr error
 	)
 	err := wait.PollUntilContextTimeout(ctx, n.r.opts.PollInterval, n.r.opts.UnmountTimeout, true, func(ctx context.Context) (bool, error) {
@@ -142,15 +144,33 @@ func (n *nodeRun) verify(ctx context.Context) (string, error) {
 			lastErr = err
 			return false, nil
 		}
-		rep, cur = r, p
+		msg, err = n.judge(ctx, r, p)
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
 		return true, nil
 	})
 	if wait.Interrupted(err) && lastErr != nil {
+		var faults *mountFaults
+		if errors.As(lastErr, &faults) {
+			return "", lastErr
+		}
 		return "", fmt.Errorf("cannot read the live mounts through the new mount pod within %s: %w", n.r.opts.UnmountTimeout, lastErr)
 	}
 	if err != nil {
 		return "", err
 	}
+	return msg, nil
+}
+
+// mountFaults is the error of a report that does not pass verify.
+type mountFaults struct{ msg string }
+
+func (e *mountFaults) Error() string { return e.msg }
+
+// judge checks rep, read from the new mount pod cur, as verify says.
+func (n *nodeRun) judge(ctx context.Context, rep *livestatus.Report, cur *corev1.Pod) (string, error) {
 	if n.baseline == nil {
 		var bad []string
 		for _, m := range rep.Mounts {
@@ -159,7 +179,7 @@ func (n *nodeRun) verify(ctx context.Context) (string, error) {
 			}
 		}
 		if len(bad) > 0 {
-			return "", fmt.Errorf("%d live mount(s) on the node are not healthy and scoped under the new mount pod %s: %s", len(bad), cur.Name, strings.Join(bad, "; "))
+			return "", &mountFaults{fmt.Sprintf("%d live mount(s) on the node are not healthy and scoped under the new mount pod %s: %s", len(bad), cur.Name, strings.Join(bad, "; "))}
 		}
 		return fmt.Sprintf("%d live mount(s), all healthy and scoped under %s", len(rep.Mounts), cur.Name), nil
 	}
@@ -197,7 +217,7 @@ func (n *nodeRun) verify(ctx context.Context) (string, error) {
 		}
 	}
 	if len(bad) > 0 {
-		return "", fmt.Errorf("%d mount(s) did not survive the replacement in place (new mount pod %s): %s", len(bad), cur.Name, strings.Join(bad, "; "))
+		return "", &mountFaults{fmt.Sprintf("%d mount(s) did not survive the replacement in place (new mount pod %s): %s", len(bad), cur.Name, strings.Join(bad, "; "))}
 	}
 	msg := fmt.Sprintf("%d live mount(s) kept, healthy and scoped under %s", kept, cur.Name)
 	if went > 0 {

@@ -96,6 +96,30 @@ func TestInPlaceScopedMounts(t *testing.T) {
 	}
 }
 
+// A mount whose check the new mount pod finds busy (no answer within its
+// bound, as on a loaded node) is read again, and the node passes once it
+// answers.
+func TestInPlaceBusyMountReadAgain(t *testing.T) {
+	e := newEnv(t, nil)
+	e.mounts.SetScoped("n1", true)
+	e.mounts.SetBusy(writerMount, 2)
+	if _, err := e.run(inPlace(nil)); err != nil {
+		t.Fatal(err)
+	}
+	var verified string
+	for _, ev := range e.progress() {
+		if ev.Node == "n1" && ev.Step == rollout.StepVerify && ev.Status == rollout.StatusDone {
+			verified = ev.Message
+		}
+	}
+	if !strings.Contains(verified, "1 live mount(s) kept, healthy and scoped") {
+		t.Errorf("verify-mounts said %q", verified)
+	}
+	if asked := e.mounts.StatusAsked(); len(asked) < 4 {
+		t.Errorf("live-mount reports asked of %v; want the old pod's and three or more of the new one's", asked)
+	}
+}
+
 // A mount that does not survive the replacement fails the node, named,
 // and leaves it as it is: untainted, with the new pod; no other node starts.
 func TestInPlaceBrokenMountFailsNode(t *testing.T) {

@@ -360,6 +360,9 @@ type fakeMount struct {
 	// scoped: the daemon runs in the mount's scope and survives owner,
 	// unless fragile (the scope does not keep it alive).
 	scoped, fragile bool
+	// busy: how many more reports of a mount pod other than owner find
+	// the mount's check without an answer (a loaded node).
+	busy int
 }
 
 var (
@@ -437,6 +440,17 @@ func (m *Mounts) SetFragile(target string) {
 	defer m.mu.Unlock()
 	if fm := m.mounts[target]; fm != nil {
 		fm.fragile = true
+	}
+}
+
+// SetBusy makes the next n live-mount reports of a mount pod other than
+// the one that mounted target find target's check without an answer, as
+// on a loaded node; the reports after them find it healthy.
+func (m *Mounts) SetBusy(target string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if fm := m.mounts[target]; fm != nil {
+		fm.busy = n
 	}
 }
 
@@ -560,9 +574,15 @@ func (m *Mounts) Status(ctx context.Context, pod *corev1.Pod, container string) 
 		if fm.scoped {
 			lm.Plugin, lm.Scope = "kubernetes.io/glusterfs", boundary.MountKey(t)
 		}
-		if dead {
+		switch {
+		case dead:
 			lm.Error = "stat " + t + ": transport endpoint is not connected"
-		} else {
+		case fm.busy > 0 && pod.UID != fm.owner:
+			fm.busy--
+			lm.Daemons = []int{fm.pid}
+			lm.Scoped = fm.scoped
+			lm.Error = "stat " + t + ": no answer within 2s"
+		default:
 			lm.Daemons = []int{fm.pid}
 			lm.Scoped = fm.scoped
 			lm.Healthy = true
