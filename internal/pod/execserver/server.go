@@ -29,8 +29,11 @@ const (
 	DefaultOutputGrace = 200 * time.Millisecond
 
 	// DefaultStopTimeout is how long [Server.Serve] lets running commands
-	// finish once its context ends before it kills them.
-	DefaultStopTimeout = 5 * time.Second
+	// finish once its context ends before it kills them: a mount under way
+	// on a loaded node ends rather than failing half done. It fits, with
+	// the rest of mountpod's shutdown, in the mount pod's termination
+	// grace of 30 s (deploy/base), whose end kills what is left.
+	DefaultStopTimeout = 20 * time.Second
 
 	// DefaultCommandTimeout is the timeout of a command whose call gives
 	// none: a call cannot ask for no limit. It is the Exec resolver's
