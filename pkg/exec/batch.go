@@ -188,6 +188,11 @@ func (r *Resolver) execSyncBatched(ctx context.Context, d Decision, argv []strin
 				}
 				return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w after %s waiting for a batch of the container's commands: %w", argv[0], d.Where(), d.Plugin, ErrTimeout, timeout, context.DeadlineExceeded)
 			}
+			if ctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				// Cancelled: its batch runs it still, nobody takes
+				// the result (removeStale does).
+				return nil, nil, fmt.Errorf("exec %s in %s of plugin %s: %w", argv[0], d.Where(), d.Plugin, context.Canceled)
+			}
 			if time.Now().After(deadline) {
 				if end, ok := readBatchEnd(dir, id); ok && end.After(deadline) {
 					deadline = end

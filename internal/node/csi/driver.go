@@ -163,8 +163,8 @@ func (d *Driver) NewServer() *grpc.Server {
 
 // removeSocket removes a socket left at path by an instance that is gone
 // (nobody listens: the connection is refused); a socket that still answers,
-// one that does not say (a full backlog, no answer within the bound: a busy
-// instance), and anything that is not a socket, is an error and stays.
+// one that does not say (a full backlog: a busy instance), and anything
+// that is not a socket, is an error and stays.
 func removeSocket(path string) error {
 	fi, err := os.Lstat(path)
 	switch {

@@ -120,14 +120,17 @@ func scopedSummary(rep *livestatus.Report) string {
 // that every mount of the baseline is still there (unless the pod using it
 // went meanwhile), healthy and scoped, and that no other mount is broken.
 // Without a baseline (a resumed node) every live mount must be healthy and
-// scoped. A report that does not pass is read again until UnmountTimeout:
-// a mount whose check found it busy (no answer within the check's bound on
-// a loaded node), or whose daemon the new pod's recovery is mounting again,
-// passes later; the last report's faults are the error.
+// scoped. A report whose only faults are mounts that do not answer as
+// healthy is read again until UnmountTimeout: a mount whose check found it
+// busy (no answer within the check's bound on a loaded node), or whose
+// daemon the new pod's recovery is mounting again, passes later; the last
+// report's faults are then the error. A mount gone, or not scoped, fails
+// at once.
 func (n *nodeRun) verify(ctx context.Context) (string, error) {
 	var (
-		msg     string
-		lastErr error
+		msg        string
+		lastErr    error
+		lastFaults *mountFaults
 	)
 	err := wait.PollUntilContextTimeout(ctx, n.r.opts.PollInterval, n.r.opts.UnmountTimeout, true, func(ctx context.Context) (bool, error) {
 		p, err := n.readable(ctx, nil)
@@ -145,27 +148,41 @@ func (n *nodeRun) verify(ctx context.Context) (string, error) {
 			return false, nil
 		}
 		msg, err = n.judge(ctx, r, p)
-		if err != nil {
+		var faults *mountFaults
+		switch {
+		case errors.As(err, &faults) && faults.lasting:
+			return false, faults
+		case faults != nil:
+			lastFaults = faults
+			return false, nil
+		case err != nil:
 			lastErr = err
 			return false, nil
 		}
 		return true, nil
 	})
-	if wait.Interrupted(err) && lastErr != nil {
-		var faults *mountFaults
-		if errors.As(lastErr, &faults) {
-			return "", lastErr
-		}
+	var faults *mountFaults
+	switch {
+	case errors.As(err, &faults):
+		return "", faults
+	case ctx.Err() != nil:
+		return "", context.Cause(ctx)
+	case wait.Interrupted(err) && lastFaults != nil:
+		return "", lastFaults
+	case wait.Interrupted(err) && lastErr != nil:
 		return "", fmt.Errorf("cannot read the live mounts through the new mount pod within %s: %w", n.r.opts.UnmountTimeout, lastErr)
-	}
-	if err != nil {
+	case err != nil:
 		return "", err
 	}
 	return msg, nil
 }
 
-// mountFaults is the error of a report that does not pass verify.
-type mountFaults struct{ msg string }
+// mountFaults is the error of a report that does not pass verify; lasting
+// when a fault cannot clear by itself (a mount gone, or not scoped).
+type mountFaults struct {
+	msg     string
+	lasting bool
+}
 
 func (e *mountFaults) Error() string { return e.msg }
 
@@ -173,13 +190,15 @@ func (e *mountFaults) Error() string { return e.msg }
 func (n *nodeRun) judge(ctx context.Context, rep *livestatus.Report, cur *corev1.Pod) (string, error) {
 	if n.baseline == nil {
 		var bad []string
+		lasting := false
 		for _, m := range rep.Mounts {
 			if !m.Healthy || !m.Scoped {
 				bad = append(bad, describeLive(m))
+				lasting = lasting || m.Healthy
 			}
 		}
 		if len(bad) > 0 {
-			return "", &mountFaults{fmt.Sprintf("%d live mount(s) on the node are not healthy and scoped under the new mount pod %s: %s", len(bad), cur.Name, strings.Join(bad, "; "))}
+			return "", &mountFaults{fmt.Sprintf("%d live mount(s) on the node are not healthy and scoped under the new mount pod %s: %s", len(bad), cur.Name, strings.Join(bad, "; ")), lasting}
 		}
 		return fmt.Sprintf("%d live mount(s), all healthy and scoped under %s", len(rep.Mounts), cur.Name), nil
 	}
@@ -188,9 +207,10 @@ func (n *nodeRun) judge(ctx context.Context, rep *livestatus.Report, cur *corev1
 		return "", err
 	}
 	var (
-		bad  []string
-		kept int
-		went int
+		bad     []string
+		kept    int
+		went    int
+		lasting bool
 	)
 	inBaseline := map[string]bool{}
 	for _, m := range n.baseline.Mounts {
@@ -201,7 +221,9 @@ func (n *nodeRun) judge(ctx context.Context, rep *livestatus.Report, cur *corev1
 			went++ // unmounted with its pod, which went meanwhile
 		case !ok:
 			bad = append(bad, m.Target+": gone, while the pod using it still runs")
+			lasting = true
 		case !now.Healthy || !now.Scoped:
+			lasting = lasting || now.Healthy
 			s := describeLive(now)
 			if !m.Healthy {
 				s += " (not healthy before the replacement either)"
@@ -217,7 +239,7 @@ func (n *nodeRun) judge(ctx context.Context, rep *livestatus.Report, cur *corev1
 		}
 	}
 	if len(bad) > 0 {
-		return "", &mountFaults{fmt.Sprintf("%d mount(s) did not survive the replacement in place (new mount pod %s): %s", len(bad), cur.Name, strings.Join(bad, "; "))}
+		return "", &mountFaults{fmt.Sprintf("%d mount(s) did not survive the replacement in place (new mount pod %s): %s", len(bad), cur.Name, strings.Join(bad, "; ")), lasting}
 	}
 	msg := fmt.Sprintf("%d live mount(s) kept, healthy and scoped under %s", kept, cur.Name)
 	if went > 0 {

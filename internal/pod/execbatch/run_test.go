@@ -135,7 +135,9 @@ func TestRunOutputBeforeExitIsNeverLost(t *testing.T) {
 // out because its outputs, held by a daemon it left, were read past its
 // timeout: its own exit status stands.
 func TestRunTimeoutIsTheKills(t *testing.T) {
-	rs := run(t, wire.Request{Argv: []string{"sh", "-c", "sleep 4 & echo started"}, TimeoutMs: 300})
+	// 1 s: time enough for sh to start its daemon and exit on a loaded
+	// machine, and still shorter than the wait for the outputs (2 s).
+	rs := run(t, wire.Request{Argv: []string{"sh", "-c", "sleep 5 & echo started"}, TimeoutMs: 1000})
 	if rs[0].Failure != "" || rs[0].ExitCode != 0 || string(rs[0].Stdout) != "started\n" {
 		t.Fatalf("%+v (stdout %q), want exit 0 with its output", rs[0], rs[0].Stdout)
 	}

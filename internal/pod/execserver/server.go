@@ -30,10 +30,11 @@ const (
 
 	// DefaultStopTimeout is how long [Server.Serve] lets running commands
 	// finish once its context ends before it kills them: a mount under way
-	// on a loaded node ends rather than failing half done. It fits, with
-	// the rest of mountpod's shutdown, in the mount pod's termination
-	// grace of 30 s (deploy/base), whose end kills what is left.
-	DefaultStopTimeout = 20 * time.Second
+	// on a loaded node ends rather than failing half done. It leaves the
+	// rest of mountpod's shutdown (the recovery's last kill of a scope, up
+	// to 5 s; the Events, 2 s) room in the mount pod's termination grace of
+	// 30 s (deploy/base), whose end kills what is left.
+	DefaultStopTimeout = 15 * time.Second
 
 	// DefaultCommandTimeout is the timeout of a command whose call gives
 	// none: a call cannot ask for no limit. It is the Exec resolver's

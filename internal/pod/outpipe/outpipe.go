@@ -42,9 +42,13 @@ func Copy(f *os.File, buf []byte, emit func([]byte)) (ended bool) {
 }
 
 // Stop makes a [Copy] of f, running or to come, pass what f holds and
-// return without waiting for the pipe's end.
+// return without waiting for the pipe's end. A pipe that takes no deadline
+// (not in the runtime's poller) is closed instead: the Copy ends, and what
+// it had not read is lost, rather than wait for a daemon that holds it.
 func Stop(f *os.File) {
-	_ = f.SetReadDeadline(time.Unix(1, 0))
+	if f.SetReadDeadline(time.Unix(1, 0)) != nil {
+		f.Close()
+	}
 }
 
 // copyHeld passes to emit what f holds now, without waiting for more, and
