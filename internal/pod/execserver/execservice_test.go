@@ -361,8 +361,11 @@ func TestOutputBeforeExitIsNeverLost(t *testing.T) {
 		wg.Go(func() {
 			script := fmt.Sprintf("head -c %d /dev/zero; head -c %d /dev/zero >&2; exit %d", outSize, errSize, i%3)
 			res, out, eout, err := runCmd(t, ts.client, execclient.Command{Argv: []string{"sh", "-c", script}})
-			if err != nil || res.Code != i%3 || len(out) != outSize || len(eout) != errSize || res.OutputAbandoned {
-				t.Errorf("call %d: %+v, %v: %d bytes out, %d bytes err; want exit %d, %d and %d bytes, nothing abandoned",
+			// Not OutputAbandoned: another call's child, between its
+			// fork and its exec, holds a copy of this call's pipes for a
+			// moment, and the grace may end then.
+			if err != nil || res.Code != i%3 || len(out) != outSize || len(eout) != errSize {
+				t.Errorf("call %d: %+v, %v: %d bytes out, %d bytes err; want exit %d, %d and %d bytes",
 					i, res, err, len(out), len(eout), i%3, outSize, errSize)
 			}
 		})
