@@ -81,12 +81,7 @@ func TestInPlaceScopedMounts(t *testing.T) {
 	if asked := e.mounts.StatusAsked(); !slices.Contains(asked, "mp-n1") || !slices.Contains(asked, "glusterfs-mountpod-r1") {
 		t.Errorf("live-mount reports asked of %v, want mp-n1 and its replacement glusterfs-mountpod-r1", asked)
 	}
-	var verified string
-	for _, ev := range e.progress() {
-		if ev.Node == "n1" && ev.Step == rollout.StepVerify && ev.Status == rollout.StatusDone {
-			verified = ev.Message
-		}
-	}
+	verified := e.verified("n1")
 	if !strings.Contains(verified, "1 live mount(s) kept, healthy and scoped under glusterfs-mountpod-r1") {
 		t.Errorf("verify-mounts said %q", verified)
 	}
@@ -94,6 +89,17 @@ func TestInPlaceScopedMounts(t *testing.T) {
 	if rec.Phase != rollout.PhaseDone || rec.Nodes["n1"].Step != rollout.StepDone || rec.Nodes["n1"].Strategy != rollout.StrategyInPlace {
 		t.Errorf("record %+v, n1 %+v", rec, rec.Nodes["n1"])
 	}
+}
+
+// verified returns what node's verify-mounts step said when done.
+func (e *env) verified(node string) string {
+	var msg string
+	for _, ev := range e.progress() {
+		if ev.Node == node && ev.Step == rollout.StepVerify && ev.Status == rollout.StatusDone {
+			msg = ev.Message
+		}
+	}
+	return msg
 }
 
 // A mount whose check the new mount pod finds busy (no answer within its
@@ -106,12 +112,7 @@ func TestInPlaceBusyMountReadAgain(t *testing.T) {
 	if _, err := e.run(inPlace(nil)); err != nil {
 		t.Fatal(err)
 	}
-	var verified string
-	for _, ev := range e.progress() {
-		if ev.Node == "n1" && ev.Step == rollout.StepVerify && ev.Status == rollout.StatusDone {
-			verified = ev.Message
-		}
-	}
+	verified := e.verified("n1")
 	if !strings.Contains(verified, "1 live mount(s) kept, healthy and scoped") {
 		t.Errorf("verify-mounts said %q", verified)
 	}
