@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -45,11 +46,11 @@ func startRecovery(ctx context.Context, cfg registrar.Config, inst hostinstall.C
 		return nil, err
 	}
 	log := r.Logger
-	closeScopes := func() {}
-	if scopes, hc, err := scopeManager(); err != nil {
-		log.Info("dead mounts are found by polling only, and what they leave running is not stopped", "why", err)
-	} else {
-		closeScopes = func() { scopes.Close() }
+	var closeScopes []func() error
+	// withScopes gives r what the scopes give: leftovers stopped, and
+	// events.
+	withScopes := func(scopes scope.Manager, hc scope.HelperConfig) {
+		closeScopes = append(closeScopes, scopes.Close)
 		r.StopLeftovers = func(_ context.Context, target string) ([]int, error) {
 			return scopes.Kill(hc.Plugin, scope.Name(target), leftoverWait)
 		}
@@ -57,17 +58,60 @@ func startRecovery(ctx context.Context, cfg registrar.Config, inst hostinstall.C
 			log.Info("dead mounts are found by polling only", "why", err)
 		} else {
 			r.Events = events
-			closeScopes = func() { events.Close(); scopes.Close() }
+			closeScopes = append(closeScopes, events.Close)
 			log.Info("dead mounts are found by their scope's cgroup events and by polling", "watched", events.Watched())
 		}
+	}
+	scopes, hc, err := scopeManager()
+	busy := errors.Is(err, scope.ErrNoAnswer)
+	switch {
+	case busy:
+		// Until systemd answers, nothing is mounted again: a leftover
+		// in the dead mount's scope could not be stopped, and the mount
+		// helper needs systemd too.
+		log.Warn("systemd took the connection but did not answer: dead mounts are detached, and made again once it answers; asking again", "err", err)
+		r.StopLeftovers = func(context.Context, string) ([]int, error) {
+			return nil, fmt.Errorf("systemd has not answered yet, so what runs in the dead mount's scope cannot be stopped (asked again): %w", err)
+		}
+	case err != nil:
+		log.Info("dead mounts are found by polling only, and what they leave running is not stopped", "why", err)
+	default:
+		withScopes(scopes, hc)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if busy {
+			// Passes go on meanwhile: a dead mount is detached at once,
+			// and made again once the scopes are had.
+			var m scope.Manager
+			had := make(chan struct{})
+			go func() {
+				defer close(had)
+				m, _ = awaitScopes(ctx, hc.Config, log, "the recovery of dead mounts")
+			}()
+			r.RunUntil(ctx, had)
+			<-had
+			switch {
+			case m != nil:
+				withScopes(m, hc)
+			case ctx.Err() != nil:
+				return
+			default: // systemd gave another error: awaitScopes logged it
+				r.StopLeftovers = nil
+				log.Info("dead mounts are found by polling only, and what they leave running is not stopped")
+			}
+		}
 		r.Run(ctx)
 	}()
-	return func() { cancel(); <-done; closeScopes() }, nil
+	return func() {
+		cancel()
+		<-done
+		for i := len(closeScopes) - 1; i >= 0; i-- {
+			closeScopes[i]()
+		}
+	}, nil
 }
 
 // newRecoverer returns the recoverer of startRecovery, without its scopes.
@@ -126,6 +170,8 @@ const leftoverWait = 5 * time.Second
 // scopeManager returns the scope manager of this pod's mount helper, and
 // its settings (the plugin whose parent holds the scopes), when scopes are
 // on.
+// When systemd took the connection but did not answer, the error wraps
+// [scope.ErrNoAnswer] and hc is whole.
 func scopeManager() (scope.Manager, scope.HelperConfig, error) {
 	hc, err := scope.HelperConfigFromEnv(os.Getenv)
 	switch {
@@ -139,6 +185,19 @@ func scopeManager() (scope.Manager, scope.HelperConfig, error) {
 		return nil, hc, err
 	}
 	return m, hc, nil
+}
+
+// awaitScopes returns the scope manager cfg selects once systemd answers
+// ([scope.NewRetrying]), logging each try that got no answer on behalf of
+// what; it fails only when ctx ends or systemd gives another error.
+func awaitScopes(ctx context.Context, cfg scope.Config, log *slog.Logger, what string) (scope.Manager, error) {
+	m, err := scope.NewRetrying(ctx, cfg, func(err error, wait time.Duration) {
+		log.Warn("systemd did not answer; asking again", "for", what, "in", wait, "err", err)
+	})
+	if err != nil && ctx.Err() == nil {
+		log.Error("scopes unavailable: FUSE mounts through this pod will fail until this is fixed, or scopes are turned off (MOUNTPOD_SCOPES=false)", "for", what, "err", err)
+	}
+	return m, err
 }
 
 // reattachCommand is run by the recovery itself, in a workload container's

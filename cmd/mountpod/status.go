@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -54,36 +55,53 @@ func surveyOptions(c *cli.Context) (o livemount.Options, scopeErr error, err err
 
 // startMountKeeper starts the keeper of the live mounts (see
 // livemount.Keeper) and returns its stop function; observe, when not nil,
-// gets each survey.
+// gets each survey. While systemd takes the connection but does not answer
+// ([scope.ErrNoAnswer]), the keeper asks again ([awaitScopes]) before its
+// first survey.
 func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger, observe func(livemount.Report, []livemount.Scope)) (func(), error) {
 	o, scopeErr, err := surveyOptions(c)
 	if err != nil {
 		return nil, err
 	}
-	if scopeErr != nil {
+	busy := errors.Is(scopeErr, scope.ErrNoAnswer)
+	switch {
+	case busy:
+		log.Warn("systemd took the connection but did not answer: the live mounts are surveyed once it does; asking again", "err", scopeErr)
+	case scopeErr != nil:
 		// Not fatal: the registrations still serve every other utility.
 		// A FUSE mount through this pod fails with the same error, named
 		// by the mount helper.
 		log.Error("scopes unavailable: FUSE mounts through this pod will fail until this is fixed, or scopes are turned off (MOUNTPOD_SCOPES=false)", "err", scopeErr)
-	} else if o.Scopes != nil {
+	case o.Scopes != nil:
 		log.Info("FUSE mounts run in scopes", "backend", o.Scopes.Backend())
 	}
 	k := &livemount.Keeper{Options: o, Logger: log, Observe: observe}
 	var emptied *recovery.ScopeEvents
-	if o.Scopes != nil {
-		// cgroup v2: a scope is removed within about a second of its
-		// daemon's exit (an unmount), not at the next survey. Elsewhere
-		// the surveys alone find it.
-		if e, err := recovery.NewScopeEvents(o.Scopes, o.Plugins, nil); err == nil {
-			emptied, k.Events = e, e
-		} else {
-			log.Info("the scopes of unmounted volumes are removed at the next survey", "period", livemount.DefaultKeepPeriod, "reason", err)
-		}
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if busy {
+			// A survey without the scopes would report every mount
+			// unscoped: none until systemd answers.
+			_, cfg, _ := scope.ConfigFromEnv(os.Getenv) // read above
+			m, err := awaitScopes(ctx, cfg, log, "the survey of live mounts")
+			if err != nil {
+				return
+			}
+			k.Options.Scopes = m
+			log.Info("FUSE mounts run in scopes", "backend", m.Backend())
+		}
+		if k.Options.Scopes != nil {
+			// cgroup v2: a scope is removed within about a second of its
+			// daemon's exit (an unmount), not at the next survey. Elsewhere
+			// the surveys alone find it.
+			if e, err := recovery.NewScopeEvents(k.Options.Scopes, o.Plugins, nil); err == nil {
+				emptied, k.Events = e, e
+			} else {
+				log.Info("the scopes of unmounted volumes are removed at the next survey", "period", livemount.DefaultKeepPeriod, "reason", err)
+			}
+		}
 		k.Run(ctx)
 	}()
 	return func() {
@@ -92,8 +110,8 @@ func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger, obs
 		if emptied != nil {
 			emptied.Close()
 		}
-		if o.Scopes != nil {
-			o.Scopes.Close()
+		if k.Options.Scopes != nil {
+			k.Options.Scopes.Close()
 		}
 	}, nil
 }

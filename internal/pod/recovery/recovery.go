@@ -204,7 +204,12 @@ type Result struct {
 }
 
 // Run makes a pass every Interval until ctx ends.
-func (r *Recoverer) Run(ctx context.Context) {
+func (r *Recoverer) Run(ctx context.Context) { r.RunUntil(ctx, nil) }
+
+// RunUntil is [Recoverer.Run] that also returns when stop is closed,
+// between two passes: a pass under way is not cut short, and the
+// Recoverer's fields may be changed once it has returned.
+func (r *Recoverer) RunUntil(ctx context.Context, stop <-chan struct{}) {
 	interval := r.Interval
 	if interval <= 0 {
 		interval = DefaultInterval
@@ -247,6 +252,8 @@ func (r *Recoverer) Run(ctx context.Context) {
 		skip = false
 		select {
 		case <-ctx.Done():
+			return
+		case <-stop:
 			return
 		case <-t.C:
 			woken = "poll"

@@ -123,3 +123,31 @@ func TestOnlyUnmounted(t *testing.T) {
 		t.Error("an unreadable mount table: onlyUnmounted = true, want false (unknown)")
 	}
 }
+
+// TestRunUntilStops: RunUntil returns once stop is closed, with its context
+// still live, and makes no pass after that.
+func TestRunUntilStops(t *testing.T) {
+	mi := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(mi, []byte("30 25 0:40 / / rw - overlay overlay rw\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ev := &namedEvents{c: make(chan struct{}), refreshed: make(chan int, 16), asked: make(chan struct{}, 16)}
+	r := &Recoverer{Dir: t.TempDir(), Plugins: []string{plugin}, Interval: time.Hour, Events: ev, MountInfo: mi}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); r.RunUntil(context.Background(), stop) }()
+	select {
+	case <-ev.refreshed:
+	case <-time.After(30 * time.Second): // a hang guard: the poll is an hour
+		t.Fatal("no pass at start")
+	}
+	close(stop)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunUntil did not return once stop was closed")
+	}
+	if n := len(ev.refreshed); n != 0 {
+		t.Errorf("%d passes after stop was closed; want none", n)
+	}
+}

@@ -25,12 +25,13 @@ import (
 // a systemd that answers.
 var errNoSystemd = errors.New("systemd does not answer")
 
-// errSlow is wrapped by dialSystemd when a socket accepted the connection
-// but systemd did not answer within the timeout: a systemd busy with a
-// node's pods is still the node's systemd, and scopes made by hand beside
-// it would be where neither the mount pod's other processes nor systemd
-// look for them. newSystemd then does not report errNoSystemd.
-var errSlow = errors.New("no answer")
+// ErrNoAnswer is wrapped by [New]'s error when a socket took the
+// connection but systemd did not answer within [Config.Timeout]: a systemd
+// busy with a node's pods is still the node's systemd, and scopes made by
+// hand beside it would be where neither the mount pod's other processes
+// nor systemd look for them. So New does not fall back to cgroupfs then;
+// [NewRetrying] asks again.
+var ErrNoAnswer = errors.New("no answer")
 
 // D-Bus error names of systemd this backend handles.
 const (
@@ -74,7 +75,7 @@ func newSystemd(cfg Config) (*systemd, error) {
 		}
 		s, err := dialSystemd(cfg, sock)
 		if err != nil {
-			slow = slow || errors.Is(err, errSlow)
+			slow = slow || errors.Is(err, ErrNoAnswer)
 			errs = append(errs, fmt.Errorf("%s: %w", sock, err))
 			continue
 		}
@@ -131,7 +132,7 @@ func dialSystemd(cfg Config, sock string) (*systemd, error) {
 		if err == nil {
 			s.conn.Close()
 		}
-		err = fmt.Errorf("%w within %v", errSlow, cfg.Timeout)
+		err = fmt.Errorf("%w within %v", ErrNoAnswer, cfg.Timeout)
 	}
 	if err != nil {
 		cancel()

@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -149,5 +150,40 @@ func killUntilEmpty(where string, wait time.Duration, procs func() ([]int, error
 			return killed, err
 		}
 		time.Sleep(killInterval)
+	}
+}
+
+// The waits of [NewRetrying] between two tries: the first, and the
+// longest. Variables for the tests.
+var (
+	retryFirst = time.Second
+	retryMax   = 30 * time.Second
+)
+
+// NewRetrying is [New], asked again while its error is [ErrNoAnswer]
+// (systemd took the connection but did not answer: busy, not absent):
+// after a second, then twice as long each time, at most
+// 30 seconds apart, until ctx ends. retrying, when not nil, gets each such
+// error and the wait before the next try. Any other error of New is
+// returned at once; when ctx ends first, the error wraps ctx's and the
+// last answer of New.
+func NewRetrying(ctx context.Context, cfg Config, retrying func(err error, wait time.Duration)) (Manager, error) {
+	wait := retryFirst
+	for {
+		m, err := New(cfg)
+		if err == nil || !errors.Is(err, ErrNoAnswer) {
+			return m, err
+		}
+		if retrying != nil {
+			retrying(err, wait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w while waiting for systemd: %w", context.Cause(ctx), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, retryMax)
 	}
 }

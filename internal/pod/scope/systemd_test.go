@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -214,18 +216,38 @@ func TestSystemdSelection(t *testing.T) {
 // an error, never the choice of cgroupfs beside it.
 func TestSystemdSlowIsNotAbsent(t *testing.T) {
 	root := fakeHybrid(t)
+	sock, _ := silentSystemd(t, "private")
+	for _, b := range []Backend{BackendAuto, BackendSystemd} {
+		m, err := New(Config{Backend: b, CgroupRoot: root, CgroupNS: CgroupNSOff, SystemdSockets: []string{sock}, Timeout: 200 * time.Millisecond})
+		if err == nil {
+			t.Errorf("backend %q: chose %s with a systemd that does not answer; want an error", b, m.Backend())
+			m.Close()
+			continue
+		}
+		if errors.Is(err, errNoSystemd) || !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "did not answer") || !strings.Contains(err.Error(), sock) {
+			t.Errorf("backend %q: error %q; want it to say that systemd at %s did not answer", b, err, sock)
+		}
+	}
+}
+
+// silentSystemd listens at a new socket called name, takes every
+// connection and never answers, as a systemd too busy to; stop closes the
+// listener and removes the socket.
+func silentSystemd(t *testing.T, name string) (sock string, stop func()) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "sd") // short: a socket's path has a bound
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "private")
+	sock = filepath.Join(dir, name)
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		var held []net.Conn // taken, never answered
 		defer func() {
 			for _, c := range held {
@@ -240,16 +262,88 @@ func TestSystemdSlowIsNotAbsent(t *testing.T) {
 			held = append(held, c)
 		}
 	}()
-	for _, b := range []Backend{BackendAuto, BackendSystemd} {
-		m, err := New(Config{Backend: b, CgroupRoot: root, CgroupNS: CgroupNSOff, SystemdSockets: []string{sock}, Timeout: 200 * time.Millisecond})
-		if err == nil {
-			t.Errorf("backend %q: chose %s with a systemd that does not answer; want an error", b, m.Backend())
-			m.Close()
-			continue
+	var once sync.Once
+	stop = func() { once.Do(func() { l.Close(); <-done }) }
+	t.Cleanup(stop)
+	return sock, stop
+}
+
+// TestNewRetryingUntilSystemdAnswers: a systemd that took the connection
+// but did not answer is asked again until it answers; the manager then is
+// the systemd backend's, and every try that failed was reported.
+func TestNewRetryingUntilSystemdAnswers(t *testing.T) {
+	bus := systemdtest.StartBus(t)
+	fake := systemdtest.Serve(t, bus)
+	sock, stopSilent := silentSystemd(t, "systemd")
+	defer func(f time.Duration) { retryFirst = f }(retryFirst)
+	retryFirst = 10 * time.Millisecond
+	var tries []error
+	var waits []time.Duration
+	m, err := NewRetrying(context.Background(), Config{Backend: BackendAuto, SystemdSockets: []string{sock}, Timeout: 200 * time.Millisecond},
+		func(err error, wait time.Duration) {
+			tries, waits = append(tries, err), append(waits, wait)
+			if len(tries) == 2 {
+				// systemd answers from now on: the bus, at the same path.
+				stopSilent()
+				if err := os.Link(bus, sock); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	if err != nil {
+		t.Fatalf("NewRetrying: %v; want the systemd backend once systemd answers", err)
+	}
+	defer m.Close()
+	if m.Backend() != BackendSystemd {
+		t.Errorf("backend %s; want systemd", m.Backend())
+	}
+	if len(tries) != 2 {
+		t.Errorf("%d tries reported (%v); want the 2 that got no answer", len(tries), tries)
+	}
+	for _, err := range tries {
+		if !errors.Is(err, ErrNoAnswer) {
+			t.Errorf("reported %q; want ErrNoAnswer", err)
 		}
-		if errors.Is(err, errNoSystemd) || !strings.Contains(err.Error(), "did not answer") || !strings.Contains(err.Error(), sock) {
-			t.Errorf("backend %q: error %q; want it to say that systemd at %s did not answer", b, err, sock)
-		}
+	}
+	if len(waits) == 2 && waits[1] != 2*waits[0] {
+		t.Errorf("waits %v; want each twice the one before", waits)
+	}
+	if _, err := m.Place(glusterfs, targetA, startSleep(t).Process.Pid); err != nil {
+		t.Errorf("Place through the manager: %v", err)
+	}
+	if _, ok := fake.Unit(Name(targetA) + ".scope"); !ok {
+		t.Errorf("the fake systemd was not asked for the scope; calls %q", fake.Calls())
+	}
+}
+
+// TestNewRetryingGivesUp: an error other than no answer is returned at
+// once, untried again; with no answer ever, the end of ctx ends the tries
+// with an error that says both.
+func TestNewRetryingGivesUp(t *testing.T) {
+	defer func(f time.Duration) { retryFirst = f }(retryFirst)
+	retryFirst = 10 * time.Millisecond
+	tried := 0
+	count := func(error, time.Duration) { tried++ }
+	absent := filepath.Join(t.TempDir(), "none")
+	if m, err := NewRetrying(context.Background(), Config{Backend: BackendSystemd, SystemdSockets: []string{absent}}, count); err == nil || errors.Is(err, ErrNoAnswer) || tried != 0 {
+		t.Errorf("no systemd at all: %v, %v, asked again %d times; want its error at once", m, err, tried)
+	}
+
+	sock, _ := silentSystemd(t, "private")
+	ctx, cancel := context.WithCancel(context.Background())
+	tried = 0
+	m, err := NewRetrying(ctx, Config{Backend: BackendSystemd, SystemdSockets: []string{sock}, Timeout: 50 * time.Millisecond},
+		func(error, time.Duration) {
+			if tried++; tried == 3 {
+				cancel()
+			}
+		})
+	if err == nil {
+		m.Close()
+		t.Fatal("NewRetrying returned a manager from a systemd that never answers")
+	}
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrNoAnswer) || tried != 3 {
+		t.Errorf("error %q after %d tries; want context.Canceled and ErrNoAnswer, after 3", err, tried)
 	}
 }
 
