@@ -409,6 +409,44 @@ exit "${GLUSTERFS_EXIT:-0}"
 	syscall.Kill(daemon, syscall.SIGKILL)
 	scopetest.RemoveOnceEmpty(t, parent, plugin, target)
 
+	// Born in its scope, as a helper that mount(8) forks once the exec
+	// service or a CRI batch has placed it (scope.PlaceEarly): the helper
+	// does not run itself again, and the client still runs in the scope.
+	early, err := scope.New(scope.Config{Backend: scope.BackendCgroupfs, Parent: parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close()
+	cmd = exec.Command("sh", "-c", `read go && exec "$0" "$@"`, filepath.Join(sbin, "mount.glusterfs"), "srv1:/vol", target)
+	cmd.Env = env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var born strings.Builder
+	cmd.Stdout, cmd.Stderr = &born, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := early.Place(plugin, target, cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Write([]byte("go\n"))
+	stdin.Close()
+	cmd.Wait()
+	lines = strings.SplitN(born.String(), "\n", 4)
+	if daemon, err = strconv.Atoi(lines[0]); err != nil || len(lines) < 4 {
+		t.Fatalf("born in its scope: output %q (stderr %q): want the daemon's PID, the arguments, the helper's marker, the cgroups", born.String(), stderr.String())
+	}
+	if want := fmt.Sprintf("parent %d  own unset", cmd.Process.Pid); lines[2] != want {
+		t.Errorf("born in its scope, the helper and its client: %q, want %q (the helper not run again)", lines[2], want)
+	}
+	if m, err := scope.ParseMembership(strings.NewReader(lines[3])); err != nil || !m.In(cgroup) {
+		t.Errorf("born in its scope, glusterfs's cgroups:\n%s\nwant %s everywhere (%v)", lines[3], cgroup, err)
+	}
+	syscall.Kill(daemon, syscall.SIGKILL)
+	scopetest.RemoveOnceEmpty(t, parent, plugin, target)
+
 	// The client fails: its status is not the helper's, 1 is (the script's).
 	cmd = exec.Command(filepath.Join(sbin, "mount.glusterfs"), "srv1:/vol", target)
 	cmd.Env = append(slices.Clone(env), "GLUSTERFS_EXIT=7")

@@ -36,7 +36,9 @@ func execBatchCommand(stdout io.Writer) *cli.Command {
 			if slots != nil {
 				defer slots.Close()
 			}
-			if err := execbatch.Run(c.Context, args, stdout, slots); err != nil {
+			place, release := earlyPlacer(nil)
+			defer release()
+			if err := execbatch.Run(c.Context, args, stdout, slots, place); err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/pod/execserver"
 	"github.com/mountcontainers/mountcontainers/internal/pod/metrics"
 	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 )
 
@@ -85,6 +86,11 @@ func startExecService(cfg registrar.Config, m *metrics.Metrics) (stop func(), er
 	if m != nil {
 		scfg.Observer = m
 	}
+	place, releasePlacer := earlyPlacer(log)
+	if place != nil {
+		scfg.Started = place
+		log.Info("FUSE mounts are placed in their scopes as soon as mount(8) has started")
+	}
 	srv := execserver.NewServer(scfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -98,10 +104,22 @@ func startExecService(cfg registrar.Config, m *metrics.Metrics) (stop func(), er
 	return func() {
 		cancel()
 		<-done
+		releasePlacer()
 		// The slots stay open: a call still ending may give its slot
 		// back; the process's exit closes them.
 		log.Log(context.Background(), slog.LevelInfo, "exec service stopped")
 	}, nil
+}
+
+// earlyPlacer is [scope.EarlyPlacer] for this pod's helper settings: nil
+// when scopes are off or not cgroupfs, or the settings name no one plugin
+// (the helper then says why, for each mount).
+func earlyPlacer(log *slog.Logger) (place func(argv []string, pid int), release func()) {
+	hc, err := scope.HelperConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, func() {}
+	}
+	return scope.EarlyPlacer(hc, log)
 }
 
 // envCommandSlots sets how many commands run at once in the mount

@@ -20,3 +20,18 @@ func MountHelperTarget(argv []string) (target string, ok bool) {
 	}
 	return t, true
 }
+
+// FUSEClientType reports whether fstype, as mount(8) takes it or the mount
+// table shows it, is one whose mounts are served by a FUSE client process
+// that can die under them: fuse, fuseblk and fuse.* (fuse.glusterfs,
+// fuse.ceph-fuse in the table), and the clients mounted through a helper of
+// their own (glusterfs, ceph-fuse). The volume host records such mounts and
+// the mount pod recovers them and places their mount(8) in its scope.
+func FUSEClientType(fstype string) bool {
+	switch {
+	case fstype == "glusterfs", fstype == "fuse", fstype == "fuseblk", fstype == "ceph-fuse",
+		strings.HasPrefix(fstype, "fuse."):
+		return true
+	}
+	return false
+}

@@ -34,8 +34,11 @@ var outputGrace = 2 * time.Second
 // is refused in its result; only a write error, or more than
 // wire.MaxRequests requests, is Run's. slots, when not nil, bound the
 // commands running at once in the container: each command takes one
-// first, and its wait counts in its timeout.
-func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slots) error {
+// first, and its wait counts in its timeout. started, when not nil, is
+// called with each command's argv and process ID as soon as it has
+// started, before it is reaped (the mount pod places a FUSE mount in its
+// scope: scope.PlaceEarly).
+func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slots, started func(argv []string, pid int)) error {
 	if len(args) == 0 || len(args) > wire.MaxRequests {
 		return errors.New("exec-batch: want 1 to " + strconv.Itoa(wire.MaxRequests) + " requests, got " + strconv.Itoa(len(args)))
 	}
@@ -50,7 +53,7 @@ func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slot
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = runOne(ctx, req, slots)
+			results[i] = runOne(ctx, req, slots, started)
 		}()
 	}
 	wg.Wait()
@@ -58,8 +61,8 @@ func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slot
 }
 
 // runOne runs one command with its timeout, in a slot of slots when not
-// nil.
-func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots) wire.Result {
+// nil; started: see [Run].
+func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots, started func(argv []string, pid int)) wire.Result {
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout())
 	defer cancel()
 	if slots != nil {
@@ -83,7 +86,11 @@ func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots) wire.R
 		return cmd.Process.Kill()
 	}
 	var stdout, stderr tailBuffer
-	err := outpipe.Run(cmd, &stdout, &stderr, outputGrace)
+	var onStart func(int)
+	if started != nil {
+		onStart = func(pid int) { started(req.Argv, pid) }
+	}
+	err := outpipe.Run(cmd, &stdout, &stderr, outputGrace, onStart)
 	res := wire.Result{Stdout: stdout.bytes(), Stderr: stderr.bytes()}
 	ps := cmd.ProcessState
 	switch {

@@ -80,6 +80,9 @@ func (r *run) do() error {
 		return r.finish(startError(err))
 	}
 	pid := cmd.Process.Pid
+	if r.s.cfg.Started != nil {
+		r.s.cfg.Started(cmd.Args, pid)
+	}
 	r.log = r.s.log.With("argv0", cmd.Args[0], "pid", pid)
 	r.reportStarted(pid)
 	pumped := r.pumpOutput(p)

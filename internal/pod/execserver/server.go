@@ -103,6 +103,12 @@ type Config struct {
 	// command takes one after its place among MaxConcurrent, waiting for
 	// it at most QueueWait more.
 	Slots *cmdslots.Slots
+	// Started, when set, is called with each command's argv and process
+	// ID as soon as it has started, before anything else (the mount pod
+	// places a FUSE mount in its scope: scope.PlaceEarly). The process is
+	// not reaped until it returns, so the number is still the command's;
+	// it must return quickly.
+	Started func(argv []string, pid int)
 }
 
 // Server is the exec service. Create it with [NewServer].

@@ -92,8 +92,10 @@ func copyHeld(f *os.File, buf []byte, emit func([]byte)) (ended bool) {
 // exec.Cmd does), and returns cmd.Wait's error once the pipes ended, or,
 // grace after the command exited (a daemon it left holds them), once what
 // they held then was passed on. Each pipe's writer is written from a
-// goroutine of its own. cmd's Stdout and Stderr must be unset.
-func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration) error {
+// goroutine of its own. cmd's Stdout and Stderr must be unset. started,
+// when not nil, is called with the command's process ID once it has
+// started, before it is reaped.
+func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration, started func(pid int)) error {
 	var readers, childEnds []*os.File
 	var writers []io.Writer
 	defer func() { closeAll(readers) }()
@@ -121,6 +123,9 @@ func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration) error {
 	closeAll(childEnds)
 	if err != nil {
 		return err
+	}
+	if started != nil {
+		started(cmd.Process.Pid)
 	}
 	var copies sync.WaitGroup
 	for i, r := range readers {

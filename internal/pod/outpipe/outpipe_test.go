@@ -110,17 +110,23 @@ func TestStopBoundsAWriterThatGoesOn(t *testing.T) {
 
 // TestRun: both outputs in one writer when it is given twice, or each in
 // its own; a daemon the command left holding the pipes does not hold Run,
-// and what the command wrote before it exited is there.
+// and what the command wrote before it exited is there; started is told
+// the command's process.
 func TestRun(t *testing.T) {
 	var both bytes.Buffer
-	if err := Run(exec.Command("sh", "-c", "echo out; echo err >&2"), &both, &both, time.Minute); err != nil || both.String() != "out\nerr\n" {
+	sh := exec.Command("sh", "-c", "echo out; echo err >&2")
+	var started []int
+	if err := Run(sh, &both, &both, time.Minute, func(pid int) { started = append(started, pid) }); err != nil || both.String() != "out\nerr\n" {
 		t.Errorf("one writer: %v, %q; want out and err", err, both.String())
+	}
+	if len(started) != 1 || started[0] != sh.Process.Pid {
+		t.Errorf("started was told %v; want once the command's PID %d", started, sh.Process.Pid)
 	}
 	var out, errb bytes.Buffer
 	cmd := exec.Command("sh", "-c", "sleep 30 & echo started; echo e >&2; exit 3")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	done := make(chan error, 1)
-	go func() { done <- Run(cmd, &out, &errb, time.Nanosecond) }()
+	go func() { done <- Run(cmd, &out, &errb, time.Nanosecond, nil) }()
 	var err error
 	select {
 	case err = <-done:
@@ -132,7 +138,8 @@ func TestRun(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 || out.String() != "started\n" || errb.String() != "e\n" {
 		t.Errorf("a daemon holding the pipes: %v, %q, %q; want exit 3, started and e", err, out.String(), errb.String())
 	}
-	if err := Run(exec.Command("/no/such/tool"), &out, &errb, time.Minute); !errors.Is(err, os.ErrNotExist) {
+	notStarted := func(pid int) { t.Errorf("started was told of PID %d for a tool that does not exist", pid) }
+	if err := Run(exec.Command("/no/such/tool"), &out, &errb, time.Minute, notStarted); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a missing tool: %v, want not found", err)
 	}
 }

@@ -805,7 +805,7 @@ func runCommand(ctx context.Context, name string, args ...string) ([]byte, error
 	// The FUSE daemon mount(8) starts may keep inherited pipes open: a
 	// bounded wait for their end, then what they hold.
 	var out bytes.Buffer
-	err := outpipe.Run(cmd, &out, &out, outputGrace)
+	err := outpipe.Run(cmd, &out, &out, outputGrace, nil)
 	return out.Bytes(), err
 }
 

@@ -156,14 +156,7 @@ func dnsName(s string, max int, dots bool) bool {
 // process, and are recorded: FUSE types (fuse, fuseblk, fuse.*) and the
 // FUSE clients mounted through a helper of their own (glusterfs,
 // ceph-fuse).
-func Recoverable(fstype string) bool {
-	switch {
-	case fstype == "glusterfs", fstype == "fuse", fstype == "fuseblk", fstype == "ceph-fuse",
-		strings.HasPrefix(fstype, "fuse."):
-		return true
-	}
-	return false
-}
+func Recoverable(fstype string) bool { return boundary.FUSEClientType(fstype) }
 
 // Validate checks r: a known version, a valid plugin name, an absolute
 // clean target, a source and a type without NUL, options without NUL or
