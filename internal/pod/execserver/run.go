@@ -376,13 +376,7 @@ func (r *run) serveRequests(stdin chan []byte, k *killer, exited <-chan struct{}
 // exited is never lost, however late the pumps run. It closes the read ends
 // and reports whether output was abandoned (a pipe still had a writer).
 func (r *run) awaitOutput(p *pipes, pumped <-chan struct{}) (abandoned bool) {
-	select {
-	case <-pumped:
-	case <-time.After(r.s.cfg.OutputGrace):
-		outpipe.Stop(p.outR)
-		outpipe.Stop(p.errR)
-		<-pumped
-	}
+	outpipe.Await(pumped, r.s.cfg.OutputGrace, p.outR, p.errR)
 	closeAll(p.outR, p.errR)
 	abandoned = !r.stdoutEnded.Load() || !r.stderrEnded.Load()
 	if abandoned {

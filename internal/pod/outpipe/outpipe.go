@@ -140,15 +140,24 @@ func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration, started f
 		copies.Wait()
 		close(copied)
 	}()
+	Await(copied, grace, readers...)
+	return err
+}
+
+// Await waits until copied is closed (the Copies of pipes have returned),
+// for at most grace; then it stops them ([Stop]) and waits until they
+// have passed what the pipes held. Call it once the command has exited.
+func Await(copied <-chan struct{}, grace time.Duration, pipes ...*os.File) {
+	t := time.NewTimer(grace)
+	defer t.Stop()
 	select {
 	case <-copied:
-	case <-time.After(grace):
-		for _, r := range readers {
-			Stop(r)
+	case <-t.C:
+		for _, f := range pipes {
+			Stop(f)
 		}
 		<-copied
 	}
-	return err
 }
 
 func closeAll(files []*os.File) {
