@@ -96,6 +96,8 @@ func startRecovery(ctx context.Context, cfg registrar.Config, inst hostinstall.C
 			switch {
 			case m != nil:
 				withScopes(m, hc)
+				r.TryNow() // what waited for systemd
+				log.Info("systemd answered: dead mounts are made again")
 			case ctx.Err() != nil:
 				return
 			default: // systemd gave another error: awaitScopes logged it

@@ -119,7 +119,8 @@ func TestServeWaitsForABusySystemd(t *testing.T) {
 	waitFor("both running with scopes",
 		`msg="FUSE mounts run in scopes" backend=systemd`,
 		"live mounts surveyed",
-		`msg="dead mounts are found by polling only" component=recovery why="systemd backend`)
+		`msg="dead mounts are found by polling only" component=recovery why="systemd backend`,
+		`msg="systemd answered: dead mounts are made again" component=recovery`)
 
 	cancel()
 	select {

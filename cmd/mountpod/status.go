@@ -86,11 +86,17 @@ func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger, obs
 			// unscoped: none until systemd answers.
 			_, cfg, _ := scope.ConfigFromEnv(os.Getenv) // read above
 			m, err := awaitScopes(ctx, cfg, log, "the survey of live mounts")
-			if err != nil {
+			switch {
+			case err == nil:
+				k.Options.Scopes = m
+				log.Info("FUSE mounts run in scopes", "backend", m.Backend())
+			case ctx.Err() != nil:
 				return
+			default:
+				// systemd gave another error (awaitScopes logged it):
+				// the surveys go on without scopes, as when that is the
+				// error at start.
 			}
-			k.Options.Scopes = m
-			log.Info("FUSE mounts run in scopes", "backend", m.Backend())
 		}
 		if k.Options.Scopes != nil {
 			// cgroup v2: a scope is removed within about a second of its

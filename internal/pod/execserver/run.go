@@ -80,9 +80,6 @@ func (r *run) do() error {
 		return r.finish(startError(err))
 	}
 	pid := cmd.Process.Pid
-	if r.s.cfg.Started != nil {
-		r.s.cfg.Started(cmd.Args, pid)
-	}
 	r.log = r.s.log.With("argv0", cmd.Args[0], "pid", pid)
 	r.reportStarted(pid)
 	pumped := r.pumpOutput(p)
@@ -92,6 +89,11 @@ func (r *run) do() error {
 	defer r.armKills(ctx, k)()
 	exited := make(chan struct{})
 	go r.serveRequests(p.feedStdin(), k, exited)
+	if r.s.cfg.Started != nil {
+		// Before the reaping, with the output flowing and the kills
+		// armed.
+		r.s.cfg.Started(cmd.Args, pid)
+	}
 
 	werr := cmd.Wait()
 	k.markReaped()

@@ -104,10 +104,10 @@ type Config struct {
 	// it at most QueueWait more.
 	Slots *cmdslots.Slots
 	// Started, when set, is called with each command's argv and process
-	// ID as soon as it has started, before anything else (the mount pod
-	// places a FUSE mount in its scope: scope.PlaceEarly). The process is
-	// not reaped until it returns, so the number is still the command's;
-	// it must return quickly.
+	// ID once it has started, its output read and its kills armed (the
+	// mount pod places a FUSE mount in its scope: scope.PlaceEarly). The
+	// process is not reaped until it returns, so the number is still the
+	// command's; it must return within a bounded time.
 	Started func(argv []string, pid int)
 }
 

@@ -124,15 +124,15 @@ func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration, started f
 	if err != nil {
 		return err
 	}
-	if started != nil {
-		started(cmd.Process.Pid)
-	}
 	var copies sync.WaitGroup
 	for i, r := range readers {
 		w := writers[i]
 		copies.Go(func() {
 			Copy(r, make([]byte, 32<<10), func(b []byte) { _, _ = w.Write(b) })
 		})
+	}
+	if started != nil {
+		started(cmd.Process.Pid) // with the output read
 	}
 	err = cmd.Wait()
 	copied := make(chan struct{})

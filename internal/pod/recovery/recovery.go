@@ -269,6 +269,18 @@ func (r *Recoverer) RunUntil(ctx context.Context, stop <-chan struct{}) {
 	}
 }
 
+// TryNow ends the back-off of every dead mount, so that the next pass
+// tries each at once: the mount pod calls it between two runs, once it
+// has the scopes that a mount needs (systemd answered late). Each keeps
+// its count of failed attempts.
+func (r *Recoverer) TryNow() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.state {
+		a.next = time.Time{}
+	}
+}
+
 // emptiedNamer is [Events] that name the scopes that emptied: see
 // [ScopeEvents.Emptied].
 type emptiedNamer interface {

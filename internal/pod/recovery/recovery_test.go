@@ -243,6 +243,31 @@ func TestFailedRecoveryBacksOff(t *testing.T) {
 	}
 }
 
+// TestTryNowEndsTheBackoff: after TryNow, a dead mount in its back-off
+// is tried at the next pass (the mount pod calls it once systemd, which
+// the remount needs, answers), its count of attempts kept.
+func TestTryNowEndsTheBackoff(t *testing.T) {
+	b := newBed(t)
+	b.r.Backoff = time.Hour
+	b.record(glusterRecord())
+	b.kill()
+	b.failMount = errors.New("exit status 1")
+	if res := b.pass(); res.Action != "failed" {
+		t.Fatalf("first attempt: %+v", res)
+	}
+	if res := b.pass(); res.Action != "waiting" {
+		t.Fatalf("during the back-off: %+v", res)
+	}
+	b.r.TryNow()
+	if res := b.pass(); res.Action != "failed" {
+		t.Fatalf("after TryNow: %+v; want a second attempt at once", res)
+	}
+	got := b.reports.get()
+	if len(got) != 2 || !strings.HasPrefix(got[1], "failed "+target+" attempt 2 retry in 1m0s: ") {
+		t.Errorf("reported %q; want the second attempt counted as such", got)
+	}
+}
+
 func TestAttachRetriedOnceTheNodeIsBack(t *testing.T) {
 	b := newBed(t)
 	b.record(glusterRecord())

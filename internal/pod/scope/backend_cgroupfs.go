@@ -32,7 +32,14 @@ type cgroupfs struct {
 	// noKillFile makes Kill leave cgroup.kill alone, as on a kernel
 	// before 5.14 (tests).
 	noKillFile bool
+	// lockWait, when positive, bounds the wait for a plugin's lock: a
+	// Place that cannot have it within that time fails, wrapping
+	// errLockBusy (the early placement's: [EarlyPlacer]).
+	lockWait time.Duration
 }
+
+// errLockBusy is wrapped by the error of a lock not had within lockWait.
+var errLockBusy = errors.New("the plugin's lock is busy")
 
 var _ Manager = (*cgroupfs)(nil)
 
@@ -516,10 +523,14 @@ func (c *cgroupfs) lock(prel string, create bool) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if err != unix.EINTR {
-			break
+	if c.lockWait > 0 {
+		err = flockWithin(int(f.Fd()), c.lockWait)
+	} else {
+		for {
+			err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+			if err != unix.EINTR {
+				break
+			}
 		}
 	}
 	if err != nil {
@@ -527,6 +538,29 @@ func (c *cgroupfs) lock(prel string, create bool) (func(), error) {
 		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
 	}
 	return func() { f.Close() }, nil
+}
+
+// flockWithin takes the exclusive flock of fd, trying again after 1 ms,
+// then twice as long each time, at most 50 ms apart, for at most wait;
+// then the error wraps errLockBusy.
+func flockWithin(fd int, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return nil
+		case err == unix.EINTR:
+			continue
+		case err != unix.EWOULDBLOCK:
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%w: not had within %v", errLockBusy, wait)
+		}
+		time.Sleep(min(pause, left))
+	}
 }
 
 // writeFile writes s to an existing cgroup file; appending for

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"time"
 
 	"github.com/mountcontainers/mountcontainers/internal/boundary"
 )
@@ -76,6 +77,11 @@ func PlaceEarly(m Manager, plugin string, log *slog.Logger) func(argv []string, 
 	}
 }
 
+// earlyLockWait bounds an early placement's wait for the plugin's lock,
+// under which the mounts of a wave queue. Past it, the helper places
+// itself, as it would have without the early placement.
+const earlyLockWait = time.Second
+
 // EarlyPlacer returns [PlaceEarly]'s function for the scopes of hc, and
 // what releases it, when hc has scopes on and selects the cgroupfs backend
 // without asking systemd: cgroupfs, or auto with none of the systemd
@@ -107,5 +113,29 @@ func EarlyPlacer(hc HelperConfig, log *slog.Logger) (place func(argv []string, p
 	if err != nil {
 		return nil, none
 	}
+	// The caller reaps the command only once the placement has returned:
+	// the wait in the plugin's queue is bounded.
+	c.lockWait = earlyLockWait
 	return PlaceEarly(c, hc.Plugin, log), func() { c.Close() }
+}
+
+// InItsScope reports whether the calling process is in the scope of
+// target under plugin's parent in every hierarchy, by its own
+// /proc/self/cgroup: the mount helper, forked by a mount(8) that was
+// placed early, is born there and need not Place itself (each Place
+// writes the parents' weights and limits and every hierarchy's
+// cgroup.procs, under the plugin's lock). cgroupfs backend only, and only
+// where the process sees the host's cgroup paths (its own namespace is
+// the host's); false otherwise, and the helper places itself.
+func InItsScope(m Manager, plugin, target string) bool {
+	c, ok := m.(*cgroupfs)
+	if !ok || validate(plugin, target) != nil {
+		return false
+	}
+	prel, err := c.pluginRel(plugin)
+	if err != nil {
+		return false
+	}
+	own, err := readMembershipOf(c.cfg.ProcRoot, "self")
+	return err == nil && own.In("/"+path.Join(prel, Name(target)))
 }

@@ -1,10 +1,14 @@
 package scope
 
 import (
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestMountCommandTarget(t *testing.T) {
@@ -80,5 +84,40 @@ func TestEarlyPlacerOnlyCgroupfs(t *testing.T) {
 			t.Errorf("%s: placing early %v, want %v", c.say, place != nil, c.want)
 		}
 		release()
+	}
+}
+
+// TestEarlyPlacementLockWaitIsBounded: an early placement waits for the
+// plugin's lock at most its bound, then fails (the command is reaped only
+// after it returns); once the lock is free it places.
+func TestEarlyPlacementLockWaitIsBounded(t *testing.T) {
+	c := newFake(t, Config{CgroupRoot: fakeHybrid(t)})
+	c.lockWait = 100 * time.Millisecond
+	const target = "/var/lib/kubelet/pods/p/volumes/kubernetes.io~glusterfs/v"
+	if _, err := c.Place(glusterfs, target, 4242); err != nil { // makes the parents
+		t.Fatal(err)
+	}
+	prel, _ := c.pluginRel(glusterfs)
+	holder, err := os.Open(filepath.Join(c.layout.Hierarchies[0].Path, prel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := unix.Flock(int(holder.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := c.Place(glusterfs, target, 4343); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errLockBusy) {
+			t.Errorf("Place with the lock held elsewhere: %v; want errLockBusy", err)
+		}
+	case <-time.After(time.Minute): // a hang guard
+		t.Fatal("Place waited for a held lock past its bound")
+	}
+	unix.Flock(int(holder.Fd()), unix.LOCK_UN)
+	if _, err := c.Place(glusterfs, target, 4343); err != nil {
+		t.Errorf("Place with the lock free: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package scope
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -258,8 +257,14 @@ func RunHelper(getenv func(string) string, argv []string, env []string) error {
 			if err != nil {
 				return fmt.Errorf("mount helper %s: scope for %s: %w", name, target, err)
 			}
-			before := ownCgroups()
-			_, err = m.Place(hc.Plugin, target, 0)
+			// Born in its scope (its mount(8) was placed early:
+			// PlaceEarly): only Place moves the helper, so it was there
+			// from its start, its memory the scope's, with nothing for a
+			// Place or [reexecInScope] to give.
+			born := InItsScope(m, hc.Plugin, target)
+			if !born {
+				_, err = m.Place(hc.Plugin, target, 0)
+			}
 			m.Close()
 			if err == nil {
 				err = raiseOOMScoreAdj(oomScoreAdjFile(hc.Config, 0), hc.Config.OOMScoreAdj)
@@ -267,7 +272,7 @@ func RunHelper(getenv func(string) string, argv []string, env []string) error {
 			if err != nil {
 				return fmt.Errorf("mount helper %s: scope for %s: %w", name, target, err)
 			}
-			if th.checked && !bornIn(before) {
+			if th.checked && !born {
 				reexecInScope(argv, env)
 				// Still here: /proc/self/exe cannot be run. The mount
 				// goes on in this process, its runtime charged to the
@@ -307,27 +312,6 @@ const EnvInScope = "MOUNTPOD_HELPER_IN_SCOPE"
 func reexecInScope(argv, env []string) {
 	marked := append(withoutInScope(env), EnvInScope+"="+strconv.Itoa(os.Getpid()))
 	_ = execve("/proc/self/exe", argv, marked)
-}
-
-// ownCgroups returns /proc/self/cgroup, or nil.
-func ownCgroups() []byte {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return nil
-	}
-	return b
-}
-
-// bornIn reports whether this process, whose cgroups were before when it
-// started, was in its scope already then, as it is now that Place has put
-// it there: the exec service and the CRI batches place mount(8) in the
-// scope as soon as it has started (scope.PlaceEarly), and a helper it
-// forks after that is born there, its memory the scope's from the start,
-// with nothing for [reexecInScope] to give. Only Place moves the helper, so
-// the same cgroups before and after it mean it did not move. Read in this
-// process's own cgroup namespace, as both are.
-func bornIn(before []byte) bool {
-	return before != nil && bytes.Equal(before, ownCgroups())
 }
 
 // inScope reports whether this process is the run of [reexecInScope].

@@ -166,12 +166,38 @@ var (
 // 30 seconds apart, until ctx ends. retrying, when not nil, gets each such
 // error and the wait before the next try. Any other error of New is
 // returned at once; when ctx ends first, the error wraps ctx's and the
-// last answer of New.
+// last answer of New. A try under way when ctx ends is not waited for
+// (each takes up to Config.Timeout per socket); the manager it may still
+// give is closed.
 func NewRetrying(ctx context.Context, cfg Config, retrying func(err error, wait time.Duration)) (Manager, error) {
 	wait := retryFirst
+	var err error
 	for {
-		m, err := New(cfg)
-		if err == nil || !errors.Is(err, ErrNoAnswer) {
+		type answer struct {
+			m   Manager
+			err error
+		}
+		c := make(chan answer, 1)
+		go func() {
+			m, err := New(cfg)
+			c <- answer{m, err}
+		}()
+		var a answer
+		select {
+		case a = <-c:
+		case <-ctx.Done():
+			go func() {
+				if a := <-c; a.m != nil {
+					a.m.Close()
+				}
+			}()
+			if err == nil {
+				return nil, fmt.Errorf("%w while waiting for systemd", context.Cause(ctx))
+			}
+			return nil, fmt.Errorf("%w while waiting for systemd: %w", context.Cause(ctx), err)
+		}
+		m := a.m
+		if err = a.err; err == nil || !errors.Is(err, ErrNoAnswer) {
 			return m, err
 		}
 		if retrying != nil {

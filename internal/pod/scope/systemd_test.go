@@ -345,6 +345,42 @@ func TestNewRetryingGivesUp(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrNoAnswer) || tried != 3 {
 		t.Errorf("error %q after %d tries; want context.Canceled and ErrNoAnswer, after 3", err, tried)
 	}
+
+	// The end of ctx during a try: NewRetrying returns without waiting for
+	// the try's timeout (an hour here).
+	dir, err := os.MkdirTemp("", "sd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	l, err := net.Listen("unix", filepath.Join(dir, "private"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel = context.WithCancel(context.Background())
+	returned := make(chan error, 1)
+	go func() {
+		m, err := NewRetrying(ctx, Config{Backend: BackendSystemd, SystemdSockets: []string{l.Addr().String()}, Timeout: time.Hour}, nil)
+		if m != nil {
+			m.Close()
+		}
+		returned <- err
+	}()
+	conn, err := l.Accept() // the try is under way
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cancel()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled during a try: %v; want context.Canceled", err)
+		}
+	case <-time.After(time.Minute): // a hang guard
+		t.Fatal("NewRetrying waited for the try under way after its context ended")
+	}
 }
 
 // BenchmarkSystemdPlace measures the systemd backend against the fake
