@@ -92,12 +92,10 @@ func (c *cgroupfs) Place(plugin, target string, pid int) (Scope, error) {
 		s.Paths = append(s.Paths, filepath.Join(h.Path, rel))
 	}
 	err := inCgroupNS(c.ns, func() error {
-		// The cgroups first, outside the lock: every Place of the
-		// plugin takes it, and under a wave of mounts the helpers queue
-		// for it (BENCHMARKS.md, "A node under load"). Nothing removes
-		// a parent but the node's uninstall; a Remove may take an empty
-		// scope away before the lock is ours, and the scope is then
-		// made again under it (where it is there, a lookup).
+		// The cgroups first, outside the lock. Nothing removes a parent
+		// but the node's uninstall; a Remove may take an empty scope
+		// away before the PID is in it, and the scope is then made again
+		// under the lock (where it is there, a lookup).
 		for _, h := range c.layout.Hierarchies {
 			if err := c.prepareParents(h, prel, rel); err != nil {
 				return err
@@ -107,6 +105,16 @@ func (c *cgroupfs) Place(plugin, target string, pid int) (Scope, error) {
 			}
 		}
 		beforeLock(s)
+		// Without the lock first: a Remove takes a scope away only while
+		// it is empty, and the kernel refuses to remove a cgroup with a
+		// process, so a write that finds its cgroup is the scope's. Under
+		// a wave of mounts the plugin's lock is where they queue
+		// (BENCHMARKS.md, "A node under load"). A cgroup gone meanwhile
+		// (ENOENT) sends the Place under the lock, where it is made
+		// again.
+		if err := c.join(s, pid); !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 		unlock, err := c.lock(prel, true)
 		if err != nil {
 			return err
@@ -117,21 +125,26 @@ func (c *cgroupfs) Place(plugin, target string, pid int) (Scope, error) {
 				return err
 			}
 		}
-		// Only now that every hierarchy is ready: a failure above leaves
-		// the process where it was. The CPU's hierarchy first: a process
-		// of the mount pod's cgroup waits there for a CPU at the weight
-		// of the pod (its request), while it holds the lock.
-		for _, i := range cpuFirst(c.layout.Hierarchies) {
-			if err := writeFile(filepath.Join(s.Paths[i], "cgroup.procs"), strconv.Itoa(pid)+"\n", true); err != nil {
-				return err
-			}
-		}
-		return nil
+		return c.join(s, pid)
 	})
 	if err != nil {
 		return s, fmt.Errorf("place process %d in scope %s of plugin %s (%s): %w", pid, s.Name, plugin, s.Cgroup, err)
 	}
 	return s, nil
+}
+
+// join writes pid into the cgroup.procs of every hierarchy's scope s,
+// those of the CPU's hierarchies first: a process of the mount pod's
+// cgroup waits there for a CPU at the weight of the pod (its request).
+// Only once every hierarchy is ready (Place made them): a failure of the
+// first write leaves the process where it was.
+func (c *cgroupfs) join(s Scope, pid int) error {
+	for _, i := range cpuFirst(c.layout.Hierarchies) {
+		if err := writeFile(filepath.Join(s.Paths[i], "cgroup.procs"), strconv.Itoa(pid)+"\n", true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // prepareParents creates the missing parents of the scope rel in
@@ -176,7 +189,7 @@ func (c *cgroupfs) mkdir(h Hierarchy, parent, dir string) error {
 }
 
 // beforeLock is called by Place once the scope's cgroups are made, before
-// it takes the plugin's lock (a seam for the tests, which remove them as a
+// it writes the PID (a seam for the tests, which remove them as a
 // concurrent Remove can).
 var beforeLock = func(Scope) {}
 

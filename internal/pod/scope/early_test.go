@@ -87,12 +87,14 @@ func TestEarlyPlacerOnlyCgroupfs(t *testing.T) {
 	}
 }
 
-// TestEarlyPlacementLockWaitIsBounded: an early placement waits for the
-// plugin's lock at most its bound, then fails (the command is reaped only
-// after it returns); once the lock is free it places.
-func TestEarlyPlacementLockWaitIsBounded(t *testing.T) {
-	c := newFake(t, Config{CgroupRoot: fakeHybrid(t)})
-	c.lockWait = 100 * time.Millisecond
+// TestPlaceTakesTheLockOnlyAfterARemove: with the plugin's lock held
+// elsewhere, a Place whose scope is there joins it without the lock; one
+// whose scope a Remove took away meanwhile needs the lock, and with a
+// bound on its wait (the early placement's) fails once the bound has
+// passed; with the lock free it places.
+func TestPlaceTakesTheLockOnlyAfterARemove(t *testing.T) {
+	root := fakeHybrid(t)
+	c := newFake(t, Config{CgroupRoot: root})
 	const target = "/var/lib/kubelet/pods/p/volumes/kubernetes.io~glusterfs/v"
 	if _, err := c.Place(glusterfs, target, 4242); err != nil { // makes the parents
 		t.Fatal(err)
@@ -106,18 +108,40 @@ func TestEarlyPlacementLockWaitIsBounded(t *testing.T) {
 	if err := unix.Flock(int(holder.Fd()), unix.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { _, err := c.Place(glusterfs, target, 4343); done <- err }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, errLockBusy) {
-			t.Errorf("Place with the lock held elsewhere: %v; want errLockBusy", err)
+	place := func(what string, c *cgroupfs, pid int) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { _, err := c.Place(glusterfs, target, pid); done <- err }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Minute): // a hang guard
+			t.Fatalf("%s: Place waited for the held lock", what)
+			return nil
 		}
-	case <-time.After(time.Minute): // a hang guard
-		t.Fatal("Place waited for a held lock past its bound")
+	}
+	if err := place("the scope there", c, 4343); err != nil {
+		t.Errorf("Place into a scope that is there, the lock held elsewhere: %v", err)
+	}
+	for _, p := range []string{"cpu", "memory", "unified"} {
+		if got := readTrim(t, filepath.Join(root, p, prel, Name(target), "cgroup.procs")); got != "4242\n4343" {
+			t.Errorf("%s: cgroup.procs %q, want 4242 and 4343", p, got)
+		}
+	}
+
+	bounded := newFake(t, Config{CgroupRoot: root})
+	bounded.lockWait = 100 * time.Millisecond
+	beforeLock = func(s Scope) {
+		for _, p := range s.Paths {
+			os.RemoveAll(p)
+		}
+	}
+	t.Cleanup(func() { beforeLock = func(Scope) {} })
+	if err := place("removed meanwhile", bounded, 4444); !errors.Is(err, errLockBusy) {
+		t.Errorf("Place after a Remove, the lock held elsewhere: %v; want errLockBusy", err)
 	}
 	unix.Flock(int(holder.Fd()), unix.LOCK_UN)
-	if _, err := c.Place(glusterfs, target, 4343); err != nil {
-		t.Errorf("Place with the lock free: %v", err)
+	if err := place("removed meanwhile, the lock free", bounded, 4444); err != nil {
+		t.Errorf("Place after a Remove, the lock free: %v", err)
 	}
 }
