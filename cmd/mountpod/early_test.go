@@ -109,15 +109,7 @@ func TestMountsPlacedEarlySocket(t *testing.T) {
 			t.Fatal("not registered with the exec socket a minute after serve started")
 		}
 	}
-	sock, err := execclient.CheckSocket(dir, sockName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := execclient.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := dialExecSocket(t, dir, sockName)
 	var out bytes.Buffer
 	p, err := c.Start(ctx, execclient.Command{Argv: []string{"mount", "-t", "glusterfs", "srv:/vol", earlyTarget}, Stdout: &out,
 		ExpectPodUID: pod.PodUID, ExpectContainer: pod.ContainerName})

@@ -36,15 +36,7 @@ func TestServeExecService(t *testing.T) {
 			t.Fatal("not registered with the exec socket 5s after serve started")
 		}
 	}
-	sock, err := execclient.CheckSocket(dir, want.ExecSocket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := execclient.Dial(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	sock, c := dialExecSocket(t, dir, want.ExecSocket)
 	id, err := c.Identity(ctx)
 	if err != nil || id.GetPodUid() != pod.PodUID || id.GetContainerName() != pod.ContainerName || id.GetVersion() != version {
 		t.Fatalf("Identity = %v, %v", id, err)
@@ -67,6 +59,23 @@ func TestServeExecService(t *testing.T) {
 	if !strings.Contains(stderr, "exec service listening") {
 		t.Errorf("log does not mention the exec service:\n%s", stderr)
 	}
+}
+
+// dialExecSocket returns the path of serve's exec socket name in the
+// registration directory dir, once checked, and a client of it, closed
+// when the test ends.
+func dialExecSocket(t *testing.T, dir, name string) (string, *execclient.Client) {
+	t.Helper()
+	sock, err := execclient.CheckSocket(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := execclient.Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return sock, c
 }
 
 // TestServeExecSocketCannotListen: when the exec socket cannot listen
