@@ -110,9 +110,10 @@ func (c *cgroupfs) Place(plugin, target string, pid int) (Scope, error) {
 		// process, so a write that finds its cgroup is the scope's. Under
 		// a wave of mounts the plugin's lock is where they queue
 		// (BENCHMARKS.md, "A node under load"). A cgroup gone meanwhile
-		// (ENOENT) sends the Place under the lock, where it is made
-		// again.
-		if err := c.join(s, pid); !errors.Is(err, fs.ErrNotExist) {
+		// (ENOENT, or ENODEV from the kernel for one being removed as
+		// it is written) sends the Place under the lock, where it is
+		// made again.
+		if err := c.join(s, pid); !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENODEV) {
 			return err
 		}
 		unlock, err := c.lock(prel, true)
@@ -140,12 +141,16 @@ func (c *cgroupfs) Place(plugin, target string, pid int) (Scope, error) {
 // first write leaves the process where it was.
 func (c *cgroupfs) join(s Scope, pid int) error {
 	for _, i := range cpuFirst(c.layout.Hierarchies) {
-		if err := writeFile(filepath.Join(s.Paths[i], "cgroup.procs"), strconv.Itoa(pid)+"\n", true); err != nil {
+		if err := joinWrite(filepath.Join(s.Paths[i], "cgroup.procs"), strconv.Itoa(pid)+"\n", true); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// joinWrite is join's writeFile (a seam for the tests: the kernel's ENODEV
+// for a cgroup removed as it is written cannot be had on demand).
+var joinWrite = writeFile
 
 // prepareParents creates the missing parents of the scope rel in
 // hierarchy h, Config.Parent and the plugin's parent prel (copying the

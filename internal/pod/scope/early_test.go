@@ -2,6 +2,7 @@ package scope
 
 import (
 	"errors"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -143,5 +144,33 @@ func TestPlaceTakesTheLockOnlyAfterARemove(t *testing.T) {
 	unix.Flock(int(holder.Fd()), unix.LOCK_UN)
 	if err := place("removed meanwhile, the lock free", bounded, 4444); err != nil {
 		t.Errorf("Place after a Remove, the lock free: %v", err)
+	}
+}
+
+// TestPlaceAfterARemoveAsItWrites: a cgroup removed as the PID is written
+// (the kernel answers ENODEV) sends Place under the lock, as one gone
+// before (ENOENT), and it places.
+func TestPlaceAfterARemoveAsItWrites(t *testing.T) {
+	c := newFake(t, Config{CgroupRoot: fakeHybrid(t)})
+	const target = "/var/lib/kubelet/pods/p/volumes/kubernetes.io~glusterfs/v"
+	writes := 0
+	joinWrite = func(name, s string, appending bool) error {
+		if writes++; writes == 1 {
+			return &fs.PathError{Op: "write", Path: name, Err: unix.ENODEV}
+		}
+		return writeFile(name, s, appending)
+	}
+	t.Cleanup(func() { joinWrite = writeFile })
+	s, err := c.Place(glusterfs, target, 4242)
+	if err != nil {
+		t.Fatalf("Place with ENODEV at its first write: %v", err)
+	}
+	if want := 1 + len(s.Paths); writes != want {
+		t.Errorf("%d writes; want the failed one and one per hierarchy (%d)", writes, want)
+	}
+	for _, p := range s.Paths {
+		if got := readTrim(t, filepath.Join(p, "cgroup.procs")); got != "4242" {
+			t.Errorf("%s/cgroup.procs = %q, want 4242", p, got)
+		}
 	}
 }
