@@ -92,29 +92,35 @@ func (c *cgroupfs) Place(plugin, target string, pid int) (Scope, error) {
 		s.Paths = append(s.Paths, filepath.Join(h.Path, rel))
 	}
 	err := inCgroupNS(c.ns, func() error {
-		// The cgroups first, outside the lock. Nothing removes a parent
+		// The cgroups first, without the lock. Nothing removes a parent
 		// but the node's uninstall; a Remove may take an empty scope
 		// away before the PID is in it, and the scope is then made again
 		// under the lock (where it is there, a lookup).
+		ready := true
 		for _, h := range c.layout.Hierarchies {
 			if err := c.prepareParents(h, prel, rel); err != nil {
 				return err
 			}
-			if err := c.prepareScope(h, rel); err != nil {
+			if err := c.prepareScope(h, rel); gone(err) {
+				ready = false // made again under the lock
+			} else if err != nil {
 				return err
 			}
 		}
 		beforeLock(s)
-		// Without the lock first: a Remove takes a scope away only while
-		// it is empty, and the kernel refuses to remove a cgroup with a
-		// process, so a write that finds its cgroup is the scope's. Under
-		// a wave of mounts the plugin's lock is where they queue
-		// (BENCHMARKS.md, "A node under load"). A cgroup gone meanwhile
-		// (ENOENT, or ENODEV from the kernel for one being removed as
-		// it is written) sends the Place under the lock, where it is
-		// made again.
-		if err := c.join(s, pid); !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENODEV) {
-			return err
+		// The PID without the lock first: a Remove takes a scope away
+		// only while it is empty, and the kernel refuses to remove a
+		// cgroup with a process, so a write that succeeds is in the
+		// scope. Under a wave of mounts the plugin's lock is where they
+		// queued (BENCHMARKS.md, "A node under load"). A cgroup gone
+		// meanwhile (ENOENT, or ENODEV from the kernel for one removed
+		// as it is written) sends the Place under the lock, where it is
+		// made again and every hierarchy written again; until then the
+		// process may be in the scope in some hierarchies only.
+		if ready {
+			if err := c.join(s, pid); !gone(err) {
+				return err
+			}
 		}
 		unlock, err := c.lock(prel, true)
 		if err != nil {
@@ -132,6 +138,12 @@ func (c *cgroupfs) Place(plugin, target string, pid int) (Scope, error) {
 		return s, fmt.Errorf("place process %d in scope %s of plugin %s (%s): %w", pid, s.Name, plugin, s.Cgroup, err)
 	}
 	return s, nil
+}
+
+// gone reports whether err is a cgroup's that a Remove took away: ENOENT,
+// or the kernel's ENODEV for one removed as it was opened or written.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
 }
 
 // join writes pid into the cgroup.procs of every hierarchy's scope s,
@@ -155,8 +167,8 @@ var joinWrite = writeFile
 // prepareParents creates the missing parents of the scope rel in
 // hierarchy h, Config.Parent and the plugin's parent prel (copying the
 // cpuset of its parent into each new cpuset cgroup), and sets the CPU
-// weight and the memory and pids limits of prel. Place calls it before it
-// takes the plugin's lock.
+// weight and the memory and pids limits of prel. Place calls it without
+// the plugin's lock.
 func (c *cgroupfs) prepareParents(h Hierarchy, prel, rel string) error {
 	dir := h.Path
 	for _, name := range strings.Split(prel, "/") {
@@ -194,8 +206,8 @@ func (c *cgroupfs) mkdir(h Hierarchy, parent, dir string) error {
 }
 
 // beforeLock is called by Place once the scope's cgroups are made, before
-// it writes the PID (a seam for the tests, which remove them as a
-// concurrent Remove can).
+// it writes the PID without the lock (a seam for the tests, which remove
+// them as a concurrent Remove can).
 var beforeLock = func(Scope) {}
 
 // cpuFirst returns the indexes of hs, those of the hierarchies with the
@@ -525,14 +537,15 @@ func (c *cgroupfs) Kill(plugin, name string, wait time.Duration) ([]int, error) 
 }
 
 // lock takes an exclusive flock(2) on plugin's parent (prel) in the first
-// hierarchy, creating the directories up to it when create is set, so that
-// a Remove never removes a scope that a concurrent Place (another process,
-// the same target) is filling. It returns the unlock function.
+// hierarchy, creating the directories up to it when create is set: Removes
+// serialise on it, and a Place whose scope a Remove took away meanwhile
+// makes it again and fills it under it, so that no Remove takes it again
+// before the PID is in. It returns the unlock function.
 func (c *cgroupfs) lock(prel string, create bool) (func(), error) {
 	h := c.layout.Hierarchies[0]
 	if create {
-		// prepare, called next for every hierarchy, fills in cpuset
-		// and memory settings.
+		// prepareScope, called next for every hierarchy, copies the
+		// cpuset.
 		if err := os.MkdirAll(filepath.Join(h.Path, prel), 0o755); err != nil {
 			return nil, err
 		}
@@ -586,8 +599,7 @@ func flockWithin(fd int, wait time.Duration) error {
 // fake trees: in a cgroup file system the kernel has made the file. Plain
 // system calls, not an *os.File: a cgroup file can be polled, and an
 // *os.File would add it to the runtime's poller and take it out again,
-// four more system calls for every write, most of them under the plugin's
-// lock in Place.
+// four more system calls for every write, dozens in a Place.
 func writeFile(name, s string, appending bool) error {
 	flag := unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC
 	if appending {

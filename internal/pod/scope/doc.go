@@ -35,12 +35,15 @@
 // empty cpuset takes no process). Config.MemoryLimit goes to the plugin's
 // parent: memory.limit_in_bytes (v1) or memory.max (v2, after enabling the
 // memory controller in the ancestors' cgroup.subtree_control). The PID is
-// written to cgroup.procs in every hierarchy only once all are ready.
+// written to cgroup.procs in every hierarchy only once all are ready (a
+// Remove that takes the scope away meanwhile can leave it in some of them
+// until Place, under the lock, has written it again in every one).
 // Removes of one plugin serialise on a flock(2) of the plugin's parent in
 // the first hierarchy, across processes, and remove only empty scopes;
 // Place writes the PID without it (the kernel does not remove a cgroup
 // with a process) and takes it only to make a scope again that a Remove
-// took away meanwhile. Both also set the CPU
+// took away meanwhile (ENOENT, or ENODEV for one removed as it is
+// written), writing every hierarchy again. Both also set the CPU
 // weight of the plugin's parent to that of as many processes as it holds
 // scopes, and of Config.Parent to that of all scopes below it (cpu.shares
 // in v1, cpu.weight in v2; best effort), so that a scope does not change

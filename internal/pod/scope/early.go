@@ -124,7 +124,7 @@ func EarlyPlacer(hc HelperConfig, log *slog.Logger) (place func(argv []string, p
 // /proc/self/cgroup: the mount helper, forked by a mount(8) that was
 // placed early, is born there and need not Place itself (each Place
 // writes the parents' weights and limits and every hierarchy's
-// cgroup.procs, under the plugin's lock). cgroupfs backend only, and only
+// cgroup.procs). cgroupfs backend only, and only
 // where the process sees the host's cgroup paths (its own namespace is
 // the host's); false otherwise, and the helper places itself.
 func InItsScope(m Manager, plugin, target string) bool {

@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,29 +123,35 @@ func TestPlaceTakesTheLockOnlyAfterARemove(t *testing.T) {
 			return nil
 		}
 	}
-	if err := place("the scope there", c, 4343); err != nil {
+	bounded := newFake(t, Config{CgroupRoot: root})
+	bounded.lockWait = 100 * time.Millisecond
+	if err := place("the scope there", bounded, 4343); err != nil {
 		t.Errorf("Place into a scope that is there, the lock held elsewhere: %v", err)
 	}
-	for _, p := range []string{"cpu", "memory", "unified"} {
+	for _, p := range []string{"cpu,cpuacct", "memory", "unified"} {
 		if got := readTrim(t, filepath.Join(root, p, prel, Name(target), "cgroup.procs")); got != "4242\n4343" {
 			t.Errorf("%s: cgroup.procs %q, want 4242 and 4343", p, got)
 		}
 	}
 
-	bounded := newFake(t, Config{CgroupRoot: root})
-	bounded.lockWait = 100 * time.Millisecond
+	// The memory hierarchy's scope taken away once the PID is in the
+	// CPU's: the Place goes under the lock and writes every hierarchy.
 	beforeLock = func(s Scope) {
-		for _, p := range s.Paths {
-			os.RemoveAll(p)
-		}
+		os.RemoveAll(filepath.Join(root, "memory", prel, Name(target)))
 	}
 	t.Cleanup(func() { beforeLock = func(Scope) {} })
 	if err := place("removed meanwhile", bounded, 4444); !errors.Is(err, errLockBusy) {
 		t.Errorf("Place after a Remove, the lock held elsewhere: %v; want errLockBusy", err)
 	}
 	unix.Flock(int(holder.Fd()), unix.LOCK_UN)
-	if err := place("removed meanwhile, the lock free", bounded, 4444); err != nil {
+	if err := place("removed meanwhile, the lock free", bounded, 4545); err != nil {
 		t.Errorf("Place after a Remove, the lock free: %v", err)
+	}
+	for _, p := range []string{"cpu,cpuacct", "memory", "unified", "pids"} {
+		procs := strings.Fields(readTrim(t, filepath.Join(root, p, prel, Name(target), "cgroup.procs")))
+		if !slices.Contains(procs, "4545") {
+			t.Errorf("%s: cgroup.procs %q, want 4545 in it", p, procs)
+		}
 	}
 }
 
