@@ -135,6 +135,39 @@ type TrustedFile struct {
 	Name string
 	Data []byte
 	Err  error
+	// Version is the version of the file that Data holds, or that the
+	// caller of [ReadTrustedDirChanged] said it has read already (then
+	// Unchanged is set and Data is nil).
+	Version   FileVersion
+	Unchanged bool
+}
+
+// FileVersion tells one content of a file from another without reading
+// it: the file (device and inode), its size, and the times of its last
+// change of content (mtime) and of its inode (ctime). A write, a
+// truncation, a chmod, a chown or a rename sets the ctime to the current
+// time, and no system call sets it to any other; a file replaced by
+// another (an atomic write renames a new one over it) has another inode.
+// The times come from a coarse clock, so two versions written within one
+// tick of it can look alike: see [FileVersion.Settled].
+type FileVersion struct {
+	Dev, Ino     uint64
+	Size         int64
+	Mtime, Ctime unix.Timespec
+}
+
+// Settled reports whether v's ctime is more than window before readAt,
+// the time its content was read: only then is a later stat that shows the
+// same version the same content. A file changed again within the tick of
+// the clock it was read in shows the same times (the "racy" files of
+// git's index); one whose ctime is well before its read was not being
+// written meanwhile.
+func (v FileVersion) Settled(readAt time.Time, window time.Duration) bool {
+	return time.Unix(v.Ctime.Unix()).Before(readAt.Add(-window))
+}
+
+func versionOf(st *unix.Stat_t) FileVersion {
+	return FileVersion{Dev: st.Dev, Ino: st.Ino, Size: st.Size, Mtime: st.Mtim, Ctime: st.Ctim}
 }
 
 // ReadTrustedDir reads every file of dir whose name keep accepts, each
@@ -146,6 +179,16 @@ type TrustedFile struct {
 // is left out; a missing dir gives no file and no error. An error is the
 // directory's (it names it, and wraps [ErrUntrusted] for a refusal).
 func ReadTrustedDir(dir string, maxSize int64, keep func(name string) bool) ([]TrustedFile, error) {
+	return ReadTrustedDirChanged(dir, maxSize, keep, nil)
+}
+
+// ReadTrustedDirChanged is [ReadTrustedDir], but a file whose version
+// unchanged reports as one the caller has read already is not opened for
+// reading: it comes with Unchanged set and no Data. The trust rules are
+// applied to every file all the same, to what a stat of it says now, and
+// unchanged is asked only about a file that passes them; a nil unchanged
+// reads every file.
+func ReadTrustedDirChanged(dir string, maxSize int64, keep func(name string) bool, unchanged func(name string, v FileVersion) bool) ([]TrustedFile, error) {
 	dfd, err := openTrustedDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -163,13 +206,17 @@ func ReadTrustedDir(dir string, maxSize int64, keep func(name string) bool) ([]T
 		if !keep(name) {
 			continue
 		}
-		data, ok, err := readTrustedAt(dfd, name, maxSize)
+		var same func(FileVersion) bool
+		if unchanged != nil {
+			same = func(v FileVersion) bool { return unchanged(name, v) }
+		}
+		r, err := readTrustedVersionAt(dfd, name, maxSize, same)
 		if err != nil {
 			out = append(out, TrustedFile{Name: name, Err: fmt.Errorf("%s: %w", filepath.Join(dir, name), err)})
 			continue
 		}
-		if ok {
-			out = append(out, TrustedFile{Name: name, Data: data})
+		if r.ok {
+			out = append(out, TrustedFile{Name: name, Data: r.data, Version: r.version, Unchanged: r.unchanged})
 		}
 	}
 	return out, nil
@@ -211,45 +258,85 @@ func listDirFD(dfd int) ([]string, error) {
 // rules is the same file, not whatever is at the path by then, opened for
 // reading through /proc/self/fd.
 func readTrustedAt(dfd int, name string, maxSize int64) (data []byte, ok bool, err error) {
+	r, err := readTrustedVersionAt(dfd, name, maxSize, nil)
+	return r.data, r.ok, err
+}
+
+// trustedRead is what readTrustedVersionAt found.
+type trustedRead struct {
+	data      []byte
+	version   FileVersion
+	ok        bool // there is such a file
+	unchanged bool // same said so: data is nil
+}
+
+// readTrustedVersionAt is readTrustedAt, with the version of the file it
+// read. When same, if not nil, reports the version a stat of name finds
+// (checked against the trust rules first) as one the caller has read
+// already, the file is not opened at all. Otherwise the version is the
+// O_PATH handle's; the file read is checked to be that file, and its size
+// is bounded again as it is read.
+func readTrustedVersionAt(dfd int, name string, maxSize int64, same func(FileVersion) bool) (trustedRead, error) {
+	if same != nil {
+		// One stat of the name, not followed, for a file that has not
+		// changed: the rules apply to it as below.
+		var st unix.Stat_t
+		err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			return trustedRead{}, nil
+		case err != nil:
+			return trustedRead{}, fmt.Errorf("stat: %w", err)
+		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+			return trustedRead{}, fmt.Errorf("%w: is a symbolic link", ErrUntrusted)
+		}
+		if err := checkFile(&st, maxSize); err != nil {
+			return trustedRead{}, err
+		}
+		if v := versionOf(&st); same(v) {
+			return trustedRead{version: v, ok: true, unchanged: true}, nil
+		}
+	}
 	pfd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil, false, nil
+			return trustedRead{}, nil
 		}
-		return nil, false, fmt.Errorf("open: %w", err)
+		return trustedRead{}, fmt.Errorf("open: %w", err)
 	}
 	defer unix.Close(pfd)
 	var st unix.Stat_t
 	if err := unix.Fstat(pfd, &st); err != nil {
-		return nil, false, fmt.Errorf("stat: %w", err)
+		return trustedRead{}, fmt.Errorf("stat: %w", err)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return nil, false, fmt.Errorf("%w: is a symbolic link", ErrUntrusted)
+		return trustedRead{}, fmt.Errorf("%w: is a symbolic link", ErrUntrusted)
 	}
 	if err := checkFile(&st, maxSize); err != nil {
-		return nil, false, err
+		return trustedRead{}, err
 	}
+	r := trustedRead{version: versionOf(&st), ok: true}
 	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
-		return nil, false, fmt.Errorf("open: %w", err)
+		return trustedRead{}, fmt.Errorf("open: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	var rst unix.Stat_t
 	if err := unix.Fstat(fd, &rst); err != nil {
-		return nil, false, fmt.Errorf("stat: %w", err)
+		return trustedRead{}, fmt.Errorf("stat: %w", err)
 	}
 	if rst.Dev != st.Dev || rst.Ino != st.Ino {
-		return nil, false, fmt.Errorf("%w: changed while it was opened", ErrUntrusted)
+		return trustedRead{}, fmt.Errorf("%w: changed while it was opened", ErrUntrusted)
 	}
-	data, err = io.ReadAll(io.LimitReader(f, maxSize+1))
+	r.data, err = io.ReadAll(io.LimitReader(f, maxSize+1))
 	if err != nil {
-		return nil, false, fmt.Errorf("read: %w", err)
+		return trustedRead{}, fmt.Errorf("read: %w", err)
 	}
-	if int64(len(data)) > maxSize {
-		return nil, false, fmt.Errorf("%w: more than the limit of %d bytes", ErrUntrusted, maxSize)
+	if int64(len(r.data)) > maxSize {
+		return trustedRead{}, fmt.Errorf("%w: more than the limit of %d bytes", ErrUntrusted, maxSize)
 	}
-	return data, true, nil
+	return r, nil
 }
 
 // checkFile applies the trust rules to an open file.

@@ -175,6 +175,9 @@ type Recoverer struct {
 	// refused are the targets whose dead mount Allow refused, reported
 	// once until Allow lets it come back or its record goes.
 	refused map[string]bool
+	// records lists the records every pass, reading again only those
+	// whose file changed.
+	records mountrecord.Lister
 }
 
 // attempt is the back-off state of a dead mount, kept after it came back
@@ -334,7 +337,7 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 		r.state, r.warned, r.refused = map[string]*attempt{}, map[string]bool{}, map[string]bool{}
 	}
 	dir := filepath.Join(r.Dir, mountrecord.Dir)
-	entries, err := mountrecord.List(dir)
+	entries, err := r.records.List(dir)
 	if err != nil {
 		// Logged once per error (the key below cannot be a path), not
 		// every second.

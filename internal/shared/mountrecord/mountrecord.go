@@ -258,25 +258,34 @@ type Entry struct {
 // returned with Err set rather than failing the listing; a directory that
 // cannot be trusted fails it. A missing directory lists as empty.
 func List(dir string) ([]Entry, error) {
-	files, err := registration.ReadTrustedDir(dir, MaxSize, func(name string) bool {
-		return !strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".json")
-	})
+	files, err := registration.ReadTrustedDir(dir, MaxSize, isRecordName)
 	if err != nil {
 		return nil, fmt.Errorf("list mount records in %s: %w", dir, err)
 	}
 	var out []Entry
 	for _, f := range files {
-		e := Entry{Path: filepath.Join(dir, f.Name), Err: f.Err}
-		if e.Err == nil {
-			e.Record, e.Err = Decode(f.Data)
-			if e.Err == nil && FileName(e.Record.Target) != f.Name {
-				e.Err = fmt.Errorf("names target %s, whose record is %s", e.Record.Target, FileName(e.Record.Target))
-			}
-			if e.Err != nil {
-				e.Err = fmt.Errorf("mount record %s: %w", e.Path, e.Err)
-			}
-		}
-		out = append(out, e)
+		out = append(out, entryOf(dir, f))
 	}
 	return out, nil
+}
+
+// isRecordName reports whether a file of the records' directory is named
+// as a record is.
+func isRecordName(name string) bool {
+	return !strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".json")
+}
+
+// entryOf decodes the record f of dir, read by ReadTrustedDir.
+func entryOf(dir string, f registration.TrustedFile) Entry {
+	e := Entry{Path: filepath.Join(dir, f.Name), Err: f.Err}
+	if e.Err == nil {
+		e.Record, e.Err = Decode(f.Data)
+		if e.Err == nil && FileName(e.Record.Target) != f.Name {
+			e.Err = fmt.Errorf("names target %s, whose record is %s", e.Record.Target, FileName(e.Record.Target))
+		}
+		if e.Err != nil {
+			e.Err = fmt.Errorf("mount record %s: %w", e.Path, e.Err)
+		}
+	}
+	return e
 }
