@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,14 +17,9 @@ import (
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
-// fakeMount is a mount(8) that waits, up to PLACED_TRIES times 50 ms, to
-// find itself in a mount's scope, then prints its cgroups.
+// fakeMount is a mount(8) that prints its cgroups first thing: a mount
+// placed before it runs is in its scope from its start.
 const fakeMount = `#!/bin/sh
-i=0
-while [ "$i" -lt "${PLACED_TRIES:-200}" ] && ! grep -q '/mount-[0-9a-f]*$' /proc/$$/cgroup; do
-	sleep 0.05
-	i=$((i+1))
-done
 cat /proc/$$/cgroup
 `
 
@@ -52,14 +48,20 @@ func inScopeOf(cgroups, target string) bool {
 const earlyTarget = "/var/lib/kubelet/pods/p1/volumes/kubernetes.io~glusterfs/v1"
 
 // TestMountsPlacedEarlyCRI: through CRI ExecSync (`mountpod exec-batch`),
-// a mount of a FUSE client runs in its mount's scope before its helper
-// starts; any other mount stays where it was started.
+// a mount of a FUSE client runs in its mount's scope from its first
+// instruction; any other mount stays where it was started.
 func TestMountsPlacedEarlyCRI(t *testing.T) {
 	earlyEnv(t)
-	t.Setenv("PLACED_TRIES", "10") // the mount that is not placed waits 0.5 s
-	fuse := []string{"mount", "-t", "glusterfs", "-o", "ro,log-level=WARNING", "srv:/vol", earlyTarget}
 	other := []string{"mount", "-t", "ext4", "/dev/rbd0", "/var/lib/kubelet/plugins/kubernetes.io/rbd/mounts/rbd-image-x"}
-	args, err := wire.EncodeRequests([]wire.Request{{Argv: fuse, TimeoutMs: 60_000}, {Argv: other, TimeoutMs: 60_000}})
+	reqs := []wire.Request{{Argv: other, TimeoutMs: 60_000}}
+	// A batch of a wave: sixteen at once, each placed before it runs.
+	var targets []string
+	for i := range 16 {
+		target := fmt.Sprintf("%s-%d", earlyTarget, i)
+		targets = append(targets, target)
+		reqs = append(reqs, wire.Request{Argv: []string{"mount", "-t", "glusterfs", "-o", "ro,log-level=WARNING", "srv:/vol", target}, TimeoutMs: 60_000})
+	}
+	args, err := wire.EncodeRequests(reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,15 +69,17 @@ func TestMountsPlacedEarlyCRI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exec-batch = %d, stderr %q", code, stderr)
 	}
-	rs, err := wire.DecodeResults([]byte(stdout), 2)
+	rs, err := wire.DecodeResults([]byte(stdout), len(reqs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(rs[0].Stdout); !inScopeOf(got, earlyTarget) {
-		t.Errorf("the FUSE mount ran in:\n%s\nwant the scope of %s (%s)", got, earlyTarget, scope.Name(earlyTarget))
-	}
-	if got := string(rs[1].Stdout); strings.Contains(got, "/mount-") || !strings.Contains(got, ":/") {
+	if got := string(rs[0].Stdout); strings.Contains(got, "/mount-") || !strings.Contains(got, ":/") {
 		t.Errorf("the ext4 mount ran in:\n%s\nwant no scope", got)
+	}
+	for i, target := range targets {
+		if got := string(rs[i+1].Stdout); !inScopeOf(got, target) {
+			t.Errorf("the FUSE mount at %s ran in:\n%s\nwant its scope (%s)", target, got, scope.Name(target))
+		}
 	}
 }
 
@@ -96,7 +100,7 @@ func TestMountsPlacedEarlySocket(t *testing.T) {
 		if code := <-done; code != 0 {
 			t.Errorf("serve exited %d after cancel; stderr:\n%s", code, stderr)
 		}
-		if !strings.Contains(stderr, "FUSE mounts are placed in their scopes as soon as mount(8) has started") {
+		if !strings.Contains(stderr, "FUSE mounts are placed in their scopes before mount(8) runs") {
 			t.Errorf("serve's log does not say that mounts are placed early:\n%s", stderr)
 		}
 	}()

@@ -36,9 +36,9 @@ func execBatchCommand(stdout io.Writer) *cli.Command {
 			if slots != nil {
 				defer slots.Close()
 			}
-			place, release := earlyPlacer(nil)
+			placer, release := earlyPlacer(nil)
 			defer release()
-			if err := execbatch.Run(c.Context, args, stdout, slots, place); err != nil {
+			if err := execbatch.Run(c.Context, args, stdout, slots, placer); err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			return nil

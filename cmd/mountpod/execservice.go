@@ -86,10 +86,10 @@ func startExecService(cfg registrar.Config, m *metrics.Metrics) (stop func(), er
 	if m != nil {
 		scfg.Observer = m
 	}
-	place, releasePlacer := earlyPlacer(log)
-	if place != nil {
-		scfg.Started = place
-		log.Info("FUSE mounts are placed in their scopes as soon as mount(8) has started")
+	placer, releasePlacer := earlyPlacer(log)
+	if placer != nil {
+		scfg.Gate = placer
+		log.Info("FUSE mounts are placed in their scopes before mount(8) runs")
 	}
 	srv := execserver.NewServer(scfg)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -114,7 +114,7 @@ func startExecService(cfg registrar.Config, m *metrics.Metrics) (stop func(), er
 // earlyPlacer is [scope.EarlyPlacer] for this pod's helper settings: nil
 // when scopes are off or not cgroupfs, or the settings name no one plugin
 // (the helper then says why, for each mount).
-func earlyPlacer(log *slog.Logger) (place func(argv []string, pid int), release func()) {
+func earlyPlacer(log *slog.Logger) (placer func(argv []string) func(pid int), release func()) {
 	hc, err := scope.HelperConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, func() {}

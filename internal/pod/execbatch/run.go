@@ -34,11 +34,12 @@ var outputGrace = 2 * time.Second
 // is refused in its result; only a write error, or more than
 // wire.MaxRequests requests, is Run's. slots, when not nil, bound the
 // commands running at once in the container: each command takes one
-// first, and its wait counts in its timeout. started, when not nil, is
-// called with each command's argv and process ID as soon as it has
-// started, before it is reaped (the mount pod places a FUSE mount in its
-// scope: scope.PlaceEarly).
-func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slots, started func(argv []string, pid int)) error {
+// first, and its wait counts in its timeout. gate, when not nil, is asked
+// with each command's argv before it starts; a function it returns is
+// called with the command's process ID before the program runs
+// (startgate.Start: the mount pod places a FUSE mount in its scope,
+// scope.PlaceEarly).
+func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slots, gate func(argv []string) func(pid int)) error {
 	if len(args) == 0 || len(args) > wire.MaxRequests {
 		return errors.New("exec-batch: want 1 to " + strconv.Itoa(wire.MaxRequests) + " requests, got " + strconv.Itoa(len(args)))
 	}
@@ -53,7 +54,7 @@ func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slot
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = runOne(ctx, req, slots, started)
+			results[i] = runOne(ctx, req, slots, gate)
 		}()
 	}
 	wg.Wait()
@@ -61,8 +62,8 @@ func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slot
 }
 
 // runOne runs one command with its timeout, in a slot of slots when not
-// nil; started: see [Run].
-func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots, started func(argv []string, pid int)) wire.Result {
+// nil; gate: see [Run].
+func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots, gate func(argv []string) func(pid int)) wire.Result {
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout())
 	defer cancel()
 	if slots != nil {
@@ -86,11 +87,11 @@ func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots, starte
 		return cmd.Process.Kill()
 	}
 	var stdout, stderr tailBuffer
-	var onStart func(int)
-	if started != nil {
-		onStart = func(pid int) { started(req.Argv, pid) }
+	var place func(int)
+	if gate != nil {
+		place = gate(req.Argv)
 	}
-	err := outpipe.Run(cmd, &stdout, &stderr, outputGrace, onStart)
+	err := outpipe.Run(cmd, &stdout, &stderr, outputGrace, place)
 	res := wire.Result{Stdout: stdout.bytes(), Stderr: stderr.bytes()}
 	ps := cmd.ProcessState
 	switch {

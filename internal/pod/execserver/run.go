@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/outpipe"
+	"github.com/mountcontainers/mountcontainers/internal/pod/startgate"
 	"github.com/mountcontainers/mountcontainers/pkg/execapi"
 	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 )
@@ -72,7 +73,11 @@ func (r *run) do() error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "pipe: %v", err)
 	}
-	err = cmd.Start()
+	var place func(pid int)
+	if r.s.cfg.Gate != nil {
+		place = r.s.cfg.Gate(cmd.Args)
+	}
+	_, err = startgate.Start(cmd, place)
 	// The child has its copies; ours of its ends must go, or EOF never comes.
 	p.closeChildEnds()
 	if err != nil {
@@ -89,11 +94,6 @@ func (r *run) do() error {
 	defer r.armKills(ctx, k)()
 	exited := make(chan struct{})
 	go r.serveRequests(p.feedStdin(), k, exited)
-	if r.s.cfg.Started != nil {
-		// Before the reaping, with the output flowing and the kills
-		// armed.
-		r.s.cfg.Started(cmd.Args, pid)
-	}
 
 	werr := cmd.Wait()
 	k.markReaped()

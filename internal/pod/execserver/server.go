@@ -103,12 +103,13 @@ type Config struct {
 	// command takes one after its place among MaxConcurrent, waiting for
 	// it at most QueueWait more.
 	Slots *cmdslots.Slots
-	// Started, when set, is called with each command's argv and process
-	// ID once it has started, its output read and its kills armed (the
-	// mount pod places a FUSE mount in its scope: scope.PlaceEarly). The
-	// process is not reaped until it returns, so the number is still the
-	// command's; it must return within a bounded time.
-	Started func(argv []string, pid int)
+	// Gate, when set, is asked with each command's argv before it
+	// starts; a function it returns is called with the command's
+	// process ID before the program runs (startgate.Start: the mount pod
+	// places a FUSE mount in its scope, scope.PlaceEarly). The command
+	// waits, stopped, until it returns, so it must return within a
+	// bounded time.
+	Gate func(argv []string) func(pid int)
 }
 
 // Server is the exec service. Create it with [NewServer].

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mountcontainers/mountcontainers/internal/pod/startgate"
 )
 
 // maxHeld bounds what Copy reads once stopped: a pipe holds at most
@@ -92,10 +94,10 @@ func copyHeld(f *os.File, buf []byte, emit func([]byte)) (ended bool) {
 // exec.Cmd does), and returns cmd.Wait's error once the pipes ended, or,
 // grace after the command exited (a daemon it left holds them), once what
 // they held then was passed on. Each pipe's writer is written from a
-// goroutine of its own. cmd's Stdout and Stderr must be unset. started,
-// when not nil, is called with the command's process ID once it has
-// started, before it is reaped.
-func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration, started func(pid int)) error {
+// goroutine of its own. cmd's Stdout and Stderr must be unset. gate, when
+// not nil, is called with the command's process ID before the program
+// runs (startgate.Start).
+func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration, gate func(pid int)) error {
 	var readers, childEnds []*os.File
 	var writers []io.Writer
 	defer func() { closeAll(readers) }()
@@ -118,7 +120,7 @@ func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration, started f
 			return err
 		}
 	}
-	err = cmd.Start()
+	_, err = startgate.Start(cmd, gate)
 	// The child has its copies; ours must go, or the pipes never end.
 	closeAll(childEnds)
 	if err != nil {
@@ -130,9 +132,6 @@ func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration, started f
 		copies.Go(func() {
 			Copy(r, make([]byte, 32<<10), func(b []byte) { _, _ = w.Write(b) })
 		})
-	}
-	if started != nil {
-		started(cmd.Process.Pid) // with the output read
 	}
 	err = cmd.Wait()
 	copied := make(chan struct{})

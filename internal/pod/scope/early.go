@@ -46,39 +46,44 @@ func MountCommandTarget(argv []string) (target string, ok bool) {
 	return target, true
 }
 
-// PlaceEarly returns what places a command that has just started, pid, in
-// its mount's scope under plugin's parent when its argv is a mount of a
-// FUSE client ([MountCommandTarget]); nil when m is nil or not the
-// cgroupfs backend (the systemd backend's Place is a D-Bus call, which a
-// busy systemd can hold for its timeout). The mount helper places itself
-// in the same scope as before, whatever happened here; placing mount(8)
-// as soon as it has started means that it, and the helper it forks once
-// it runs there, wait for a CPU and are charged memory in the scope rather
-// than in the mount pod's container, where a hundred mounts at once pile
-// up (BENCHMARKS.md, "A node under load"). The caller must call it before
-// it reaps pid, so that the number is still the command's. A failure is
-// logged at debug level with the target: the helper's own Place then
-// decides.
-func PlaceEarly(m Manager, plugin string, log *slog.Logger) func(argv []string, pid int) {
+// PlaceEarly returns what tells, for a command about to start, whether it
+// is a mount of a FUSE client ([MountCommandTarget]), and if so gives what
+// places its process in its mount's scope under plugin's parent (nil
+// otherwise); nil when m is nil or not the cgroupfs backend (the systemd
+// backend's Place is a D-Bus call, which a busy systemd can hold for its
+// timeout). The caller starts such a command stopped and places it before
+// it runs (package startgate), so that mount(8), and the helper it forks,
+// wait for a CPU and are charged memory in the scope from their start
+// rather than in the mount pod's container, where a hundred mounts at
+// once pile up (BENCHMARKS.md, "A node under load"). The mount helper
+// places itself in the same scope as before where this failed. A failure
+// is logged at debug level with the target.
+func PlaceEarly(m Manager, plugin string, log *slog.Logger) func(argv []string) (place func(pid int)) {
 	if m == nil || m.Backend() != BackendCgroupfs {
 		return nil
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return func(argv []string, pid int) {
+	return func(argv []string) func(pid int) {
 		target, ok := MountCommandTarget(argv)
-		if !ok || pid <= 0 {
-			return
+		if !ok {
+			return nil
 		}
-		if _, err := m.Place(plugin, target, pid); err != nil {
-			log.Debug("a mount's early placement in its scope failed; its helper places itself", "path", target, "pid", pid, "err", err)
+		return func(pid int) {
+			if pid <= 0 {
+				return
+			}
+			if _, err := m.Place(plugin, target, pid); err != nil {
+				log.Debug("a mount's early placement in its scope failed; its helper places itself", "path", target, "pid", pid, "err", err)
+			}
 		}
 	}
 }
 
 // earlyLockWait bounds an early placement's wait for the plugin's lock,
-// under which the mounts of a wave queue. Past it, the helper places
+// which it needs only where a Remove took the scope away as it was placing
+// (the command waits, stopped, meanwhile). Past it, the helper places
 // itself, as it would have without the early placement.
 const earlyLockWait = time.Second
 
@@ -89,7 +94,7 @@ const earlyLockWait = time.Second
 // D-Bus connection, and may be systemd). Otherwise, or when the manager
 // cannot be made, nil and a no-op: the helper places itself as before,
 // and reports what fails.
-func EarlyPlacer(hc HelperConfig, log *slog.Logger) (place func(argv []string, pid int), release func()) {
+func EarlyPlacer(hc HelperConfig, log *slog.Logger) (placer func(argv []string) (place func(pid int)), release func()) {
 	none := func() {}
 	if !hc.Enabled || hc.Plugin == "" {
 		return nil, none
@@ -113,8 +118,8 @@ func EarlyPlacer(hc HelperConfig, log *slog.Logger) (place func(argv []string, p
 	if err != nil {
 		return nil, none
 	}
-	// The caller reaps the command only once the placement has returned:
-	// the wait in the plugin's queue is bounded.
+	// The command waits, stopped, until the placement has returned: the
+	// wait in the plugin's queue is bounded.
 	c.lockWait = earlyLockWait
 	return PlaceEarly(c, hc.Plugin, log), func() { c.Close() }
 }

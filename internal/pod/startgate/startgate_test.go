@@ -1,0 +1,156 @@
+package startgate
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// state returns the state letter of /proc/PID/stat.
+func state(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[0]
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// The gate runs once the program is loaded and before it has done
+// anything: the process is in a tracing stop, its executable is the
+// program's, and the file the program writes first is not there yet. The
+// program then runs untraced to its end, with its own exit status.
+func TestGateBeforeTheFirstInstruction(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	cmd := exec.Command("/bin/sh", "-c", `echo ran > "$0"; grep -q '^TracerPid:[[:space:]]*0$' /proc/$$/status || exit 4; exit 3`, marker)
+	var seen string
+	gated, err := Start(cmd, func(pid int) {
+		exe, _ := os.Readlink("/proc/" + itoa(pid) + "/exe")
+		_, statErr := os.Stat(marker)
+		seen = state(t, pid) + " " + exe + " " + itoa(btoi(errors.Is(statErr, os.ErrNotExist)))
+	})
+	if err != nil || !gated {
+		t.Fatalf("Start = %v, %v; want gated", gated, err)
+	}
+	sh, _ := filepath.EvalSymlinks("/bin/sh")
+	if want := "t " + sh + " 1"; seen != want {
+		t.Errorf("at the gate: %q (state, executable, marker absent); want %q", seen, want)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("Wait = %v; want exit status 3 (4: still traced)", err)
+	}
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "ran\n" {
+		t.Fatalf("the program's file: %q, %v", b, err)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Commands started side by side, from as many goroutines, are each gated
+// and each run once; a command without a gate is not traced.
+func TestGatesSideBySide(t *testing.T) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Go(func() {
+			cmd := exec.Command("/bin/sh", "-c", "exit $0", itoa(i%7))
+			called := 0
+			var gate func(int)
+			if i%2 == 0 {
+				gate = func(int) { called++ }
+			}
+			gated, err := Start(cmd, gate)
+			if err != nil || gated != (gate != nil) || called != btoi(gate != nil) {
+				errs <- errors.New("start " + itoa(i) + ": gated " + itoa(btoi(gated)) + ", gate called " + itoa(called))
+				return
+			}
+			err = cmd.Wait()
+			var ee *exec.ExitError
+			if code := 0; i%7 != 0 && (!errors.As(err, &ee) || ee.ExitCode() != i%7) || i%7 == 0 && err != nil {
+				errs <- errors.New("command " + itoa(i) + ": " + err.Error() + ", want exit " + itoa(i%7+code))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// Where the kernel refuses the tracing, the command starts as usual and
+// the gate runs after, once; a command that cannot start fails as it
+// would untraced, gated or not.
+func TestTracingRefused(t *testing.T) {
+	old := tracingWorks
+	t.Cleanup(func() { tracingWorks = old })
+	tracingWorks = func() bool { return false }
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command("/bin/sh", "-c", `echo ran >> "$0"`, marker)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	calls := 0
+	gated, err := Start(cmd, func(pid int) {
+		calls++
+		if pid != cmd.Process.Pid {
+			t.Errorf("gate got %d, the command is %d", pid, cmd.Process.Pid)
+		}
+	})
+	if err != nil || gated || calls != 1 {
+		t.Fatalf("Start = %v, %v, gate called %d times; want started ungated, the gate once", gated, err, calls)
+	}
+	if cmd.SysProcAttr.Ptrace {
+		t.Error("the caller's SysProcAttr was changed")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(marker); string(b) != "ran\n" {
+		t.Fatalf("the command ran %q; want once", b)
+	}
+	for _, works := range []bool{false, true} {
+		tracingWorks = func() bool { return works }
+		cmd = exec.Command(filepath.Join(t.TempDir(), "none"))
+		if _, err := Start(cmd, func(int) { t.Error("gate called for a command that did not start") }); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("Start of a missing program (tracing works: %v) = %v", works, err)
+		}
+	}
+}
+
+// The probe finds the tracing allowed, unless Yama forbids all of it.
+func TestTracingProbe(t *testing.T) {
+	b, _ := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	want := strings.TrimSpace(string(b)) != "3"
+	if got := tracingWorks(); got != want {
+		t.Fatalf("tracingWorks = %v; want %v (ptrace_scope %q)", got, want, b)
+	}
+}
+
+// A command killed at the gate is reaped, killed; Start says it could
+// not be let run.
+func TestKilledAtTheGate(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	gated, err := Start(cmd, func(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if !gated || err == nil || !strings.Contains(err.Error(), "let process") {
+		t.Fatalf("Start = %v, %v; want gated, and an error for the detach", gated, err)
+	}
+	if ps := cmd.ProcessState; ps == nil || ps.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the command ended %v; want reaped, killed", ps)
+	}
+}
