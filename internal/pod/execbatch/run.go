@@ -20,6 +20,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/cmdslots"
 	"github.com/mountcontainers/mountcontainers/internal/pod/outpipe"
+	"github.com/mountcontainers/mountcontainers/internal/pod/startgate"
 	wire "github.com/mountcontainers/mountcontainers/pkg/execbatch"
 )
 
@@ -77,21 +78,30 @@ func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots, gate f
 		}
 		defer release()
 	}
-	cmd := exec.CommandContext(ctx, req.Argv[0], req.Argv[1:]...)
 	// The timeout is the command's only if its kill ended it: one that
 	// ended by itself as its time ran out, or whose outputs were read
 	// after it, keeps its own result.
 	var killed atomic.Bool
-	cmd.Cancel = func() error {
-		killed.Store(ctx.Err() == context.DeadlineExceeded)
-		return cmd.Process.Kill()
+	command := func() *exec.Cmd {
+		cmd := exec.CommandContext(ctx, req.Argv[0], req.Argv[1:]...)
+		cmd.Cancel = func() error {
+			killed.Store(ctx.Err() == context.DeadlineExceeded)
+			return cmd.Process.Kill()
+		}
+		return cmd
 	}
 	var stdout, stderr tailBuffer
 	var place func(int)
 	if gate != nil {
 		place = gate(req.Argv)
 	}
+	cmd := command()
 	err := outpipe.Run(cmd, &stdout, &stderr, outputGrace, place)
+	if errors.Is(err, startgate.ErrTracedExecRefused) {
+		// It did not run: once more, untraced (a Cmd starts only once).
+		cmd = command()
+		err = outpipe.Run(cmd, &stdout, &stderr, outputGrace, place)
+	}
 	res := wire.Result{Stdout: stdout.bytes(), Stderr: stderr.bytes()}
 	ps := cmd.ProcessState
 	switch {

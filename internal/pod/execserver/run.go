@@ -69,17 +69,30 @@ func (r *run) do() error {
 	if exit != nil {
 		return r.finish(exit)
 	}
-	p, err := openPipes(cmd, r.start.GetHasStdin())
-	if err != nil {
-		return status.Errorf(codes.Internal, "pipe: %v", err)
-	}
 	var place func(pid int)
 	if r.s.cfg.Gate != nil {
 		place = r.s.cfg.Gate(cmd.Args)
 	}
+	p, err := openPipes(cmd, r.start.GetHasStdin())
+	if err != nil {
+		return status.Errorf(codes.Internal, "pipe: %v", err)
+	}
 	_, err = startgate.Start(cmd, place)
 	// The child has its copies; ours of its ends must go, or EOF never comes.
 	p.closeChildEnds()
+	if errors.Is(err, startgate.ErrTracedExecRefused) {
+		// It did not run: once more, untraced (a Cmd starts only once).
+		r.s.log.Warn("a command could not run traced; commands are started untraced from now on", "argv0", cmd.Args[0], "err", err)
+		p.closeOurEnds()
+		if cmd, exit = r.command(); exit != nil {
+			return r.finish(exit)
+		}
+		if p, err = openPipes(cmd, r.start.GetHasStdin()); err != nil {
+			return status.Errorf(codes.Internal, "pipe: %v", err)
+		}
+		_, err = startgate.Start(cmd, place)
+		p.closeChildEnds()
+	}
 	if err != nil {
 		p.closeOurEnds()
 		return r.finish(startError(err))

@@ -19,13 +19,16 @@
 package startgate
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,13 +40,17 @@ import (
 // error of gate's is the caller's to report: gate returns none, and the
 // command runs whatever it did. cmd.SysProcAttr is used as given, with
 // Ptrace set for the start. A command that cannot be let run after the
-// gate (killed there) is reaped, and the error says so: the caller must
-// not Wait for it.
+// gate (killed there, or a gate that panicked) is killed and reaped, and
+// the error says so: the caller must not Wait for it. An execve that the
+// kernel refused because the process was traced (a security module's
+// rule for the program) is an error wrapping [ErrTracedExecRefused]:
+// the command did not run, and from then on this process starts commands
+// untraced; the caller may start a new Cmd of the same command again.
 func Start(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 	if gate == nil {
 		return false, cmd.Start()
 	}
-	if !tracingWorks() {
+	if !tracingWorks() || tracedExecRefused.Load() {
 		if err := cmd.Start(); err != nil {
 			return false, err
 		}
@@ -62,24 +69,54 @@ func Start(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 	cmd.SysProcAttr = &attr
 	err = cmd.Start()
 	cmd.SysProcAttr = given
+	if errors.Is(err, syscall.EPERM) {
+		// As root, an execve refused with EPERM is a security module's
+		// refusal of a traced exec (AppArmor, SELinux): the probe's
+		// child, which execs nothing, could not see it.
+		tracedExecRefused.Store(true)
+		return false, fmt.Errorf("%w: %w", ErrTracedExecRefused, err)
+	}
 	if err != nil {
 		return false, err
 	}
 	pid := cmd.Process.Pid
-	if err := awaitExecStop(pid); err != nil {
-		// Killed before its stop (SIGKILL from another process): the
-		// caller's Wait reports it.
+	stopped, err := awaitExecStop(pid)
+	switch {
+	case err != nil:
+		return true, endStopped(cmd, fmt.Errorf("wait for process %d of %s to stop at its start: %w", pid, cmd.Path, err))
+	case !stopped:
+		// Killed before its stop (SIGKILL from another process), and
+		// not reaped: the caller's Wait reports it.
 		return true, nil
 	}
+	let := false
+	defer func() {
+		if !let { // gate panicked: the child must not stay stopped
+			_ = endStopped(cmd, nil)
+		}
+	}()
 	gate(pid)
+	let = true
 	if err := detach(pid); err != nil {
-		// Killed at the gate, or left stopped for good: it is ended
-		// and reaped here, as a start that failed.
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return true, fmt.Errorf("let process %d of %s run after its start: %w", pid, cmd.Path, err)
+		// Killed at the gate, or left stopped for good.
+		return true, endStopped(cmd, fmt.Errorf("let process %d of %s run after its start: %w", pid, cmd.Path, err))
 	}
 	return true, nil
+}
+
+// ErrTracedExecRefused is wrapped by the error of [Start] for a command
+// whose traced execve the kernel refused.
+var ErrTracedExecRefused = errors.New("the kernel refused to run the command traced (it is started untraced from now on)")
+
+// tracedExecRefused is set once a traced execve was refused.
+var tracedExecRefused atomic.Bool
+
+// endStopped kills and reaps the command of a start that cannot go on,
+// and returns err.
+func endStopped(cmd *exec.Cmd, err error) error {
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return err
 }
 
 // tracingWorks reports whether a child may trace itself here, asked once
@@ -97,34 +134,56 @@ var tracingWorks = sync.OnceValue(func() bool {
 	return errors.Is(err, syscall.ENOTDIR)
 })
 
-// errNotStopped is awaitExecStop's for a child that ended instead.
-var errNotStopped = errors.New("the process ended before its stop")
-
 // awaitExecStop waits for the child's stop at its execve (a SIGTRAP
-// ptrace-stop), and consumes it: a stop left pending would be what the
-// caller's Wait reports. A child that ended first is left unreaped
-// (WNOWAIT), for the caller's Wait.
-func awaitExecStop(pid int) error {
-	var info unix.Siginfo
-	if err := retryEINTR(func() error {
-		return unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT|unix.WALL, nil)
-	}); err != nil {
-		return err
+// ptrace-stop) and consumes it: a stop left pending would be what the
+// caller's Wait reports, and the child would stay stopped. stopped is
+// false for a child that ended first, which is left unreaped for the
+// caller's Wait: the stop is consumed by a wait for stops only, which
+// never reaps. A signal that stopped it before (one that was pending as
+// execve ended) is delivered, and the wait goes on, a few times at most.
+func awaitExecStop(pid int) (stopped bool, err error) {
+	for range maxOtherStops + 1 {
+		var info unix.Siginfo
+		if err := retryEINTR(func() error {
+			return unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT|unix.WALL, nil)
+		}); err != nil {
+			return false, err
+		}
+		if info.Code != cldTrapped && info.Code != cldStopped {
+			return false, nil
+		}
+		info = unix.Siginfo{}
+		if err := retryEINTR(func() error {
+			return unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WNOHANG|unix.WALL, nil)
+		}); err != nil {
+			return false, err
+		}
+		childPID, sig := chldOf(&info)
+		switch {
+		case childPID == 0:
+			continue // no longer stopped: ended, found at the next turn
+		case sig == syscall.SIGTRAP:
+			return true, nil
+		}
+		if err := retryEINTR(func() error { return unix.PtraceCont(pid, int(sig)) }); err != nil {
+			return false, err
+		}
 	}
-	if info.Code != cldTrapped && info.Code != cldStopped {
-		return errNotStopped
-	}
-	var ws unix.WaitStatus
-	if err := retryEINTR(func() error {
-		_, err := unix.Wait4(pid, &ws, unix.WALL|unix.WUNTRACED, nil)
-		return err
-	}); err != nil {
-		return err
-	}
-	if !ws.Stopped() {
-		return errNotStopped // killed meanwhile, and reaped here
-	}
-	return nil
+	return false, fmt.Errorf("stopped by %d other signals before its start", maxOtherStops)
+}
+
+// maxOtherStops bounds the stops of awaitExecStop for signals other than
+// the execve's SIGTRAP.
+const maxOtherStops = 4
+
+// chldOf returns si_pid and si_status of the SIGCHLD siginfo info: the
+// members of its union, after si_signo, si_errno, si_code and the padding
+// that aligns the union to 8 bytes (<asm-generic/siginfo.h>, 64-bit).
+func chldOf(info *unix.Siginfo) (pid int, sig syscall.Signal) {
+	b := (*[32]byte)(unsafe.Pointer(info))
+	pid = int(int32(binary.NativeEndian.Uint32(b[16:])))
+	sig = syscall.Signal(int32(binary.NativeEndian.Uint32(b[24:])))
+	return pid, sig
 }
 
 // detach lets the stopped tracee run, with no signal.
