@@ -16,12 +16,16 @@ import (
 // rules at every listing, by a stat of it then. Only a version whose
 // ctime was more than a second before its read is taken as read (see
 // [registration.FileVersion]): a record written again within the tick of
-// the clock that stamped it could otherwise look unchanged. The zero
-// Lister is ready; it is safe for concurrent use.
+// the clock that stamped it could otherwise look unchanged. Every
+// fullEvery-th listing reads every record all the same: on a file system
+// whose clock is not the node's (a network one) or whose times are
+// coarser than a second, that bounds how long a change can go unseen. The
+// zero Lister is ready; it is safe for concurrent use.
 type Lister struct {
-	mu    sync.Mutex
-	dir   string
-	known map[string]knownRecord
+	mu       sync.Mutex
+	dir      string
+	known    map[string]knownRecord
+	listings int
 	// decoded counts the records read and decoded (for the tests).
 	decoded int
 }
@@ -32,8 +36,12 @@ type knownRecord struct {
 }
 
 // settleWindow is how long before its read a record's ctime must be for
-// the Lister to keep it (a variable for the tests).
-var settleWindow = time.Second
+// the Lister to keep it; every fullEvery-th listing reads every record (a
+// minute of the recovery's passes). Variables for the tests.
+var (
+	settleWindow = time.Second
+	fullEvery    = 60
+)
 
 // List returns what [List] of dir returns. The records it returns are the
 // caller's: none is shared with an earlier or a later listing.
@@ -42,6 +50,9 @@ func (l *Lister) List(dir string) ([]Entry, error) {
 	defer l.mu.Unlock()
 	if dir != l.dir {
 		l.dir, l.known = dir, nil
+	}
+	if l.listings++; l.listings%fullEvery == 0 {
+		l.known = nil
 	}
 	readAt := time.Now()
 	files, err := registration.ReadTrustedDirChanged(dir, MaxSize, isRecordName, func(name string, v registration.FileVersion) bool {

@@ -170,6 +170,30 @@ func TestListerReadsAgainWhatIsNotSettled(t *testing.T) {
 	}
 }
 
+// Every fullEvery-th listing reads every record, changed or not.
+func TestListerReadsAllNowAndThen(t *testing.T) {
+	settled(t, 0)
+	old := fullEvery
+	t.Cleanup(func() { fullEvery = old })
+	fullEvery = 3
+	dir := filepath.Join(t.TempDir(), Dir)
+	for _, target := range []string{"/k/pods/a/volumes/x", "/k/pods/b/volumes/x"} {
+		if err := Write(dir, glusterRecord(target)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick()
+	var l Lister
+	var got []int
+	for range 7 {
+		listedEqual(t, &l, dir)
+		got = append(got, l.decoded)
+	}
+	if want := []int{2, 2, 4, 4, 4, 6, 6}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("records decoded in all after each listing: %v, want %v", got, want)
+	}
+}
+
 // BenchmarkLister: the recovery's listing every second of 100 records that
 // have not changed ("unchanged", Lister), against reading and decoding
 // them all ("read-all", List).
