@@ -82,7 +82,7 @@ func (r *run) do() error {
 	p.closeChildEnds()
 	if errors.Is(err, startgate.ErrTracedExecRefused) {
 		// It did not run: once more, untraced (a Cmd starts only once).
-		r.s.log.Warn("a command could not run traced; commands are started untraced from now on", "argv0", cmd.Args[0], "err", err)
+		r.s.log.Warn("a command could not run traced; it is started once more, untraced", "argv0", cmd.Args[0], "err", err)
 		p.closeOurEnds()
 		if cmd, exit = r.command(); exit != nil {
 			return r.finish(exit)

@@ -26,7 +26,6 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -41,17 +40,23 @@ import (
 // command runs whatever it did. cmd.SysProcAttr is used as given, with
 // Ptrace set for the start. A command that cannot be let run after the
 // gate (killed there, or a gate that panicked) is killed and reaped, and
-// the error says so: the caller must not Wait for it. An execve that the
-// kernel refused because the process was traced (a security module's
-// rule for the program) is an error wrapping [ErrTracedExecRefused]:
-// the command did not run, and from then on this process starts commands
-// untraced; the caller may start a new Cmd of the same command again.
+// the error says so: the caller must not Wait for it. A traced execve
+// refused with EPERM (as root, a security module's rule for the program
+// run traced, or another refusal) is an error wrapping
+// [ErrTracedExecRefused]: the command did not run, and the caller may
+// start a new Cmd of it once more, which starts untraced. If that start
+// succeeds, the program is started untraced from then on; if it fails
+// too, the refusal was not the tracing's.
 func Start(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 	if gate == nil {
 		return false, cmd.Start()
 	}
-	if !tracingWorks() || tracedExecRefused.Load() {
-		if err := cmd.Start(); err != nil {
+	if st := refusals.of(cmd.Path); !tracingWorks() || st != tracedOK {
+		err := cmd.Start()
+		if st == tracedSuspect {
+			refusals.resolve(cmd.Path, err == nil)
+		}
+		if err != nil {
 			return false, err
 		}
 		gate(cmd.Process.Pid)
@@ -70,10 +75,11 @@ func Start(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 	err = cmd.Start()
 	cmd.SysProcAttr = given
 	if errors.Is(err, syscall.EPERM) {
-		// As root, an execve refused with EPERM is a security module's
-		// refusal of a traced exec (AppArmor, SELinux): the probe's
-		// child, which execs nothing, could not see it.
-		tracedExecRefused.Store(true)
+		// As root, most often a security module's refusal of a traced
+		// exec (AppArmor, SELinux), which the probe's child, execing
+		// nothing, could not see; the next start of the program, untraced,
+		// tells.
+		refusals.suspect(cmd.Path)
 		return false, fmt.Errorf("%w: %w", ErrTracedExecRefused, err)
 	}
 	if err != nil {
@@ -105,11 +111,53 @@ func Start(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 }
 
 // ErrTracedExecRefused is wrapped by the error of [Start] for a command
-// whose traced execve the kernel refused.
-var ErrTracedExecRefused = errors.New("the kernel refused to run the command traced (it is started untraced from now on)")
+// whose traced execve the kernel refused with EPERM.
+var ErrTracedExecRefused = errors.New("the kernel refused to run the command traced; it is started once more, untraced")
 
-// tracedExecRefused is set once a traced execve was refused.
-var tracedExecRefused atomic.Bool
+// The states of a program for [Start]: traced, refused traced once and
+// not yet started untraced, or refused traced and started untraced since.
+const (
+	tracedOK = iota
+	tracedSuspect
+	tracedRefused
+)
+
+// refusals are the programs whose traced execve was refused.
+var refusals = refusalSet{state: map[string]int{}}
+
+type refusalSet struct {
+	mu    sync.Mutex
+	state map[string]int
+}
+
+func (r *refusalSet) of(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state[path]
+}
+
+func (r *refusalSet) suspect(path string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state[path] == tracedOK {
+		r.state[path] = tracedSuspect
+	}
+}
+
+// resolve settles a suspect program by its untraced start: refused for
+// good if it started, traced again if it failed as well.
+func (r *refusalSet) resolve(path string, started bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.state[path] != tracedSuspect {
+		return
+	}
+	if started {
+		r.state[path] = tracedRefused
+	} else {
+		delete(r.state, path)
+	}
+}
 
 // endStopped kills and reaps the command of a start that cannot go on,
 // and returns err.
@@ -142,7 +190,7 @@ var tracingWorks = sync.OnceValue(func() bool {
 // never reaps. A signal that stopped it before (one that was pending as
 // execve ended) is delivered, and the wait goes on, a few times at most.
 func awaitExecStop(pid int) (stopped bool, err error) {
-	for range maxOtherStops + 1 {
+	for others := 0; others <= maxOtherStops; {
 		var info unix.Siginfo
 		if err := retryEINTR(func() error {
 			return unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT|unix.WALL, nil)
@@ -165,6 +213,7 @@ func awaitExecStop(pid int) (stopped bool, err error) {
 		case sig == syscall.SIGTRAP:
 			return true, nil
 		}
+		others++
 		if err := retryEINTR(func() error { return unix.PtraceCont(pid, int(sig)) }); err != nil {
 			return false, err
 		}
@@ -177,12 +226,15 @@ func awaitExecStop(pid int) (stopped bool, err error) {
 const maxOtherStops = 4
 
 // chldOf returns si_pid and si_status of the SIGCHLD siginfo info: the
-// members of its union, after si_signo, si_errno, si_code and the padding
-// that aligns the union to 8 bytes (<asm-generic/siginfo.h>, 64-bit).
+// members of its union, which follows si_signo, si_errno and si_code
+// aligned to a pointer's size (<asm-generic/siginfo.h>: at 16 on 64-bit
+// machines, 12 on 32-bit ones), si_uid between them.
 func chldOf(info *unix.Siginfo) (pid int, sig syscall.Signal) {
+	const ptr = unsafe.Sizeof(uintptr(0))
+	const union = (12 + ptr - 1) &^ (ptr - 1)
 	b := (*[32]byte)(unsafe.Pointer(info))
-	pid = int(int32(binary.NativeEndian.Uint32(b[16:])))
-	sig = syscall.Signal(int32(binary.NativeEndian.Uint32(b[24:])))
+	pid = int(int32(binary.NativeEndian.Uint32(b[union:])))
+	sig = syscall.Signal(int32(binary.NativeEndian.Uint32(b[union+8:])))
 	return pid, sig
 }
 

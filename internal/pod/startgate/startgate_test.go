@@ -208,16 +208,42 @@ func TestKilledBeforeItsStopIsLeftToWait(t *testing.T) {
 	}
 }
 
-// Once a traced execve was refused, commands start untraced.
+// A program whose traced execve was refused starts untraced from the
+// next start on, for good once that start succeeded; one whose untraced
+// start fails too is traced again (the refusal was not the tracing's).
 func TestAfterARefusedTracedExec(t *testing.T) {
-	t.Cleanup(func() { tracedExecRefused.Store(false) })
-	tracedExecRefused.Store(true)
-	cmd := exec.Command("/bin/sh", "-c", "exit 0")
-	calls := 0
-	if gated, err := Start(cmd, func(int) { calls++ }); err != nil || gated || calls != 1 {
-		t.Fatalf("Start = %v, %v, gate called %d times; want started ungated, the gate once", gated, err, calls)
+	sh, missing := "/bin/sh", filepath.Join(t.TempDir(), "none")
+	t.Cleanup(func() {
+		refusals.mu.Lock()
+		refusals.state = map[string]int{}
+		refusals.mu.Unlock()
+	})
+	refusals.suspect(sh)
+	refusals.suspect(missing)
+	start := func(path string, args ...string) (bool, error) {
+		cmd := exec.Command(path, args...)
+		calls := 0
+		gated, err := Start(cmd, func(int) { calls++ })
+		if err == nil {
+			if calls != 1 {
+				t.Errorf("%s: gate called %d times", path, calls)
+			}
+			if werr := cmd.Wait(); werr != nil {
+				t.Errorf("%s: %v", path, werr)
+			}
+		}
+		return gated, err
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
+	if gated, err := start(sh, "-c", "exit 0"); err != nil || gated {
+		t.Fatalf("the start after a refusal: gated %v, %v; want untraced", gated, err)
+	}
+	if gated, err := start(sh, "-c", "exit 0"); err != nil || gated || refusals.of(sh) != tracedRefused {
+		t.Fatalf("a later start: gated %v, %v, state %d; want untraced for good", gated, err, refusals.of(sh))
+	}
+	if _, err := start(missing); err == nil || refusals.of(missing) != tracedOK {
+		t.Fatalf("a program whose untraced start failed too: %v, state %d; want an error, and traced again", err, refusals.of(missing))
+	}
+	if gated, err := start("/bin/true"); err != nil || !gated {
+		t.Fatalf("another program: gated %v, %v; want traced", gated, err)
 	}
 }
