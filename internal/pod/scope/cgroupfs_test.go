@@ -507,3 +507,64 @@ func TestCPUFirst(t *testing.T) {
 		t.Errorf("cpuFirst = %v, want %v", got, want)
 	}
 }
+
+// TestListReadsOneHierarchy: List reads the processes of the cgroup2
+// hierarchy (on a v1-only node, of its first one), not of every hierarchy;
+// Remove still sees a process that is in a v1 hierarchy's scope only.
+func TestListReadsOneHierarchy(t *testing.T) {
+	for _, tc := range []struct {
+		layout string
+		root   func(t testing.TB) string
+		census string // relative to the root
+	}{
+		{"hybrid", fakeHybrid, "unified"},
+		{"v1 only", func(t testing.TB) string {
+			root := fakeHybrid(t)
+			if err := os.RemoveAll(filepath.Join(root, "unified")); err != nil {
+				t.Fatal(err)
+			}
+			return root
+		}, "blkio"},
+	} {
+		t.Run(tc.layout, func(t *testing.T) {
+			root := tc.root(t)
+			m := newFake(t, Config{CgroupRoot: root})
+			s, err := m.Place(glusterfs, targetA, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scopeDir := func(h string) string {
+				return filepath.Join(root, h, "mountcontainers/kubernetes.io~glusterfs", s.Name)
+			}
+			// 200 is in the memory hierarchy's scope only, and another
+			// hierarchy's process list is not even readable as one.
+			writeTree(t, root, map[string]string{
+				filepath.Join("memory/mountcontainers/kubernetes.io~glusterfs", s.Name, "cgroup.procs"): "100\n200\n",
+				filepath.Join("pids/mountcontainers/kubernetes.io~glusterfs", s.Name, "cgroup.procs"):   "not a PID\n",
+			})
+			list, err := m.List(glusterfs)
+			if err != nil {
+				t.Fatalf("List read a hierarchy other than %s: %v", tc.census, err)
+			}
+			if len(list) != 1 || !slices.Equal(list[0].PIDs, []int{100}) || !slices.Contains(list[0].Paths, scopeDir(tc.census)) {
+				t.Fatalf("List = %+v; want the scope with PIDs [100] (those of %s)", list, tc.census)
+			}
+
+			// Every process gone from the census hierarchy's scope, one
+			// left in memory's: List shows none, Remove refuses.
+			exitAll(t, list[0])
+			writeTree(t, root, map[string]string{
+				filepath.Join("memory/mountcontainers/kubernetes.io~glusterfs", s.Name, "cgroup.procs"): "200\n",
+			})
+			if list, err := m.List(glusterfs); err != nil || len(list) != 1 || len(list[0].PIDs) != 0 {
+				t.Fatalf("List = %+v, %v; want the scope without processes", list, err)
+			}
+			if err := m.Remove(glusterfs, s.Name); !errors.Is(err, ErrPopulated) || !strings.Contains(err.Error(), "[200]") {
+				t.Errorf("Remove of a scope with a process in one v1 hierarchy = %v; want ErrPopulated naming 200", err)
+			}
+			if _, err := os.Stat(scopeDir(tc.census)); err != nil {
+				t.Errorf("the refused Remove touched the scope: %v", err)
+			}
+		})
+	}
+}

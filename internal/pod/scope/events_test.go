@@ -57,8 +57,9 @@ func TestEventFiles(t *testing.T) {
 }
 
 // BenchmarkRefreshListing compares, for 100 scopes on a hybrid node, what
-// the recovery's watcher reads after each pass: List (every scope's
-// processes in every hierarchy) against EventFiles (one directory).
+// the recovery's watcher reads after each pass: List (every hierarchy's
+// directory, and every scope's processes in one) against EventFiles (one
+// directory).
 // Measured on a fake tree (a tmpfs), not cgroupfs.
 func BenchmarkRefreshListing(b *testing.B) {
 	root := fakeHybrid(b)

@@ -32,7 +32,11 @@ type Scope struct {
 	// Unit is the scope unit, such as "mount-0123456789abcdef.scope"
 	// (systemd backend only).
 	Unit string
-	// PIDs are the processes in the scope, sorted (List only).
+	// PIDs are the processes in the scope, sorted (List only): those
+	// of one hierarchy, the cgroup2 one where there is one (cgroupfs:
+	// see census; systemd: its own). A process placed in a v1 hierarchy's
+	// scope only (by a hand, or a Place that failed half-way) is not
+	// among them; Kill and Remove see it.
 	PIDs []int
 }
 
@@ -43,8 +47,8 @@ type Manager interface {
 	// the scope of target under plugin's parent, creating the scope and
 	// its parents as needed. A scope that exists already is joined.
 	Place(plugin, target string, pid int) (Scope, error)
-	// List returns the scopes under plugin's parent with their processes,
-	// sorted by name. The cgroupfs backend lists empty scopes too; systemd
+	// List returns the scopes under plugin's parent with their processes
+	// (see [Scope.PIDs]), sorted by name. The cgroupfs backend lists empty scopes too; systemd
 	// collects those itself, so its list has only live ones.
 	List(plugin string) ([]Scope, error)
 	// Remove removes the scope named name (see [Name]) under plugin's
