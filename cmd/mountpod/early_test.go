@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
-	"github.com/mountcontainers/mountcontainers/internal/pod/scope/systemdtest"
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope/scopetest"
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope/systemdtest"
 	wire "github.com/mountcontainers/mountcontainers/pkg/execbatch"
 	"github.com/mountcontainers/mountcontainers/pkg/execclient"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
