@@ -37,11 +37,15 @@ func setGCPercent(c *cli.Context, log *slog.Logger) {
 }
 
 // Serve hands the heap memory it no longer uses back to the node once it
-// is quiet again after work: when a look every trimEvery finds that no GC
-// cycle ran since the last look (nothing allocates much: the wave of
-// mounts or the storm is over), but one ran since the last trim or the
+// is quiet again after work: when trimQuiet looks in a row, one every
+// trimEvery, find that no GC cycle ran (nothing allocates much: the wave
+// of mounts or the storm is over), but one ran since the last trim or the
 // heap grew by more than trimSlack since, debug.FreeOSMemory collects the
-// garbage and returns the free heap. The runtime alone returns only what
+// garbage and returns the free heap. One quiet look was not enough: in a
+// wave of a hundred mounts, a second without a cycle came after most
+// cycles, and each trim's GC, the pages it returned and their faults
+// when the heap grew again took about a tenth of mountpod's CPU (a
+// profile of the wave, BENCHMARKS.md). The runtime alone returns only what
 // lies beyond the heap goal of its last cycle, which a busy moment set
 // high and no cycle lowers while nothing allocates: after a wave of a
 // hundred mounts mountpod kept about 12 MiB of anonymous memory against
@@ -50,6 +54,7 @@ func setGCPercent(c *cli.Context, log *slog.Logger) {
 // forced cycle every two minutes when idle.
 const (
 	trimEvery = time.Second
+	trimQuiet = 3
 	trimSlack = 2 << 20
 )
 
@@ -60,7 +65,7 @@ func startMemoryTrim(ctx context.Context, log *slog.Logger) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		trimMemory(ctx, log, trimEvery, trimSlack)
+		trimMemory(ctx, log, trimEvery, trimQuiet, trimSlack)
 	}()
 	return func() {
 		cancel()
@@ -68,8 +73,9 @@ func startMemoryTrim(ctx context.Context, log *slog.Logger) (stop func()) {
 	}
 }
 
-// trimMemory is the trim's loop, a look every period.
-func trimMemory(ctx context.Context, log *slog.Logger, period time.Duration, slack uint64) {
+// trimMemory is the trim's loop, a look every period; it trims after
+// quietLooks quiet looks in a row (see [trimRule]).
+func trimMemory(ctx context.Context, log *slog.Logger, period time.Duration, quietLooks int, slack uint64) {
 	samples := []metrics.Sample{
 		{Name: "/gc/cycles/total:gc-cycles"},
 		{Name: "/memory/classes/heap/objects:bytes"},
@@ -80,8 +86,8 @@ func trimMemory(ctx context.Context, log *slog.Logger, period time.Duration, sla
 		metrics.Read(samples)
 		return samples[0].Value.Uint64(), samples[1].Value.Uint64() + samples[2].Value.Uint64() + samples[3].Value.Uint64()
 	}
-	last, heldAtTrim := read()
-	cyclesAtTrim := last
+	rule := trimRule{quietLooks: quietLooks, slack: slack}
+	rule.trimmed(read())
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
@@ -91,15 +97,41 @@ func trimMemory(ctx context.Context, log *slog.Logger, period time.Duration, sla
 		case <-tick.C:
 		}
 		cycles, held := read()
-		quiet := cycles == last
-		last = cycles
-		if !quiet || (cycles == cyclesAtTrim && held <= heldAtTrim+slack) {
+		if !rule.look(cycles, held) {
 			continue
 		}
 		debug.FreeOSMemory()
 		// The trim's own cycle is no work.
-		last, heldAtTrim = read()
-		cyclesAtTrim = last
-		log.Debug("returned the free heap to the node", "heldBytes", held, "nowBytes", heldAtTrim)
+		rule.trimmed(read())
+		log.Debug("returned the free heap to the node", "heldBytes", held, "nowBytes", rule.heldAtTrim)
 	}
+}
+
+// trimRule decides, look by look, when the trim returns the heap: after
+// quietLooks looks in a row that saw no GC cycle, if a cycle ran since
+// the last trim or the heap grew by more than slack since.
+type trimRule struct {
+	quietLooks int
+	slack      uint64
+
+	last, cyclesAtTrim, heldAtTrim uint64
+	quiet                          int // looks in a row without a cycle
+}
+
+// look takes a look's GC cycle count and heap held, and says whether to
+// trim now.
+func (r *trimRule) look(cycles, held uint64) bool {
+	if cycles == r.last {
+		r.quiet++
+	} else {
+		r.quiet = 0
+	}
+	r.last = cycles
+	return r.quiet >= r.quietLooks && (cycles != r.cyclesAtTrim || held > r.heldAtTrim+r.slack)
+}
+
+// trimmed records the cycle count and heap held right after a trim (or at
+// the start).
+func (r *trimRule) trimmed(cycles, held uint64) {
+	r.last, r.cyclesAtTrim, r.heldAtTrim = cycles, cycles, held
 }

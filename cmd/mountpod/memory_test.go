@@ -74,7 +74,7 @@ func heapHeld() uint64 {
 // TestMemoryTrim: after a busy spell (32 MiB live across a GC cycle, then
 // garbage that no cycle collects while nothing allocates) the trim hands
 // the heap back within a few quiet looks, and says so in the debug log;
-// while quiet and idle it does not trim again.
+// while quiet and idle it does not trim again (the rule: TestTrimRule).
 func TestMemoryTrim(t *testing.T) {
 	debug.FreeOSMemory()
 	before := heapHeld()
@@ -89,9 +89,14 @@ func TestMemoryTrim(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		trimMemory(ctx, log, 20*time.Millisecond, 2<<20)
+		trimMemory(ctx, log, 20*time.Millisecond, 3, 2<<20)
 	}()
 	defer func() { cancel(); <-done }()
+	trims := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Count(logs.String(), "returned the free heap to the node")
+	}
 
 	for range 32 {
 		trimSink = append(trimSink, make([]byte, 1<<20))
@@ -102,11 +107,6 @@ func TestMemoryTrim(t *testing.T) {
 	// at least the burst, not necessarily more than before.
 	if h := heapHeld(); h < 32<<20 {
 		t.Fatalf("the heap holds %d bytes after the burst, want at least its %d", h, 32<<20)
-	}
-	trims := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Count(logs.String(), "returned the free heap to the node")
 	}
 	// The trim logs after it returned the heap: both are waited for (the
 	// heap seen back before the line was written failed a loaded run).
@@ -127,3 +127,44 @@ func TestMemoryTrim(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestTrimRule: the trim waits for three quiet looks in a row; a cycle
+// between them starts the count again; once trimmed, it trims again only
+// after another cycle or a heap grown by more than the slack.
+func TestTrimRule(t *testing.T) {
+	r := trimRule{quietLooks: 3, slack: 2 << 20}
+	r.trimmed(10, 4<<20)
+	steps := []struct {
+		cycles, held uint64
+		trim         bool
+		say          string
+	}{
+		{10, 4 << 20, false, "quiet, nothing since the trim"},
+		{11, 30 << 20, false, "a cycle: busy"},
+		{11, 30 << 20, false, "quiet 1"},
+		{12, 30 << 20, false, "a cycle again: the count starts again"},
+		{12, 30 << 20, false, "quiet 1"},
+		{12, 30 << 20, false, "quiet 2"},
+		{12, 30 << 20, true, "quiet 3, a cycle since the trim"},
+	}
+	for i, s := range steps {
+		if got := r.look(s.cycles, s.held); got != s.trim {
+			t.Fatalf("look %d (%s): trim %v, want %v", i+1, s.say, got, s.trim)
+		}
+	}
+	r.trimmed(13, 4<<20) // the trim's own cycle
+	for i, s := range []struct {
+		cycles, held uint64
+		trim         bool
+		say          string
+	}{
+		{13, 4 << 20, false, "idle after the trim"},
+		{13, 5 << 20, false, "idle, grown within the slack"},
+		{13, 5 << 20, false, "idle"},
+		{13, 7 << 20, true, "idle, grown beyond the slack (no cycle ran)"},
+	} {
+		if got := r.look(s.cycles, s.held); got != s.trim {
+			t.Fatalf("after the trim, look %d (%s): trim %v, want %v", i+1, s.say, got, s.trim)
+		}
+	}
+}
