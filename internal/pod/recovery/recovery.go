@@ -178,6 +178,9 @@ type Recoverer struct {
 	// records lists the records every pass, reading again only those
 	// whose file changed.
 	records mountrecord.Lister
+	// table is the mount table every pass reads, read again only once
+	// the kernel marks it changed.
+	table *mountinfo.Table
 }
 
 // attempt is the back-off state of a dead mount, kept after it came back
@@ -371,10 +374,16 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 	}
 	// The mount table is read only when there is a record to check: on a
 	// node with hundreds of mounts, parsing it every second was most of
-	// what the idle daemon allocated (about 0.8 MB/s, BENCHMARKS.md).
+	// what the idle daemon allocated (about 0.8 MB/s, BENCHMARKS.md); and
+	// then only when it changed since (mountinfo.Table). The records were
+	// listed first: a record is written once its mount is made, so the
+	// table read or kept here has the mount of every record listed.
 	if len(todo) > 0 {
 		infoPath := r.mountInfo()
-		infos, err := mountinfo.ParseFile(infoPath)
+		if r.table == nil {
+			r.table = mountinfo.NewTable(infoPath)
+		}
+		infos, err := r.table.Read()
 		if err != nil {
 			r.log().Warn("cannot read the mount table", "file", infoPath, "err", err)
 			return nil

@@ -1,0 +1,116 @@
+package mountinfo
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/mount-utils"
+)
+
+// Table is a mount table that is read again only when it has changed: a
+// mountinfo file of the proc file system is kept open, and the kernel
+// marks it with POLLPRI when its mount namespace changed since the last
+// poll (proc(5), /proc/PID/mountinfo), a mount propagated into it
+// included. A file of another file system (a test's table) is read at
+// every [Table.Read]. The recovery reads its mount pod's table every
+// second, and on a node of a hundred pods that read was a third of its
+// pass (BENCHMARKS.md).
+//
+// Its methods are safe for concurrent use. The slice [Table.Read] returns
+// is shared by the calls that return the same table: it must not be
+// changed.
+type Table struct {
+	path string
+
+	mu    sync.Mutex
+	f     *os.File // the open proc file; nil until the first Read, or for another file
+	infos []mount.MountInfo
+	reads int // the times the file was read and parsed (tests)
+}
+
+// NewTable returns the table of the mountinfo file at path; nothing is
+// opened before the first [Table.Read].
+func NewTable(path string) *Table { return &Table{path: path} }
+
+// Read returns the mount table: the one read before when the kernel
+// reports no change since, else the file read and parsed again.
+func (t *Table) Read() ([]mount.MountInfo, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.f == nil {
+		f, err := os.Open(t.path)
+		if err != nil {
+			return nil, err
+		}
+		var st unix.Statfs_t
+		if err := unix.Fstatfs(int(f.Fd()), &st); err != nil || st.Type != unix.PROC_SUPER_MAGIC {
+			defer f.Close()
+			return t.parse(f)
+		}
+		// The file's change mark starts at its open: this first read
+		// below sees every change before it.
+		t.f = f
+	} else if !t.changed() {
+		return t.infos, nil
+	}
+	if _, err := t.f.Seek(0, io.SeekStart); err != nil {
+		return nil, t.reset(err)
+	}
+	infos, err := t.parse(t.f)
+	if err != nil {
+		return nil, t.reset(err)
+	}
+	t.infos = infos
+	return infos, nil
+}
+
+// changed polls the open file, without waiting: true when the kernel
+// marks a change since the last poll, or the poll fails (then the file is
+// read again, which fails in its turn if the file is unusable).
+func (t *Table) changed() bool {
+	fds := []unix.PollFd{{Fd: int32(t.f.Fd()), Events: unix.POLLPRI}}
+	for {
+		n, err := unix.Poll(fds, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err != nil || (n == 1 && fds[0].Revents&(unix.POLLPRI|unix.POLLERR|unix.POLLNVAL) != 0)
+	}
+}
+
+// reset closes the open file after err, so that the next Read opens it
+// again, and returns err.
+func (t *Table) reset(err error) error {
+	t.f.Close()
+	t.f, t.infos = nil, nil
+	return err
+}
+
+// parse reads r to its end and parses it.
+func (t *Table) parse(r io.Reader) ([]mount.MountInfo, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", t.path, err)
+	}
+	t.reads++
+	infos, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", t.path, err)
+	}
+	return infos, nil
+}
+
+// Close closes the open file, if any; a later Read opens it again.
+func (t *Table) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.f == nil {
+		return nil
+	}
+	err := t.f.Close()
+	t.f, t.infos = nil, nil
+	return err
+}
