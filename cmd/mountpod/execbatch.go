@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -38,7 +39,10 @@ func execBatchCommand(stdout io.Writer) *cli.Command {
 			}
 			placer, release := earlyPlacer(nil)
 			defer release()
-			if err := execbatch.Run(c.Context, args, stdout, slots, placer); err != nil {
+			// Warnings only: standard error is the ExecSync's, which the
+			// volume host gets back with the results.
+			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			if err := execbatch.Run(c.Context, args, stdout, slots, placer, log); err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			return nil

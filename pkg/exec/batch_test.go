@@ -71,7 +71,7 @@ func (b *batchEnv) run(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*r
 		b.batches = append(b.batches, argv)
 		b.mu.Unlock()
 		var out bytes.Buffer
-		if err := execbatch.Run(ctx, argv[2:], &out, nil, nil); err != nil {
+		if err := execbatch.Run(ctx, argv[2:], &out, nil, nil, nil); err != nil {
 			return &runtimeapi.ExecSyncResponse{ExitCode: 2, Stderr: []byte(err.Error())}, nil
 		}
 		return &runtimeapi.ExecSyncResponse{Stdout: out.Bytes()}, nil

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -20,7 +21,6 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/cmdslots"
 	"github.com/mountcontainers/mountcontainers/internal/pod/outpipe"
-	"github.com/mountcontainers/mountcontainers/internal/pod/startgate"
 	wire "github.com/mountcontainers/mountcontainers/pkg/execbatch"
 )
 
@@ -39,8 +39,9 @@ var outputGrace = 2 * time.Second
 // with each command's argv before it starts; a function it returns is
 // called with the command's process ID before the program runs
 // (startgate.Start: the mount pod places a FUSE mount in its scope,
-// scope.PlaceEarly).
-func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slots, gate func(argv []string) func(pid int)) error {
+// scope.PlaceEarly). log, when not nil, gets the warning of a command
+// that could not run traced.
+func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slots, gate func(argv []string) func(pid int), log *slog.Logger) error {
 	if len(args) == 0 || len(args) > wire.MaxRequests {
 		return errors.New("exec-batch: want 1 to " + strconv.Itoa(wire.MaxRequests) + " requests, got " + strconv.Itoa(len(args)))
 	}
@@ -55,7 +56,7 @@ func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slot
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = runOne(ctx, req, slots, gate)
+			results[i] = runOne(ctx, req, slots, gate, log)
 		}()
 	}
 	wg.Wait()
@@ -63,8 +64,8 @@ func Run(ctx context.Context, args []string, out io.Writer, slots *cmdslots.Slot
 }
 
 // runOne runs one command with its timeout, in a slot of slots when not
-// nil; gate: see [Run].
-func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots, gate func(argv []string) func(pid int)) wire.Result {
+// nil; gate and log: see [Run].
+func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots, gate func(argv []string) func(pid int), log *slog.Logger) wire.Result {
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout())
 	defer cancel()
 	if slots != nil {
@@ -82,7 +83,7 @@ func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots, gate f
 	// ended by itself as its time ran out, or whose outputs were read
 	// after it, keeps its own result.
 	var killed atomic.Bool
-	command := func() *exec.Cmd {
+	newCmd := func() *exec.Cmd {
 		cmd := exec.CommandContext(ctx, req.Argv[0], req.Argv[1:]...)
 		cmd.Cancel = func() error {
 			killed.Store(ctx.Err() == context.DeadlineExceeded)
@@ -95,15 +96,12 @@ func runOne(ctx context.Context, req wire.Request, slots *cmdslots.Slots, gate f
 	if gate != nil {
 		place = gate(req.Argv)
 	}
-	cmd := command()
-	err := outpipe.Run(cmd, &stdout, &stderr, outputGrace, place)
-	if errors.Is(err, startgate.ErrTracedExecRefused) {
-		// It did not run: once more, untraced (a Cmd starts only once).
-		cmd = command()
-		err = outpipe.Run(cmd, &stdout, &stderr, outputGrace, place)
-	}
+	cmd, err := outpipe.Run(newCmd, &stdout, &stderr, outputGrace, place, log)
 	res := wire.Result{Stdout: stdout.bytes(), Stderr: stderr.bytes()}
-	ps := cmd.ProcessState
+	var ps *os.ProcessState
+	if cmd != nil {
+		ps = cmd.ProcessState
+	}
 	switch {
 	case ps != nil && killed.Load() && signal(ps) == syscall.SIGKILL,
 		ps == nil && ctx.Err() == context.DeadlineExceeded:

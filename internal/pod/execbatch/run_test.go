@@ -33,7 +33,7 @@ func runSlots(t *testing.T, args []string, slots *cmdslots.Slots) []wire.Result 
 	t.Helper()
 	var out bytes.Buffer
 	done := make(chan error, 1)
-	go func() { done <- Run(context.Background(), args, &out, slots, nil) }()
+	go func() { done <- Run(context.Background(), args, &out, slots, nil, nil) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -160,7 +160,7 @@ func TestRunRefusesBadBatch(t *testing.T) {
 			args[i] = mustEncode(t, wire.Request{Argv: []string{"true"}, TimeoutMs: long})
 		}
 		var out bytes.Buffer
-		if err := Run(context.Background(), args, &out, nil, nil); err == nil || out.Len() != 0 {
+		if err := Run(context.Background(), args, &out, nil, nil, nil); err == nil || out.Len() != 0 {
 			t.Errorf("%d requests: %v, output %q; want an error and no output", n, err, out.Bytes())
 		}
 	}

@@ -65,34 +65,25 @@ func (r *run) finish(e *execapi.Exit) error {
 // its output as it comes, feeds it the client's standard input and signals,
 // kills it on timeout or cancellation, and sends how it ended.
 func (r *run) do() error {
-	cmd, exit := r.command()
+	newCmd, exit := r.command()
 	if exit != nil {
 		return r.finish(exit)
 	}
 	var place func(pid int)
 	if r.s.cfg.Gate != nil {
-		place = r.s.cfg.Gate(cmd.Args)
+		place = r.s.cfg.Gate(r.start.GetArgv())
 	}
-	p, err := openPipes(cmd, r.start.GetHasStdin())
+	p, err := openPipes(r.start.GetHasStdin())
 	if err != nil {
 		return status.Errorf(codes.Internal, "pipe: %v", err)
 	}
-	_, err = startgate.Start(cmd, place)
+	cmd, err := startgate.Start(func() *exec.Cmd {
+		cmd := newCmd()
+		p.connect(cmd)
+		return cmd
+	}, place, r.s.log)
 	// The child has its copies; ours of its ends must go, or EOF never comes.
 	p.closeChildEnds()
-	if errors.Is(err, startgate.ErrTracedExecRefused) {
-		// It did not run: once more, untraced (a Cmd starts only once).
-		r.s.log.Warn("a command could not run traced; it is started once more, untraced", "argv0", cmd.Args[0], "err", err)
-		p.closeOurEnds()
-		if cmd, exit = r.command(); exit != nil {
-			return r.finish(exit)
-		}
-		if p, err = openPipes(cmd, r.start.GetHasStdin()); err != nil {
-			return status.Errorf(codes.Internal, "pipe: %v", err)
-		}
-		_, err = startgate.Start(cmd, place)
-		p.closeChildEnds()
-	}
 	if err != nil {
 		p.closeOurEnds()
 		return r.finish(startError(err))
@@ -131,11 +122,12 @@ func killedBy(ps *os.ProcessState, sig syscall.Signal) bool {
 	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
-// command builds the command of the Start, or returns the Exit of one that
-// cannot run: a working directory that cannot be entered (checked first,
-// as `cd DIR && exec CMD` would) or an executable not found in the PATH of
-// the environment the command gets.
-func (r *run) command() (*exec.Cmd, *execapi.Exit) {
+// command returns the function that makes the command of the Start (a Cmd
+// starts only once, and startgate.Start may need two), or the Exit of one
+// that cannot run: a working directory that cannot be entered (checked
+// first, as `cd DIR && exec CMD` would) or an executable not found in the
+// PATH of the environment the command gets.
+func (r *run) command() (newCmd func() *exec.Cmd, exit *execapi.Exit) {
 	st := r.start
 	argv := st.GetArgv()
 	env := os.Environ()
@@ -151,8 +143,10 @@ func (r *run) command() (*exec.Cmd, *execapi.Exit) {
 	if err != nil {
 		return nil, &execapi.Exit{Reason: execapi.Exit_NOT_FOUND, Code: 127, Message: err.Error()}
 	}
-	return &exec.Cmd{Path: path, Args: argv, Env: env, Dir: st.GetDir(),
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}, nil
+	return func() *exec.Cmd {
+		return &exec.Cmd{Path: path, Args: argv, Env: env, Dir: st.GetDir(),
+			SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	}, nil
 }
 
 // reportStarted tells the client the command runs. If the client is gone,
@@ -172,10 +166,10 @@ type pipes struct {
 	inR, inW               *os.File
 }
 
-// openPipes makes the pipes of cmd's output, and of its input if stdin is
-// set (else the command gets /dev/null), and connects cmd to them. On error
-// nothing stays open.
-func openPipes(cmd *exec.Cmd, stdin bool) (*pipes, error) {
+// openPipes makes the pipes of a command's output, and of its input if
+// stdin is set (else the command gets /dev/null). On error nothing stays
+// open.
+func openPipes(stdin bool) (*pipes, error) {
 	p := &pipes{}
 	var err error
 	if p.outR, p.outW, err = os.Pipe(); err != nil {
@@ -192,10 +186,17 @@ func openPipes(cmd *exec.Cmd, stdin bool) (*pipes, error) {
 			p.closeOurEnds()
 			return nil, err
 		}
+	}
+	return p, nil
+}
+
+// connect makes cmd's standard streams the command's ends of p. A command
+// whose start was refused wrote nothing to them; the next one gets them.
+func (p *pipes) connect(cmd *exec.Cmd) {
+	if p.inR != nil {
 		cmd.Stdin = p.inR
 	}
 	cmd.Stdout, cmd.Stderr = p.outW, p.errW
-	return p, nil
 }
 
 // closeChildEnds closes our copies of the command's ends.

@@ -9,6 +9,7 @@ package outpipe
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"sync"
@@ -89,15 +90,17 @@ func copyHeld(f *os.File, buf []byte, emit func([]byte)) (ended bool) {
 	return false
 }
 
-// Run runs cmd, its standard output and error on pipes whose content goes
-// to stdout and stderr (one pipe when they are the same writer, as
-// exec.Cmd does), and returns cmd.Wait's error once the pipes ended, or,
-// grace after the command exited (a daemon it left holds them), once what
-// they held then was passed on. Each pipe's writer is written from a
-// goroutine of its own. cmd's Stdout and Stderr must be unset. gate, when
-// not nil, is called with the command's process ID before the program
-// runs (startgate.Start).
-func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration, gate func(pid int)) error {
+// Run runs a command newCmd makes, its standard output and error on pipes
+// whose content goes to stdout and stderr (one pipe when they are the same
+// writer, as exec.Cmd does), and returns it with cmd.Wait's error once the
+// pipes ended, or, grace after the command exited (a daemon it left holds
+// them), once what they held then was passed on. Each pipe's writer is
+// written from a goroutine of its own. The command is started by
+// startgate.Start, with gate (when not nil, called with the command's
+// process ID before the program runs) and log: newCmd may be called twice
+// and must make a new Cmd each time, its Stdout and Stderr unset. The
+// command is nil only if no pipe could be made.
+func Run(newCmd func() *exec.Cmd, stdout, stderr io.Writer, grace time.Duration, gate func(pid int), log *slog.Logger) (*exec.Cmd, error) {
 	var readers, childEnds []*os.File
 	var writers []io.Writer
 	defer func() { closeAll(readers) }()
@@ -109,22 +112,26 @@ func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration, gate func
 		readers, childEnds, writers = append(readers, r), append(childEnds, cw), append(writers, w)
 		return cw, nil
 	}
-	var err error
-	if cmd.Stdout, err = pipe(stdout); err != nil {
-		return err
+	outW, err := pipe(stdout)
+	if err != nil {
+		return nil, err
 	}
-	cmd.Stderr = cmd.Stdout
+	errW := outW
 	if stderr != stdout {
-		if cmd.Stderr, err = pipe(stderr); err != nil {
+		if errW, err = pipe(stderr); err != nil {
 			closeAll(childEnds)
-			return err
+			return nil, err
 		}
 	}
-	_, err = startgate.Start(cmd, gate)
+	cmd, err := startgate.Start(func() *exec.Cmd {
+		cmd := newCmd()
+		cmd.Stdout, cmd.Stderr = outW, errW
+		return cmd
+	}, gate, log)
 	// The child has its copies; ours must go, or the pipes never end.
 	closeAll(childEnds)
 	if err != nil {
-		return err
+		return cmd, err
 	}
 	var copies sync.WaitGroup
 	for i, r := range readers {
@@ -140,7 +147,7 @@ func Run(cmd *exec.Cmd, stdout, stderr io.Writer, grace time.Duration, gate func
 		close(copied)
 	}()
 	Await(copied, grace, readers...)
-	return err
+	return cmd, err
 }
 
 // Await waits until copied is closed (the Copies of pipes have returned),

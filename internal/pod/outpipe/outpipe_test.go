@@ -114,32 +114,38 @@ func TestStopBoundsAWriterThatGoesOn(t *testing.T) {
 // the command's process.
 func TestRun(t *testing.T) {
 	var both bytes.Buffer
-	sh := exec.Command("sh", "-c", "echo out; echo err >&2")
 	var started []int
-	if err := Run(sh, &both, &both, time.Minute, func(pid int) { started = append(started, pid) }); err != nil || both.String() != "out\nerr\n" {
+	sh, err := Run(func() *exec.Cmd { return exec.Command("sh", "-c", "echo out; echo err >&2") }, &both, &both, time.Minute, func(pid int) { started = append(started, pid) }, nil)
+	if err != nil || both.String() != "out\nerr\n" {
 		t.Errorf("one writer: %v, %q; want out and err", err, both.String())
 	}
 	if len(started) != 1 || started[0] != sh.Process.Pid {
 		t.Errorf("started was told %v; want once the command's PID %d", started, sh.Process.Pid)
 	}
 	var out, errb bytes.Buffer
-	cmd := exec.Command("sh", "-c", "sleep 30 & echo started; echo e >&2; exit 3")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmds := make(chan *exec.Cmd, 1)
 	done := make(chan error, 1)
-	go func() { done <- Run(cmd, &out, &errb, time.Nanosecond, nil) }()
-	var err error
+	go func() {
+		cmd, err := Run(func() *exec.Cmd {
+			cmd := exec.Command("sh", "-c", "sleep 30 & echo started; echo e >&2; exit 3")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			return cmd
+		}, &out, &errb, time.Nanosecond, nil, nil)
+		cmds <- cmd
+		done <- err
+	}()
 	select {
 	case err = <-done:
 	case <-time.After(time.Minute): // a hang guard, not a verdict on speed
 		t.Fatal("Run waited for the daemon")
 	}
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	syscall.Kill(-(<-cmds).Process.Pid, syscall.SIGKILL)
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 || out.String() != "started\n" || errb.String() != "e\n" {
 		t.Errorf("a daemon holding the pipes: %v, %q, %q; want exit 3, started and e", err, out.String(), errb.String())
 	}
 	notStarted := func(pid int) { t.Errorf("started was told of PID %d for a tool that does not exist", pid) }
-	if err := Run(exec.Command("/no/such/tool"), &out, &errb, time.Minute, notStarted); !errors.Is(err, os.ErrNotExist) {
+	if _, err := Run(func() *exec.Cmd { return exec.Command("/no/such/tool") }, &out, &errb, time.Minute, notStarted, nil); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a missing tool: %v, want not found", err)
 	}
 }

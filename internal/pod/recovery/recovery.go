@@ -825,11 +825,10 @@ func IsDead(err error) bool {
 func runCommand(ctx context.Context, name string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, CommandTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
 	// The FUSE daemon mount(8) starts may keep inherited pipes open: a
 	// bounded wait for their end, then what they hold.
 	var out bytes.Buffer
-	err := outpipe.Run(cmd, &out, &out, outputGrace, nil)
+	_, err := outpipe.Run(func() *exec.Cmd { return exec.CommandContext(ctx, name, args...) }, &out, &out, outputGrace, nil, nil)
 	return out.Bytes(), err
 }
 

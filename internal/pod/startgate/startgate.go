@@ -15,13 +15,18 @@
 // Where the kernel refuses the tracing (Yama's ptrace_scope 3, a seccomp
 // profile without ptrace), found once per process by a child that asks
 // for it and runs nothing, the command is started as usual and the
-// function called right after.
+// function called right after. A traced execve that a security module
+// refuses (EPERM) is started once more, untraced, by [Start] itself, so
+// that every caller does it alike; package startgatetest makes a program
+// refused so in tests.
 package startgate
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -30,24 +35,55 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/internal/pod/startgate/internal/seam"
 )
 
-// Start starts cmd as cmd.Start does; when gate is not nil, it calls gate
-// with the command's PID before the program runs its first instruction
-// (see the package's doc), and reports whether that was so (false: the
-// tracing was refused, and gate ran once the command had started). An
-// error of gate's is the caller's to report: gate returns none, and the
-// command runs whatever it did. cmd.SysProcAttr is used as given, with
-// Ptrace set for the start. A command that cannot be let run after the
-// gate (killed there, or a gate that panicked) is killed and reaped, and
-// the error says so: the caller must not Wait for it. A traced execve
-// refused with EPERM (as root, a security module's rule for the program
-// run traced, or another refusal) is an error wrapping
-// [ErrTracedExecRefused]: the command did not run, and the caller may
-// start a new Cmd of it once more, which starts untraced. If that start
-// succeeds, the program is started untraced from then on; if it fails
-// too, the refusal was not the tracing's.
-func Start(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
+// Start starts a command that newCmd makes, as [exec.Cmd.Start] does, and
+// returns it, for the caller to Wait for. When gate is not nil, it calls
+// gate with the command's PID before the program runs its first
+// instruction (see the package's doc), or, where the tracing is refused,
+// once the command has started. An error of gate's is the caller's to
+// report: gate returns none, and the command runs whatever it did. The
+// Cmd's SysProcAttr is used as made, with Ptrace set for the start. A
+// command that cannot be let run after the gate (killed there, or a gate
+// that panicked) is killed and reaped, and the error says so: the caller
+// must not Wait for it.
+//
+// A traced execve refused with EPERM (as root, a security module's rule
+// for the program run traced) runs nothing: Start logs a warning to log
+// (nil: none) naming the program (argv0, never the arguments, which may
+// carry secrets) and starts a second command of newCmd, untraced. If that
+// start succeeds, the program is started untraced from then on; if it
+// fails too, the refusal was not the tracing's, and the program is traced
+// again. newCmd is called once, or twice, and must make a new Cmd each
+// time (a Cmd starts only once); both may be given the same files as
+// standard streams, to which the refused one wrote nothing. The command
+// runs at most once.
+func Start(newCmd func() *exec.Cmd, gate func(pid int), log *slog.Logger) (*exec.Cmd, error) {
+	cmd := newCmd()
+	_, err := startOnce(cmd, gate)
+	if !errors.Is(err, errTracedExecRefused) {
+		return cmd, err
+	}
+	if log != nil {
+		argv0 := cmd.Path
+		if len(cmd.Args) > 0 {
+			argv0 = cmd.Args[0]
+		}
+		log.Warn("a command could not run traced; it is started once more, untraced", "argv0", argv0, "err", err)
+	}
+	cmd = newCmd()
+	_, err = startOnce(cmd, gate)
+	return cmd, err
+}
+
+// startOnce starts cmd, gated as [Start] says, and reports whether gate
+// ran before the program's first instruction (false: the tracing was
+// refused, and gate ran once the command had started). A traced execve
+// refused with EPERM is an error wrapping [errTracedExecRefused]: the
+// command did not run, and the next start of the program is untraced.
+func startOnce(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 	if gate == nil {
 		return false, cmd.Start()
 	}
@@ -72,7 +108,11 @@ func Start(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 	}
 	attr.Ptrace = true
 	cmd.SysProcAttr = &attr
-	err = cmd.Start()
+	if seam.Refused(cmd.Path) { // a test's refusal (package startgatetest)
+		err = &fs.PathError{Op: "fork/exec", Path: cmd.Path, Err: syscall.EPERM}
+	} else {
+		err = cmd.Start()
+	}
 	cmd.SysProcAttr = given
 	if errors.Is(err, syscall.EPERM) {
 		// As root, most often a security module's refusal of a traced
@@ -80,7 +120,7 @@ func Start(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 		// nothing, could not see; the next start of the program, untraced,
 		// tells.
 		refusals.suspect(cmd.Path)
-		return false, fmt.Errorf("%w: %w", ErrTracedExecRefused, err)
+		return false, fmt.Errorf("%w: %w", errTracedExecRefused, err)
 	}
 	if err != nil {
 		return false, err
@@ -110,11 +150,11 @@ func Start(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 	return true, nil
 }
 
-// ErrTracedExecRefused is wrapped by the error of [Start] for a command
-// whose traced execve the kernel refused with EPERM.
-var ErrTracedExecRefused = errors.New("the kernel refused to run the command traced; it is started once more, untraced")
+// errTracedExecRefused is wrapped by the error of [startOnce] for a
+// command whose traced execve the kernel refused with EPERM.
+var errTracedExecRefused = errors.New("the kernel refused to run the command traced")
 
-// The states of a program for [Start]: traced, refused traced once and
+// The states of a program for [startOnce]: traced, refused traced once and
 // not yet started untraced, or refused traced and started untraced since.
 const (
 	tracedOK = iota

@@ -2,10 +2,12 @@ package startgate
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +15,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/internal/pod/startgate/startgatetest"
 )
 
 // state returns the state letter of /proc/PID/stat.
@@ -37,13 +41,13 @@ func TestGateBeforeTheFirstInstruction(t *testing.T) {
 	marker := filepath.Join(dir, "ran")
 	cmd := exec.Command("/bin/sh", "-c", `echo ran > "$0"; grep -q '^TracerPid:[[:space:]]*0$' /proc/$$/status || exit 4; exit 3`, marker)
 	var seen string
-	gated, err := Start(cmd, func(pid int) {
+	gated, err := startOnce(cmd, func(pid int) {
 		exe, _ := os.Readlink("/proc/" + itoa(pid) + "/exe")
 		_, statErr := os.Stat(marker)
 		seen = state(t, pid) + " " + exe + " " + itoa(btoi(errors.Is(statErr, os.ErrNotExist)))
 	})
 	if err != nil || !gated {
-		t.Fatalf("Start = %v, %v; want gated", gated, err)
+		t.Fatalf("startOnce = %v, %v; want gated", gated, err)
 	}
 	sh, _ := filepath.EvalSymlinks("/bin/sh")
 	if want := "t " + sh + " 1"; seen != want {
@@ -79,7 +83,7 @@ func TestGatesSideBySide(t *testing.T) {
 			if i%2 == 0 {
 				gate = func(int) { called++ }
 			}
-			gated, err := Start(cmd, gate)
+			gated, err := startOnce(cmd, gate)
 			if err != nil || gated != (gate != nil) || called != btoi(gate != nil) {
 				errs <- errors.New("start " + itoa(i) + ": gated " + itoa(btoi(gated)) + ", gate called " + itoa(called))
 				return
@@ -109,14 +113,14 @@ func TestTracingRefused(t *testing.T) {
 	cmd := exec.Command("/bin/sh", "-c", `echo ran >> "$0"`, marker)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	calls := 0
-	gated, err := Start(cmd, func(pid int) {
+	gated, err := startOnce(cmd, func(pid int) {
 		calls++
 		if pid != cmd.Process.Pid {
 			t.Errorf("gate got %d, the command is %d", pid, cmd.Process.Pid)
 		}
 	})
 	if err != nil || gated || calls != 1 {
-		t.Fatalf("Start = %v, %v, gate called %d times; want started ungated, the gate once", gated, err, calls)
+		t.Fatalf("startOnce = %v, %v, gate called %d times; want started ungated, the gate once", gated, err, calls)
 	}
 	if cmd.SysProcAttr.Ptrace {
 		t.Error("the caller's SysProcAttr was changed")
@@ -130,8 +134,8 @@ func TestTracingRefused(t *testing.T) {
 	for _, works := range []bool{false, true} {
 		tracingWorks = func() bool { return works }
 		cmd = exec.Command(filepath.Join(t.TempDir(), "none"))
-		if _, err := Start(cmd, func(int) { t.Error("gate called for a command that did not start") }); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("Start of a missing program (tracing works: %v) = %v", works, err)
+		if _, err := startOnce(cmd, func(int) { t.Error("gate called for a command that did not start") }); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("startOnce of a missing program (tracing works: %v) = %v", works, err)
 		}
 	}
 }
@@ -149,13 +153,13 @@ func TestTracingProbe(t *testing.T) {
 	}
 }
 
-// A command killed at the gate is reaped, killed; Start says it could
+// A command killed at the gate is reaped, killed; startOnce says it could
 // not be let run.
 func TestKilledAtTheGate(t *testing.T) {
 	cmd := exec.Command("/bin/sh", "-c", "exit 0")
-	gated, err := Start(cmd, func(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	gated, err := startOnce(cmd, func(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	if !gated || err == nil || !strings.Contains(err.Error(), "let process") {
-		t.Fatalf("Start = %v, %v; want gated, and an error for the detach", gated, err)
+		t.Fatalf("startOnce = %v, %v; want gated, and an error for the detach", gated, err)
 	}
 	if ps := cmd.ProcessState; ps == nil || ps.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("the command ended %v; want reaped, killed", ps)
@@ -172,7 +176,7 @@ func TestGatePanics(t *testing.T) {
 				t.Errorf("recovered %v; want the gate's panic", r)
 			}
 		}()
-		_, _ = Start(cmd, func(int) { panic("the gate's") })
+		_, _ = startOnce(cmd, func(int) { panic("the gate's") })
 	}()
 	if ps := cmd.ProcessState; ps == nil || ps.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("the command ended %v; want reaped, killed", ps)
@@ -223,7 +227,7 @@ func TestAfterARefusedTracedExec(t *testing.T) {
 	start := func(path string, args ...string) (bool, error) {
 		cmd := exec.Command(path, args...)
 		calls := 0
-		gated, err := Start(cmd, func(int) { calls++ })
+		gated, err := startOnce(cmd, func(int) { calls++ })
 		if err == nil {
 			if calls != 1 {
 				t.Errorf("%s: gate called %d times", path, calls)
@@ -245,5 +249,48 @@ func TestAfterARefusedTracedExec(t *testing.T) {
 	}
 	if gated, err := start("/bin/true"); err != nil || !gated {
 		t.Fatalf("another program: gated %v, %v; want traced", gated, err)
+	}
+}
+
+// A command whose traced execve is refused is made once more and started
+// untraced, gated once after its start, and runs once; the warning names
+// the program, not its arguments. The program's next command is made once
+// and starts untraced; another program's starts traced.
+func TestStartAfterARefusal(t *testing.T) {
+	sh := startgatetest.RefusedProgram(t, "/bin/sh")
+	marker := filepath.Join(t.TempDir(), "ran")
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	for i, c := range []struct {
+		path   string
+		made   int
+		traced bool
+	}{{sh, 2, false}, {sh, 1, false}, {"/bin/sh", 1, true}} {
+		made, gated := 0, []bool{}
+		cmd, err := Start(func() *exec.Cmd {
+			made++
+			return exec.Command(c.path, "-c", `echo ran >> "$0"`, marker, "--password=s3cr3t")
+		}, func(pid int) {
+			traced, err := startgatetest.Traced(pid)
+			if err != nil {
+				t.Error(err)
+			}
+			gated = append(gated, traced)
+		}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if made != c.made || !slices.Equal(gated, []bool{c.traced}) {
+			t.Errorf("start %d of %s: made %d commands, gated (traced) %v; want %d, [%v]", i, c.path, made, gated, c.made, c.traced)
+		}
+	}
+	if b, _ := os.ReadFile(marker); string(b) != "ran\nran\nran\n" {
+		t.Errorf("the commands ran %q; want once each", b)
+	}
+	if s := logged.String(); strings.Count(s, "level=WARN") != 1 || !strings.Contains(s, "argv0="+sh) || strings.Contains(s, "s3cr3t") {
+		t.Errorf("logged %q; want one warning naming %s, not the arguments", s, sh)
 	}
 }
