@@ -290,6 +290,10 @@ func (r *Resolver) lead(ctx context.Context, d Decision, dir, id string, argv []
 	return stdout, stderr, true, err
 }
 
+// maxBatchWarnings bounds what the volume host logs of a batch's standard
+// error.
+const maxBatchWarnings = 4 << 10
+
 // runBatch runs reqs (reqs[0] the leader's own) in one ExecSync, each with
 // what is left of its time, writes the result of every request but the
 // leader's to its caller's file and returns the leader's. A request whose
@@ -334,11 +338,20 @@ func (r *Resolver) runBatch(ctx context.Context, d Decision, dir string, ids []s
 				}
 			}
 			start := time.Now()
-			out, _, err = r.execSyncOne(bctx, d, argv, bound, nil)
+			var said []byte
+			out, said, err = r.execSyncOne(bctx, d, argv, bound, nil)
 			cancel()
 			if r.log != nil {
 				r.log.DebugContext(ctx, "exec batch", "plugin", d.Plugin, "container", d.ContainerID, "commands", len(run),
 					"took", time.Since(start).Round(time.Millisecond).String(), "err", errString(err))
+				if len(said) > 0 && err == nil {
+					// The batch's own warnings (its commands' output is
+					// in their results), which name a command by argv0
+					// only: a command started untraced after its traced
+					// execve was refused, say.
+					r.log.WarnContext(ctx, "the mount pod's exec batch warned", "plugin", d.Plugin, "container", d.ContainerID,
+						"stderr", string(said[:min(len(said), maxBatchWarnings)]))
+				}
 			}
 		}
 		var rs []execbatch.Result

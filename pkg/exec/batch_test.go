@@ -10,6 +10,7 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,9 @@ type batchEnv struct {
 	mu      sync.Mutex
 	plain   [][]string
 	batches [][]string
+	// batchStderr is what each batch writes to its standard error, as
+	// `mountpod exec-batch` writes its warnings.
+	batchStderr []byte
 }
 
 func newBatchEnv(t *testing.T) *batchEnv {
@@ -74,7 +78,10 @@ func (b *batchEnv) run(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*r
 		if err := execbatch.Run(ctx, argv[2:], &out, nil, nil, nil); err != nil {
 			return &runtimeapi.ExecSyncResponse{ExitCode: 2, Stderr: []byte(err.Error())}, nil
 		}
-		return &runtimeapi.ExecSyncResponse{Stdout: out.Bytes()}, nil
+		b.mu.Lock()
+		said := b.batchStderr
+		b.mu.Unlock()
+		return &runtimeapi.ExecSyncResponse{Stdout: out.Bytes(), Stderr: said}, nil
 	}
 	b.mu.Lock()
 	first := len(b.plain) == 0
@@ -101,7 +108,13 @@ func (b *batchEnv) run(ctx context.Context, req *runtimeapi.ExecSyncRequest) (*r
 // with one leader's lock per container.
 func (b *batchEnv) caller(t *testing.T) *Exec {
 	t.Helper()
-	r := b.resolver(t, Options{ExecMode: ModeCRI, BatchDir: b.dir})
+	return b.callerLogging(t, nil)
+}
+
+// callerLogging is a caller whose resolver logs to log.
+func (b *batchEnv) callerLogging(t *testing.T, log *slog.Logger) *Exec {
+	t.Helper()
+	r := b.resolver(t, Options{ExecMode: ModeCRI, BatchDir: b.dir, Logger: log})
 	r.batchLeaders = 1
 	x, err := r.For(testPlugin)
 	if err != nil {
@@ -214,6 +227,68 @@ func TestBatch(t *testing.T) {
 		}
 	}
 	t.Logf("9 callers' commands in one ExecSync of %s %s", batchProgram, "exec-batch")
+}
+
+// TestBatchWarningsLogged: what the batch writes to its standard error
+// (its warnings; its commands' output is in their results) is logged by
+// the volume host that led the batch, with the plugin and the container,
+// and the commands' results are as without it.
+func TestBatchWarningsLogged(t *testing.T) {
+	b := newBatchEnv(t)
+	const warning = `level=WARN msg="a command could not run traced; it is started once more, untraced" argv0=mount`
+	b.batchStderr = []byte(warning + "\n")
+	first := b.holdFirst(t)
+	var logs lockedLog
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	const n = 3
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		x := b.callerLogging(t, log)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := x.Command("echo", strconv.Itoa(i)).Output()
+			if err == nil && string(out) != fmt.Sprintf("%d\n", i) {
+				err = fmt.Errorf("output %q", out)
+			}
+			errs[i] = err
+		}()
+	}
+	waitFor(t, "three requests waiting", func() bool { return len(b.files(".req")) == n })
+	b.open()
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatalf("the first command: %v", err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("caller %d: %v", i, err)
+		}
+	}
+	got := logs.String()
+	if strings.Count(got, "the mount pod's exec batch warned") != 1 || !strings.Contains(got, strconv.Quote(warning+"\n")) ||
+		!strings.Contains(got, "plugin="+testPlugin) || !strings.Contains(got, "container=ctr1") {
+		t.Errorf("the volume hosts logged:\n%s\nwant the batch's warning once, with plugin %s and container ctr1", got, testPlugin)
+	}
+}
+
+// lockedLog is a log's output written from several goroutines.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func batchSizes(bs [][]string) []int {
