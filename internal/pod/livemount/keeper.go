@@ -33,8 +33,9 @@ type Events interface {
 // soon after its Events wake it), logs what changed and removes the scopes
 // whose mount and processes are gone. One survey in [FullSurveyPeriod]
 // reads every process for daemons; the others read the scopes' processes
-// ([Options.DaemonsInScopes]), so a mount of another plugin may be logged
-// without its daemons.
+// ([Options.DaemonsInScopes]), and of a daemon found before only the
+// descriptors it held its connection through ([Known]), so a mount of
+// another plugin may be logged without its daemons.
 type Keeper struct {
 	Options Options
 	Period  time.Duration
@@ -69,8 +70,13 @@ func (k *Keeper) Run(ctx context.Context) {
 	prev := map[string]Mount{}
 	first := true
 	var lastFull time.Time
+	known := k.Options.Known
+	if known == nil {
+		known = &Known{}
+	}
 	for {
 		o := k.Options
+		o.Known = known
 		o.DaemonsInScopes = !first && time.Since(lastFull) < FullSurveyPeriod
 		if !o.DaemonsInScopes {
 			lastFull = time.Now()

@@ -43,6 +43,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -89,6 +90,48 @@ type Options struct {
 	// survey's cost on a node running a hundred pods; the keeper's
 	// surveys between its full ones set this, `mountpod status` never.
 	DaemonsInScopes bool
+	// Known, when set, is what the surveys remember of the daemons they
+	// found (see [Known]); a [Keeper] sets its own.
+	Known *Known
+}
+
+// Known is what the surveys remember of the daemons they found: of a
+// process, known by its PID and its start time (a PID goes to another
+// process only once its process is gone, and that one starts later), the
+// descriptors through which it held FUSE connections. A survey that looks
+// in the scopes ([Options.DaemonsInScopes]) reads only those descriptors
+// of a process it knows, rather than every one (a glusterfs daemon has a
+// few dozen), and still checks its UIDs and, for each of them, that its
+// link is /dev/fuse and that its fdinfo names a connection. A connection
+// the process got since through another descriptor is not seen then: its
+// mount shows no daemon in its scope, and the survey looks at every
+// process and every descriptor, as it does once a minute. Its methods are
+// safe for concurrent use.
+type Known struct {
+	mu    sync.Mutex
+	procs map[int]knownProc
+}
+
+type knownProc struct {
+	start string   // the start time, field 22 of /proc/PID/stat
+	fds   []string // the /dev/fuse descriptors that named a connection
+}
+
+func (k *Known) get(pid int) (knownProc, bool) {
+	if k == nil {
+		return knownProc{}, false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	p, ok := k.procs[pid]
+	return p, ok
+}
+
+// replace makes procs what k knows.
+func (k *Known) replace(procs map[int]knownProc) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.procs = procs
 }
 
 // IsFUSE reports whether fstype is a FUSE file system type
@@ -153,7 +196,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		for _, k := range scopes {
 			pids = append(pids, k.s.PIDs...)
 		}
-		daemons = findDaemons(o.ProcRoot, pids, seen, conns)
+		daemons = findDaemons(o.ProcRoot, pids, seen, conns, o.Known, true)
 		for _, m := range mounts {
 			if _, ok := scopes[boundary.MountKey(m.Target)]; ok && len(daemons[m.Target]) == 0 {
 				daemons = nil // a daemon gone or outside its scope: look everywhere
@@ -162,7 +205,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		}
 	}
 	if daemons == nil {
-		daemons = findDaemons(o.ProcRoot, nil, seen, conns)
+		daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false)
 	}
 	used := map[string]bool{}
 	for i := range mounts {
@@ -228,8 +271,11 @@ func connection(major, minor int) uint64 {
 // findDaemons returns, for each target, the PIDs of the processes that
 // serve it: see the package documentation. conns maps a FUSE connection
 // to the targets it is mounted at. It reads the processes pids, or every
-// process when pids is nil.
-func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map[uint64][]string) map[string][]int {
+// process when pids is nil. With known, a process known there is checked
+// through its known descriptors first when useKnown (a survey in the
+// scopes; see [Known]), and the processes read either way are what known
+// knows after.
+func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map[uint64][]string, known *Known, useKnown bool) map[string][]int {
 	out := map[string][]int{}
 	if len(targets) == 0 {
 		return out
@@ -246,12 +292,32 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 			}
 		}
 	}
+	next := map[int]knownProc{}
 	for _, pid := range pids {
-		for _, t := range served(filepath.Join(procRoot, strconv.Itoa(pid)), targets, conns) {
+		dir := filepath.Join(procRoot, strconv.Itoa(pid))
+		var start string
+		if known != nil {
+			start = startTime(dir)
+		}
+		var ts, fds []string
+		checked := false
+		if k, ok := known.get(pid); useKnown && ok && start != "" && k.start == start {
+			ts, fds, checked = servedThrough(dir, k.fds, conns)
+		}
+		if !checked {
+			ts, fds = served(dir, targets, conns)
+		}
+		if start != "" && len(fds) > 0 {
+			next[pid] = knownProc{start: start, fds: fds}
+		}
+		for _, t := range ts {
 			if !slices.Contains(out[t], pid) {
 				out[t] = append(out[t], pid)
 			}
 		}
+	}
+	if known != nil {
+		known.replace(next)
 	}
 	for _, pids := range out {
 		sort.Ints(pids)
@@ -262,20 +328,63 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 // served returns the targets that the process whose /proc directory is
 // dir serves: those of the connections its /dev/fuse descriptors name and,
 // when one of them names none, those its command line names. A process
-// that does not run as root serves none.
-func served(dir string, targets map[string]bool, conns map[uint64][]string) []string {
+// that does not run as root serves none. fds are the descriptors that
+// named a connection, when none named none (else nil: the command line
+// may have counted, which the descriptors alone do not tell).
+func served(dir string, targets map[string]bool, conns map[uint64][]string) (ts, fds []string) {
 	if !runsAsRoot(dir) {
-		return nil
+		return nil, nil
 	}
-	held, unnamed := fuseConnections(dir)
-	var out []string
+	held, fds, unnamed := fuseConnections(dir)
 	for _, c := range held {
-		out = append(out, conns[c]...)
+		ts = append(ts, conns[c]...)
 	}
 	if unnamed && !kernelNamesConnections {
-		out = append(out, namedTargets(dir, targets)...)
+		ts = append(ts, namedTargets(dir, targets)...)
 	}
-	return out
+	if unnamed {
+		fds = nil
+	}
+	return ts, fds
+}
+
+// servedThrough is served for a process known to hold its connections
+// through the descriptors fds: ok is false, and nothing else is returned,
+// when one of them no longer links to /dev/fuse or names no connection
+// (the process is read as any other then). A process that no longer runs
+// as root serves none.
+func servedThrough(dir string, fds []string, conns map[uint64][]string) (ts, held []string, ok bool) {
+	if !runsAsRoot(dir) {
+		return nil, nil, true
+	}
+	for _, fd := range fds {
+		c, named, ok := fuseConnection(dir, fd)
+		if !ok || !named {
+			return nil, nil, false
+		}
+		ts = append(ts, conns[c]...)
+	}
+	return ts, fds, true
+}
+
+// startTime returns the start time of the process whose /proc directory is
+// dir (field 22 of its stat, in clock ticks since boot), "" when it cannot
+// be read.
+func startTime(dir string) string {
+	data, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if err != nil {
+		return ""
+	}
+	// "pid (comm) state ppid ...": comm may hold anything but a last ")".
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
 }
 
 // kernelNamesConnections is whether this kernel names a /dev/fuse
@@ -319,29 +428,41 @@ func runsAsRoot(dir string) bool {
 
 // fuseConnections returns the FUSE connections that the /dev/fuse
 // descriptors of the process whose /proc directory is dir name in their
-// fdinfo, and whether one of them names none. The links are read, not
-// followed: stat through a descriptor's link could wait on a hung file
-// system.
-func fuseConnections(dir string) (conns []uint64, unnamed bool) {
-	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
+// fdinfo, the descriptors that named one, and whether one of them names
+// none. The links are read, not followed: stat through a descriptor's
+// link could wait on a hung file system.
+func fuseConnections(dir string) (conns []uint64, fds []string, unnamed bool) {
+	entries, err := os.ReadDir(filepath.Join(dir, "fd"))
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
-	for _, fd := range fds {
-		if link, err := os.Readlink(filepath.Join(dir, "fd", fd.Name())); err != nil || link != fuseDevice {
-			continue
-		}
-		info, err := os.ReadFile(filepath.Join(dir, "fdinfo", fd.Name()))
-		if err != nil {
-			continue // closed meanwhile
-		}
-		if c, ok := fdinfoConnection(string(info)); ok {
+	for _, e := range entries {
+		c, named, ok := fuseConnection(dir, e.Name())
+		switch {
+		case !ok:
+		case named:
 			conns = append(conns, c)
-		} else {
+			fds = append(fds, e.Name())
+		default:
 			unnamed = true
 		}
 	}
-	return conns, unnamed
+	return conns, fds, unnamed
+}
+
+// fuseConnection reads descriptor fd of the process whose /proc directory
+// is dir: ok when it links to /dev/fuse, and then the connection its
+// fdinfo names, if it names one.
+func fuseConnection(dir, fd string) (c uint64, named, ok bool) {
+	if link, err := os.Readlink(filepath.Join(dir, "fd", fd)); err != nil || link != fuseDevice {
+		return 0, false, false
+	}
+	info, err := os.ReadFile(filepath.Join(dir, "fdinfo", fd))
+	if err != nil {
+		return 0, false, false // closed meanwhile
+	}
+	c, named = fdinfoConnection(string(info))
+	return c, named, true
 }
 
 // fdinfoConnection returns the FUSE connection an fdinfo names, if any.
