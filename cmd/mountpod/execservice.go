@@ -112,8 +112,8 @@ func startExecService(cfg registrar.Config, m *metrics.Metrics) (stop func(), er
 }
 
 // earlyPlacer is [scope.EarlyPlacer] for this pod's helper settings: nil
-// when scopes are off or the settings name no one plugin (the helper then
-// says why, for each mount).
+// when scopes are off or not cgroupfs, or the settings name no one plugin
+// (the helper then says why, for each mount).
 func earlyPlacer(log *slog.Logger) (placer func(argv []string) func(pid int), release func()) {
 	hc, err := scope.HelperConfigFromEnv(os.Getenv)
 	if err != nil {

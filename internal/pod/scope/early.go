@@ -6,7 +6,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/mountcontainers/mountcontainers/internal/boundary"
@@ -50,25 +49,19 @@ func MountCommandTarget(argv []string) (target string, ok bool) {
 // PlaceEarly returns what tells, for a command about to start, whether it
 // is a mount of a FUSE client ([MountCommandTarget]), and if so gives what
 // places its process in its mount's scope under plugin's parent (nil
-// otherwise); nil when m is nil. The caller starts such a command stopped
-// and places it before it runs (package startgate), so that mount(8), and
-// the helper it forks, wait for a CPU and are charged memory in the scope
-// from their start rather than in the mount pod's container, where a
-// hundred mounts at once pile up (BENCHMARKS.md, "A node under load"). The
-// mount helper places itself in the same scope as before where this
-// failed. A failure is logged at debug level with the target. The command
-// waits, stopped, for the placement: m's waits must be bounded
-// ([EarlyPlacer] bounds them).
+// otherwise); nil when m is nil or not the cgroupfs backend (the systemd
+// backend's Place is a D-Bus call, which a busy systemd can hold for its
+// timeout). The caller starts such a command stopped and places it before
+// it runs (package startgate), so that mount(8), and the helper it forks,
+// wait for a CPU and are charged memory in the scope from their start
+// rather than in the mount pod's container, where a hundred mounts at
+// once pile up (BENCHMARKS.md, "A node under load"). The mount helper
+// places itself in the same scope as before where this failed. A failure
+// is logged at debug level with the target.
 func PlaceEarly(m Manager, plugin string, log *slog.Logger) func(argv []string) (place func(pid int)) {
-	if m == nil {
+	if m == nil || m.Backend() != BackendCgroupfs {
 		return nil
 	}
-	return placeEarly(func() Manager { return m }, plugin, log)
-}
-
-// placeEarly is [PlaceEarly] with the manager got, for each command that
-// is placed, from get (nil: not placed).
-func placeEarly(get func() Manager, plugin string, log *slog.Logger) func(argv []string) (place func(pid int)) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -79,10 +72,6 @@ func placeEarly(get func() Manager, plugin string, log *slog.Logger) func(argv [
 		}
 		return func(pid int) {
 			if pid <= 0 {
-				return
-			}
-			m := get()
-			if m == nil {
 				return
 			}
 			if _, err := m.Place(plugin, target, pid); err != nil {
@@ -98,31 +87,13 @@ func placeEarly(get func() Manager, plugin string, log *slog.Logger) func(argv [
 // itself, as it would have without the early placement.
 const earlyLockWait = time.Second
 
-// earlySystemdTimeout bounds each call of an early placement to systemd,
-// the connection's set-up included (the command waits, stopped,
-// meanwhile), where the scopes' timeout ([Config.Timeout]) is longer. Past
-// it, the helper places itself with the scopes' timeout, as it would have
-// without the early placement; a job systemd finishes later moves the
-// process into the same scope.
-const earlySystemdTimeout = 2 * time.Second
-
-// earlyRetry is how long an early placer that could not reach systemd
-// leaves it alone before it tries again: meanwhile each helper places
-// itself, and no command waits for a systemd that does not answer.
-const earlyRetry = 30 * time.Second
-
 // EarlyPlacer returns [PlaceEarly]'s function for the scopes of hc, and
-// what releases it, when hc has scopes on for one plugin; otherwise nil and
-// a no-op, and the helper places itself as before, and reports what fails.
-//
-// With the cgroupfs backend (or auto where none of the systemd sockets is
-// present) the manager is made at once, and a placement waits at most
-// [earlyLockWait] for the plugin's lock; when it cannot be made, nil. With
-// systemd (or auto where a socket is present) the connection is made at
-// the first FUSE mount, not before (a CRI batch of other commands never
-// connects), each call is bounded by [earlySystemdTimeout], and a
-// connection that fails is tried again [earlyRetry] later, the helpers
-// placing themselves meanwhile.
+// what releases it, when hc has scopes on and selects the cgroupfs backend
+// without asking systemd: cgroupfs, or auto with none of the systemd
+// sockets present (one that is present would be asked, which costs a
+// D-Bus connection, and may be systemd). Otherwise, or when the manager
+// cannot be made, nil and a no-op: the helper places itself as before,
+// and reports what fails.
 func EarlyPlacer(hc HelperConfig, log *slog.Logger) (placer func(argv []string) (place func(pid int)), release func()) {
 	none := func() {}
 	if !hc.Enabled || hc.Plugin == "" {
@@ -132,76 +103,25 @@ func EarlyPlacer(hc HelperConfig, log *slog.Logger) (placer func(argv []string) 
 	if err != nil {
 		return nil, none
 	}
-	if log == nil {
-		log = slog.Default()
-	}
-	if cfg.Backend == BackendCgroupfs || (cfg.Backend == BackendAuto && !anySocket(cfg.SystemdSockets)) {
-		c, err := newCgroupfs(cfg)
-		if err != nil {
-			return nil, none
+	switch cfg.Backend {
+	case BackendCgroupfs:
+	case BackendAuto:
+		for _, sock := range cfg.SystemdSockets {
+			if fi, err := os.Stat(sock); err == nil && fi.Mode().Type() == fs.ModeSocket {
+				return nil, none
+			}
 		}
-		// The command waits, stopped, until the placement has returned:
-		// the wait in the plugin's queue is bounded.
-		c.lockWait = earlyLockWait
-		return PlaceEarly(c, hc.Plugin, log), func() { c.Close() }
+	default:
+		return nil, none
 	}
-	cfg.Timeout = min(cfg.Timeout, earlySystemdTimeout)
-	l := &lazyManager{cfg: cfg, log: log}
-	return placeEarly(l.get, hc.Plugin, log), l.close
-}
-
-// anySocket reports whether one of paths is a socket.
-func anySocket(paths []string) bool {
-	for _, p := range paths {
-		if fi, err := os.Stat(p); err == nil && fi.Mode().Type() == fs.ModeSocket {
-			return true
-		}
-	}
-	return false
-}
-
-// lazyManager makes its Manager at its first use, and again [earlyRetry]
-// after a failure to.
-type lazyManager struct {
-	cfg Config
-	log *slog.Logger
-
-	mu       sync.Mutex
-	m        Manager
-	failedAt time.Time
-	closed   bool
-}
-
-// get returns the manager, nil while it cannot be had. The calls that come
-// while it is being made wait for it (each for a command of its own that
-// waits too, at most the connection's bound).
-func (l *lazyManager) get() Manager {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.m != nil || l.closed || (!l.failedAt.IsZero() && time.Since(l.failedAt) < earlyRetry) {
-		return l.m
-	}
-	m, err := New(l.cfg)
+	c, err := newCgroupfs(cfg)
 	if err != nil {
-		l.failedAt = time.Now()
-		l.log.Debug("mounts are not placed early: no scope manager; each mount's helper places itself", "retry", earlyRetry, "err", err)
-		return nil
+		return nil, none
 	}
-	if c, ok := m.(*cgroupfs); ok {
-		c.lockWait = earlyLockWait // auto, and no systemd on its sockets
-	}
-	l.m = m
-	return m
-}
-
-func (l *lazyManager) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closed = true
-	if l.m != nil {
-		l.m.Close()
-		l.m = nil
-	}
+	// The command waits, stopped, until the placement has returned: the
+	// wait in the plugin's queue is bounded.
+	c.lockWait = earlyLockWait
+	return PlaceEarly(c, hc.Plugin, log), func() { c.Close() }
 }
 
 // InItsScope reports whether the calling process is in the scope of

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -50,7 +49,7 @@ func TestMountCommandTarget(t *testing.T) {
 
 // TestEarlyPlacerOnlyCgroupfs: early placement is on only for the cgroupfs
 // backend as chosen without asking systemd.
-func TestEarlyPlacer(t *testing.T) {
+func TestEarlyPlacerOnlyCgroupfs(t *testing.T) {
 	root := fakeHybrid(t)
 	absent := filepath.Join(t.TempDir(), "none")
 	dir, err := os.MkdirTemp("", "sd") // short: a socket's path has a bound
@@ -77,8 +76,8 @@ func TestEarlyPlacer(t *testing.T) {
 	}{
 		{HelperConfig{Enabled: true, Plugin: glusterfs, Config: with(BackendCgroupfs, present)}, true, "cgroupfs"},
 		{HelperConfig{Enabled: true, Plugin: glusterfs, Config: with(BackendAuto, absent)}, true, "auto, no systemd socket"},
-		{HelperConfig{Enabled: true, Plugin: glusterfs, Config: with(BackendAuto, absent, present)}, true, "auto, a systemd socket present (connected at the first mount)"},
-		{HelperConfig{Enabled: true, Plugin: glusterfs, Config: with(BackendSystemd, absent)}, true, "systemd (connected at the first mount)"},
+		{HelperConfig{Enabled: true, Plugin: glusterfs, Config: with(BackendAuto, absent, present)}, false, "auto, a systemd socket present"},
+		{HelperConfig{Enabled: true, Plugin: glusterfs, Config: with(BackendSystemd, absent)}, false, "systemd"},
 		{HelperConfig{Enabled: false, Plugin: glusterfs, Config: with(BackendCgroupfs)}, false, "scopes off"},
 		{HelperConfig{Enabled: true, Config: with(BackendCgroupfs)}, false, "no plugin"},
 		{HelperConfig{Enabled: true, Plugin: glusterfs, Config: Config{Backend: BackendCgroupfs, CgroupRoot: t.TempDir()}}, false, "no cgroup hierarchy"},
@@ -180,82 +179,6 @@ func TestPlaceAfterARemoveAsItWrites(t *testing.T) {
 	for _, p := range s.Paths {
 		if got := readTrim(t, filepath.Join(p, "cgroup.procs")); got != "4242" {
 			t.Errorf("%s/cgroup.procs = %q, want 4242", p, got)
-		}
-	}
-}
-
-// TestEarlyPlacerSystemdBounded: with the systemd backend, the early placer
-// connects at the first FUSE mount, not before; a systemd that takes the
-// connection and never answers holds the stopped command for at most
-// earlySystemdTimeout, and is not asked again for earlyRetry (each mount's
-// helper places itself meanwhile).
-func TestEarlyPlacerSystemdBounded(t *testing.T) {
-	dir, err := os.MkdirTemp("", "sd") // short: a socket's path has a bound
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "private")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var held []net.Conn // taken, never answered
-	accepted := make(chan struct{})
-	go func() {
-		defer close(accepted)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		<-accepted
-		for _, c := range held {
-			c.Close()
-		}
-	})
-	connections := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(held)
-	}
-	hc := HelperConfig{Enabled: true, Plugin: glusterfs, Config: Config{Backend: BackendSystemd, SystemdSockets: []string{sock}, Timeout: 10 * time.Minute}}
-	placer, release := EarlyPlacer(hc, nil)
-	defer release()
-	if placer == nil {
-		t.Fatal("no early placer for the systemd backend")
-	}
-	if place := placer([]string{"mount", "-t", "ext4", "/dev/sdb", targetA}); place != nil {
-		t.Error("an ext4 mount is placed early")
-	}
-	if n := connections(); n != 0 {
-		t.Fatalf("%d connections to systemd before the first FUSE mount; want none", n)
-	}
-	mount := []string{"mount", "-t", "glusterfs", "srv:/vol", targetA}
-	sleep := startSleep(t)
-	for i, want := range []int{1, 1} {
-		start := time.Now()
-		placed := make(chan struct{})
-		go func() {
-			defer close(placed)
-			placer(mount)(sleep.Process.Pid)
-		}()
-		select {
-		case <-placed:
-		case <-time.After(time.Minute): // a hang guard, not a verdict
-			t.Fatalf("placement %d still waits for a systemd that does not answer after a minute", i+1)
-		}
-		t.Logf("placement %d returned after %s (bound %s)", i+1, time.Since(start).Round(time.Millisecond), earlySystemdTimeout)
-		if n := connections(); n != want {
-			t.Errorf("after placement %d: %d connections to systemd; want %d", i+1, n, want)
 		}
 	}
 }

@@ -113,10 +113,6 @@ type Unit struct {
 	// PIDs are the processes given, PID 0 resolved to the caller's PID
 	// as systemd does; AttachProcessesToUnit adds to them.
 	PIDs []uint32
-	// States are the states of PIDs, one each, as they were when given:
-	// the third field of /proc/PID/stat ("t": stopped by its tracer, "S":
-	// sleeping, ...), "" for one that could not be read.
-	States []string
 	// Stopped is set by StopUnit.
 	Stopped bool
 	// SliceProperties are the properties SetUnitProperties set on Slice.
@@ -171,7 +167,6 @@ func (s *Systemd) Unit(name string) (Unit, bool) {
 	}
 	c := *u
 	c.PIDs = slices.Clone(u.PIDs)
-	c.States = slices.Clone(u.States)
 	c.Properties = maps.Clone(u.Properties)
 	c.SliceProperties = maps.Clone(s.sliceProps[u.Slice])
 	return c, true
@@ -278,7 +273,6 @@ func (m manager) StartTransientUnit(sender dbus.Sender, name, mode string, props
 			}
 		}
 		u.PIDs = append(u.PIDs, pid)
-		u.States = append(u.States, procState(pid))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -316,24 +310,7 @@ func (m manager) AttachProcessesToUnit(sender dbus.Sender, name, subcgroup strin
 		return noSuchUnit(name)
 	}
 	u.PIDs = append(u.PIDs, pids...)
-	for _, pid := range pids {
-		u.States = append(u.States, procState(pid))
-	}
 	return nil
-}
-
-// procState returns the state of process pid (see [Unit.States]).
-func procState(pid uint32) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	// "pid (comm) state ...": comm may hold anything but the last ")".
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 || i+3 > len(b) {
-		return ""
-	}
-	return string(b[i+2 : i+3])
 }
 
 func (m manager) GetUnitProcesses(name string) ([]process, *dbus.Error) {
