@@ -238,7 +238,7 @@ func TestBatchWarningsLogged(t *testing.T) {
 	const warning = `level=WARN msg="a command could not run traced; it is started once more, untraced" argv0=mount`
 	b.batchStderr = []byte(warning + "\n")
 	first := b.holdFirst(t)
-	var logs lockedLog
+	var logs syncLog
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	const n = 3
 	errs := make([]error, n)
@@ -271,24 +271,6 @@ func TestBatchWarningsLogged(t *testing.T) {
 		!strings.Contains(got, "plugin="+testPlugin) || !strings.Contains(got, "container=ctr1") {
 		t.Errorf("the volume hosts logged:\n%s\nwant the batch's warning once, with plugin %s and container ctr1", got, testPlugin)
 	}
-}
-
-// lockedLog is a log's output written from several goroutines.
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func batchSizes(bs [][]string) []int {

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/startgate/startgatetest"
@@ -22,23 +19,8 @@ import (
 // command starts untraced at once; another program's starts traced.
 func TestCRIBatchRefusedTracedExec(t *testing.T) {
 	sh := startgatetest.RefusedProgram(t, "/bin/sh")
-	type gated struct {
-		pid    int
-		traced bool
-	}
-	var mu sync.Mutex
-	var gates []gated
-	gate := func([]string) func(int) {
-		return func(pid int) {
-			traced, err := startgatetest.Traced(pid)
-			if err != nil {
-				t.Error(err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			gates = append(gates, gated{pid, traced})
-		}
-	}
+	var recorded startgatetest.Gates
+	gate := recorded.Gate(t)
 	var logged bytes.Buffer // written by Run's goroutines, read once it returned
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	marker := filepath.Join(t.TempDir(), "ran")
@@ -60,22 +42,12 @@ func TestCRIBatchRefusedTracedExec(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := rs[0]
-		mu.Lock()
-		if len(gates) != 1 || gates[0].traced != c.traced || r.Failure != "" || r.ExitCode != 3 ||
-			string(r.Stdout) != strconv.Itoa(gates[0].pid)+"\n" || string(r.Stderr) != "err\n" {
+		if gates := recorded.Take(); len(gates) != 1 || gates[0].Traced != c.traced || r.Failure != "" || r.ExitCode != 3 ||
+			string(r.Stdout) != strconv.Itoa(gates[0].PID)+"\n" || string(r.Stderr) != "err\n" {
 			t.Errorf("command %d of %s: %+v (stdout %q, stderr %q), gated %+v; want exit 3, err, and gated once, traced %v, with the PID it printed",
 				i, c.path, r, r.Stdout, r.Stderr, gates, c.traced)
 		}
-		gates = nil
-		mu.Unlock()
-		if n := strings.Count(logged.String(), "level=WARN"); n != 1 {
-			t.Errorf("after command %d: %d warnings; want 1, the first command's", i, n)
-		}
+		startgatetest.WarnedOnce(t, logged.String(), sh, secret) // the first command's, after each
 	}
-	if b, _ := os.ReadFile(marker); string(b) != "ran\nran\nran\n" {
-		t.Errorf("the commands ran %q; want once each", b)
-	}
-	if s := logged.String(); !strings.Contains(s, "could not run traced") || !strings.Contains(s, "argv0="+sh) || strings.Contains(s, "s3cr3t") {
-		t.Errorf("logged %q; want the warning naming %s, not the arguments", s, sh)
-	}
+	startgatetest.RanOnceEach(t, marker, 3)
 }

@@ -3,11 +3,8 @@ package execserver
 import (
 	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/startgate/startgatetest"
@@ -21,26 +18,11 @@ import (
 // command starts untraced at once; another program's starts traced.
 func TestExecSocketRefusedTracedExec(t *testing.T) {
 	sh := startgatetest.RefusedProgram(t, "/bin/sh") // before the server: undone after it stops
-	type gated struct {
-		pid    int
-		traced bool
-	}
-	var mu sync.Mutex
-	var gates []gated
+	var recorded startgatetest.Gates
 	var logged lockedBuffer
 	ts := startServer(t, Config{
 		Logger: slog.New(slog.NewTextHandler(&logged, nil)),
-		Gate: func([]string) func(int) {
-			return func(pid int) {
-				traced, err := startgatetest.Traced(pid)
-				if err != nil {
-					t.Error(err)
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				gates = append(gates, gated{pid, traced})
-			}
-		},
+		Gate:   recorded.Gate(t),
 	})
 	marker := filepath.Join(t.TempDir(), "ran")
 	const secret = "--password=s3cr3t-4f9a"
@@ -60,20 +42,10 @@ func TestExecSocketRefusedTracedExec(t *testing.T) {
 		if err != nil || res.Code != 3 || out.String() != strconv.Itoa(p.Pid())+"\n" || errb.String() != "err\n" {
 			t.Errorf("command %d: %+v, %v, stdout %q, stderr %q; want exit 3, its PID %d and err", i, res, err, out.String(), errb.String(), p.Pid())
 		}
-		mu.Lock()
-		if want := (gated{p.Pid(), c.traced}); len(gates) != 1 || gates[0] != want {
+		if gates, want := recorded.Take(), (startgatetest.Gated{PID: p.Pid(), Traced: c.traced}); len(gates) != 1 || gates[0] != want {
 			t.Errorf("command %d of %s: gated %+v; want once, %+v", i, c.path, gates, want)
 		}
-		gates = nil
-		mu.Unlock()
-		if n := strings.Count(logged.String(), "level=WARN"); n != 1 {
-			t.Errorf("after command %d: %d warnings; want 1, the first command's", i, n)
-		}
+		startgatetest.WarnedOnce(t, logged.String(), sh, secret) // the first command's, after each
 	}
-	if b, _ := os.ReadFile(marker); string(b) != "ran\nran\nran\n" {
-		t.Errorf("the commands ran %q; want once each", b)
-	}
-	if s := logged.String(); !strings.Contains(s, "could not run traced") || !strings.Contains(s, "argv0="+sh) || strings.Contains(s, "s3cr3t") {
-		t.Errorf("logged %q; want the warning naming %s, not the arguments", s, sh)
-	}
+	startgatetest.RanOnceEach(t, marker, 3)
 }

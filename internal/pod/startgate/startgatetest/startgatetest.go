@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/startgate/internal/seam"
@@ -53,4 +54,62 @@ func Traced(pid int) (bool, error) {
 		}
 	}
 	return false, errors.New("no TracerPid in /proc/" + strconv.Itoa(pid) + "/status")
+}
+
+// WarnedOnce fails tb unless logged (a text log) holds one warning, that a
+// command could not run traced, naming argv0 and not secret (an argument
+// of the command).
+func WarnedOnce(tb testing.TB, logged, argv0, secret string) {
+	tb.Helper()
+	if n := strings.Count(logged, "level=WARN"); n != 1 || !strings.Contains(logged, "could not run traced") ||
+		!strings.Contains(logged, "argv0="+argv0) || strings.Contains(logged, secret) {
+		tb.Errorf("logged %q (%d warnings); want one warning, naming %s and not the arguments", logged, n, argv0)
+	}
+}
+
+// RanOnceEach fails tb unless the file marker holds n lines "ran": the
+// commands of a test, each appending one, ran once each.
+func RanOnceEach(tb testing.TB, marker string, n int) {
+	tb.Helper()
+	if b, _ := os.ReadFile(marker); string(b) != strings.Repeat("ran\n", n) {
+		tb.Errorf("the commands ran %q; want once each, %d", b, n)
+	}
+}
+
+// Gated is a call of a gate: the PID it was given, and whether that
+// process was traced then (stopped before its first instruction).
+type Gated struct {
+	PID    int
+	Traced bool
+}
+
+// Gates records the calls of the gates it makes.
+type Gates struct {
+	mu    sync.Mutex
+	calls []Gated
+}
+
+// Gate returns a gate, for any command, that records its calls in g;
+// failing to read the process's tracer fails tb.
+func (g *Gates) Gate(tb testing.TB) func([]string) func(int) {
+	return func([]string) func(int) {
+		return func(pid int) {
+			traced, err := Traced(pid)
+			if err != nil {
+				tb.Error(err)
+			}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.calls = append(g.calls, Gated{pid, traced})
+		}
+	}
+}
+
+// Take returns the calls recorded since the last Take.
+func (g *Gates) Take() []Gated {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	calls := g.calls
+	g.calls = nil
+	return calls
 }
