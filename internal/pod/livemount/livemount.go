@@ -103,10 +103,13 @@ type Options struct {
 // of a process it knows, rather than every one (a glusterfs daemon has a
 // few dozen), and still checks its UIDs and, for each of them, that its
 // link is /dev/fuse and that its fdinfo names a connection. A connection
-// the process got since through another descriptor is not seen then: its
-// mount shows no daemon in its scope, and the survey looks at every
-// process and every descriptor, as it does once a minute. Its methods are
-// safe for concurrent use.
+// the process got since through another descriptor is not seen then,
+// until the next survey of every process and every descriptor (one a
+// minute, [FullSurveyPeriod]); sooner where that leaves a mount with no
+// daemon in its scope, which sends the survey to every process at once.
+// Only the keeper's logs and metrics read this; `mountpod status` and
+// the removal of empty scopes never do. Its methods are safe for
+// concurrent use.
 type Known struct {
 	mu    sync.Mutex
 	procs map[int]knownProc

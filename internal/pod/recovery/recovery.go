@@ -449,6 +449,17 @@ func (r *Recoverer) check(ctx context.Context, dir string, rec mountrecord.Recor
 		// Detached by a recovery whose remount has not worked yet.
 		err = fmt.Errorf("detached; its remount has not worked yet")
 	default:
+		// Dropped for good: on the table as it is now, not one kept
+		// from an earlier pass (mountinfo.Table), whatever a missed
+		// change mark would have left in it.
+		fresh, err := mountinfo.ParseFile(r.mountInfo())
+		if err != nil {
+			res.Action, res.Err = "waiting", err
+			return res
+		}
+		if _, now := lastMountAt(fresh, rec.Target); now {
+			return r.check(ctx, dir, rec, fresh, states, health)
+		}
 		res.Action = "dropped"
 		if err := mountrecord.Remove(dir, rec.Target); err != nil {
 			res.Err = err

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
@@ -292,6 +293,24 @@ func TestAttachRetriedOnceTheNodeIsBack(t *testing.T) {
 }
 
 func TestRecordsDroppedOrLeftAlone(t *testing.T) {
+	t.Run("unmounted in a kept table only", func(t *testing.T) {
+		// The table the pass uses (one kept from an earlier pass, as
+		// mountinfo.Table keeps it) lacks the mount that the mount
+		// table shows now: the record stays.
+		b := newBed(t)
+		b.record(glusterRecord())
+		stale := filepath.Join(t.TempDir(), "mountinfo")
+		if err := os.WriteFile(stale, []byte("30 25 0:40 / / rw - overlay overlay rw\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.r.table = mountinfo.NewTable(stale)
+		if res := b.pass(); res.Action == "dropped" {
+			t.Fatalf("%+v; want the record kept", res)
+		}
+		if es, _ := mountrecord.List(filepath.Join(b.r.Dir, mountrecord.Dir)); len(es) != 1 {
+			t.Fatalf("the record of a mounted target was dropped: %+v", es)
+		}
+	})
 	t.Run("unmounted", func(t *testing.T) {
 		b := newBed(t)
 		b.record(glusterRecord())

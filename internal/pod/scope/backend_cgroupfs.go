@@ -689,7 +689,6 @@ func EventsOf(m Manager) (EventSource, bool) {
 	return nil, false
 }
 
-// v2 returns the cgroup2 hierarchy scopes are made in, or nil.
 // census returns the hierarchy whose cgroup.procs List reads: the cgroup2
 // one where there is one (as systemd tracks a unit's processes in its own
 // hierarchy), else the first v1 hierarchy. Place writes a process into
@@ -704,6 +703,7 @@ func (c *cgroupfs) census() Hierarchy {
 	return c.layout.Hierarchies[0]
 }
 
+// v2 returns the cgroup2 hierarchy scopes are made in, or nil.
 func (c *cgroupfs) v2() *Hierarchy {
 	for i := range c.layout.Hierarchies {
 		if c.layout.Hierarchies[i].V2 {

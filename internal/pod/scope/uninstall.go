@@ -40,10 +40,24 @@ func (c *cgroupfs) removePlugin(plugin string) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range scopes {
-		if len(s.PIDs) > 0 {
-			return fmt.Errorf("%w: %v in %s", ErrPopulated, s.PIDs, s.Cgroup)
+	// Every hierarchy's processes, not List's one: nothing is removed
+	// while any scope has one anywhere.
+	err = inCgroupNS(c.ns, func() error {
+		for _, s := range scopes {
+			for _, dir := range s.Paths {
+				pids, err := readPIDs(filepath.Join(dir, "cgroup.procs"))
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+				if len(pids) > 0 {
+					return fmt.Errorf("%w: %v in %s", ErrPopulated, pids, dir)
+				}
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, s := range scopes {
 		if err := c.Remove(plugin, s.Name); err != nil {

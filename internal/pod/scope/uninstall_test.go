@@ -43,6 +43,27 @@ func TestRemovePlugin(t *testing.T) {
 		}
 	}
 
+	// The last process only in one v1 hierarchy's scope (List, which
+	// reads the cgroup2 one, shows none): still nothing is removed.
+	exitAll(t, last)
+	var memoryDir string
+	for _, p := range last.Paths {
+		if filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(p)))) == "memory" {
+			memoryDir = p
+		}
+	}
+	if err := os.WriteFile(filepath.Join(memoryDir, "cgroup.procs"), []byte("300\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemovePlugin(m, glusterfs); !errors.Is(err, ErrPopulated) {
+		t.Fatalf("RemovePlugin with a process in one v1 hierarchy = %v; want ErrPopulated", err)
+	}
+	for _, p := range append(a.Paths, b.Paths...) {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("refused RemovePlugin touched %s: %v", p, err)
+		}
+	}
+
 	// Empty: the plugin's parent goes in every hierarchy; the parent of all
 	// stays while another plugin's is in it.
 	exitAll(t, last)

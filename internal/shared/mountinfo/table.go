@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/mount-utils"
@@ -15,9 +16,9 @@ import (
 // marks it with POLLPRI when its mount namespace changed since the last
 // poll (proc(5), /proc/PID/mountinfo), a mount propagated into it
 // included. A file of another file system (a test's table) is read at
-// every [Table.Read]. The recovery reads its mount pod's table every
-// second, and on a node of a hundred pods that read was a third of its
-// pass (BENCHMARKS.md).
+// every [Table.Read], and a proc file at least every 10 s. The recovery
+// reads its mount pod's table every second, and on a node of a hundred
+// pods that read was a third of its pass (BENCHMARKS.md).
 //
 // Its methods are safe for concurrent use. The slice [Table.Read] returns
 // is shared by the calls that return the same table: it must not be
@@ -25,15 +26,22 @@ import (
 type Table struct {
 	path string
 
-	mu    sync.Mutex
-	f     *os.File // the open proc file; nil until the first Read, or for another file
-	infos []mount.MountInfo
-	reads int // the times the file was read and parsed (tests)
+	mu     sync.Mutex
+	f      *os.File // the open proc file; nil until the first Read, or for another file
+	infos  []mount.MountInfo
+	readAt time.Time
+	reads  int           // the times the file was read and parsed (tests)
+	maxAge time.Duration // defaultMaxAge but in tests
 }
+
+// defaultMaxAge is how long a Table keeps a table the kernel did not mark
+// changed: a proc file system that never marks one (not Linux's own) is
+// read this often all the same.
+const defaultMaxAge = 10 * time.Second
 
 // NewTable returns the table of the mountinfo file at path; nothing is
 // opened before the first [Table.Read].
-func NewTable(path string) *Table { return &Table{path: path} }
+func NewTable(path string) *Table { return &Table{path: path, maxAge: defaultMaxAge} }
 
 // Read returns the mount table: the one read before when the kernel
 // reports no change since, else the file read and parsed again.
@@ -41,10 +49,15 @@ func (t *Table) Read() ([]mount.MountInfo, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.f == nil {
-		f, err := os.Open(t.path)
+		// A blocking descriptor of its own, not os.Open's: Go's runtime
+		// adds a file that can be polled to its network poller, whose
+		// poll of the proc file takes the change mark before ours sees
+		// it, and the table would never be read again.
+		fd, err := unix.Open(t.path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return nil, err
+			return nil, &os.PathError{Op: "open", Path: t.path, Err: err}
 		}
+		f := os.NewFile(uintptr(fd), t.path)
 		var st unix.Statfs_t
 		if err := unix.Fstatfs(int(f.Fd()), &st); err != nil || st.Type != unix.PROC_SUPER_MAGIC {
 			defer f.Close()
@@ -53,7 +66,7 @@ func (t *Table) Read() ([]mount.MountInfo, error) {
 		// The file's change mark starts at its open: this first read
 		// below sees every change before it.
 		t.f = f
-	} else if !t.changed() {
+	} else if !t.changed() && time.Since(t.readAt) < t.maxAge {
 		return t.infos, nil
 	}
 	if _, err := t.f.Seek(0, io.SeekStart); err != nil {
@@ -63,7 +76,7 @@ func (t *Table) Read() ([]mount.MountInfo, error) {
 	if err != nil {
 		return nil, t.reset(err)
 	}
-	t.infos = infos
+	t.infos, t.readAt = infos, time.Now()
 	return infos, nil
 }
 

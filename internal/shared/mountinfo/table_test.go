@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/mount-utils"
@@ -57,14 +58,20 @@ func TestTableReadsAgainOnlyAfterAChange(t *testing.T) {
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, ""); err != nil {
 		t.Fatalf("mount: %v", err)
 	}
+	// Time for anything else that polls the file (Go's network poller,
+	// were the file in it) to take the change mark first.
+	time.Sleep(100 * time.Millisecond)
 	read("after a mount", 2, true)
 	read("no change", 2, true)
 	read("no change", 2, true)
 	if err := unix.Unmount(dir, 0); err != nil {
 		t.Fatalf("unmount: %v", err)
 	}
+	time.Sleep(100 * time.Millisecond)
 	read("after an unmount", 3, false)
 	read("no change", 3, false)
+	tb.maxAge = time.Nanosecond // a kept table older than its bound
+	read("no change, kept too long", 4, false)
 }
 
 // tableChildEnv names, in the run of TestTableReadsAgainOnlyAfterAChange
