@@ -196,8 +196,16 @@ func (s *systemd) Place(plugin, target string, pid int) (Scope, error) {
 }
 
 // place starts the transient scope unit with pid in it (PID 0 is the
-// caller, as systemd resolves it from the connection's credentials), or
-// attaches pid to the unit if it exists, and sets the slice's memory limit.
+// caller, as systemd resolves it from the connection's credentials), and
+// sets the slice's memory limit.
+//
+// A unit of that name may exist still: systemd collects a scope unit some
+// time after its last process went, and a recovery's remount comes right
+// after it killed the dead mount's leftovers. systemd moves no process
+// into a unit it does not delegate ("Process migration not available on
+// non-delegated units"), so an empty unit of the plugin's slice is
+// stopped, then started again with pid. A unit that still holds a process
+// is another daemon of the same target: an error naming its processes.
 func (s *systemd) place(ctx context.Context, unit, slice, target, plugin string, pid uint32) error {
 	props := []sdbus.Property{
 		sdbus.PropPids(pid),
@@ -206,16 +214,27 @@ func (s *systemd) place(ctx context.Context, unit, slice, target, plugin string,
 		// Unload the unit once its processes are gone, failed or not.
 		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
 	}
-	done := make(chan string, 1)
-	_, err := s.conn.StartTransientUnitContext(ctx, unit, "fail", props, done)
-	switch {
-	case dbusErrorName(err) == errUnitExists:
-		if err := s.conn.AttachProcessesToUnit(ctx, unit, "", []uint32{pid}); err != nil {
-			return fmt.Errorf("attach to the existing unit: %w", dbusError(err))
+	for stops := 0; ; stops++ {
+		done := make(chan string, 1)
+		_, err := s.conn.StartTransientUnitContext(ctx, unit, "fail", props, done)
+		if dbusErrorName(err) == errUnitExists && stops < maxUnitStops {
+			// A stopped unit goes once systemd collects it, on its
+			// next turn as a rule: a few more looks, a moment apart.
+			if stops > 0 {
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("start transient unit: the unit stopped is still there: %w", ctx.Err())
+				case <-time.After(time.Duration(stops) * 20 * time.Millisecond):
+				}
+			}
+			if err := s.replaceEmpty(ctx, slice, unit); err != nil {
+				return err
+			}
+			continue
 		}
-	case err != nil:
-		return fmt.Errorf("start transient unit: %w", dbusError(err))
-	default:
+		if err != nil {
+			return fmt.Errorf("start transient unit: %w", dbusError(err))
+		}
 		select {
 		case result := <-done:
 			if result != "done" {
@@ -224,8 +243,25 @@ func (s *systemd) place(ctx context.Context, unit, slice, target, plugin string,
 		case <-ctx.Done():
 			return fmt.Errorf("start transient unit: waiting for the job: %w", ctx.Err())
 		}
+		return s.limitSlice(ctx, slice)
 	}
-	return s.limitSlice(ctx, slice)
+}
+
+// maxUnitStops bounds how often place stops a unit of its name that
+// exists still before it gives up.
+const maxUnitStops = 5
+
+// replaceEmpty stops unit, which exists, so that it can be started again:
+// only when it is in slice and holds no process.
+func (s *systemd) replaceEmpty(ctx context.Context, slice, unit string) error {
+	err := s.remove(ctx, slice, unit)
+	if errors.Is(err, ErrPopulated) {
+		return fmt.Errorf("the unit exists and still holds processes, another daemon of this target (systemd moves no process into a unit it does not delegate): %w", err)
+	}
+	if err != nil {
+		return fmt.Errorf("the unit exists, left by an earlier daemon; stop it: %w", err)
+	}
+	return nil
 }
 
 // limitSlice sets the configured limits of the plugin's slice: MemoryMax=

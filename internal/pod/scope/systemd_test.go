@@ -85,16 +85,48 @@ func TestSystemdPlace(t *testing.T) {
 		t.Errorf("PID 0 resolved to %v, want this process %d", u.PIDs, os.Getpid())
 	}
 
-	// The same target again: the unit exists, the process joins it.
+	// The same target again while its unit holds a live process: systemd
+	// moves no process into a unit it does not delegate (the fake refuses
+	// as it does), so the Place fails, naming the process, and the unit
+	// is left as it was.
 	sleep2 := startSleep(t)
+	_, err = m.Place(glusterfs, targetA, sleep2.Process.Pid)
+	if !errors.Is(err, ErrPopulated) || !strings.Contains(err.Error(), strconv.Itoa(pid)) || !strings.Contains(err.Error(), unit) {
+		t.Errorf("Place into a unit holding PID %d: %v, want ErrPopulated naming the PID and %s", pid, err, unit)
+	}
+	if u, _ := fake.Unit(unit); u.Stopped || !slices.Equal(u.PIDs, []uint32{uint32(pid)}) {
+		t.Errorf("unit after the refused Place: stopped %v, PIDs %v; want running with %d", u.Stopped, u.PIDs, pid)
+	}
+
+	// Its process gone, the unit not collected yet (a recovery's remount
+	// right after it killed the dead daemon): stopped, started again.
+	sleep.Process.Kill()
+	sleep.Wait()
+	before := len(fake.Calls())
 	if _, err := m.Place(glusterfs, targetA, sleep2.Process.Pid); err != nil {
-		t.Fatal(err)
+		t.Fatalf("Place into the empty unit left behind: %v", err)
 	}
-	if u, _ := fake.Unit(unit); !slices.Equal(u.PIDs, []uint32{uint32(pid), uint32(sleep2.Process.Pid)}) {
-		t.Errorf("PIDs after joining = %v", u.PIDs)
+	if u, _ := fake.Unit(unit); u.Stopped || !slices.Equal(u.PIDs, []uint32{uint32(sleep2.Process.Pid)}) {
+		t.Errorf("unit after the Place: stopped %v, PIDs %v; want running with %d", u.Stopped, u.PIDs, sleep2.Process.Pid)
 	}
-	if calls := fake.Calls(); !slices.Contains(calls, "AttachProcessesToUnit "+unit) {
-		t.Errorf("calls %q: no AttachProcessesToUnit for the existing unit", calls)
+	calls := fake.Calls()[before:]
+	stop := slices.Index(calls, "StopUnit "+unit)
+	if len(calls) == 0 || calls[0] != "StartTransientUnit "+unit || stop < 0 || !slices.Contains(calls[stop:], "StartTransientUnit "+unit) {
+		t.Errorf("calls %q: want StartTransientUnit, StopUnit of the empty unit, StartTransientUnit again", calls)
+	}
+
+	// An empty unit of that name in another plugin's slice is not ours to
+	// stop.
+	sleep2.Process.Kill()
+	sleep2.Wait()
+	sleep3 := startSleep(t)
+	before = len(fake.Calls())
+	_, err = m.Place("example.com/other", targetA, sleep3.Process.Pid)
+	if err == nil || !strings.Contains(err.Error(), "not ours") {
+		t.Errorf("Place of another plugin into %s: %v, want an error saying it is not ours", unit, err)
+	}
+	if calls := fake.Calls()[before:]; slices.Contains(calls, "StopUnit "+unit) {
+		t.Errorf("calls %q: the other slice's unit was stopped", calls)
 	}
 }
 
@@ -437,10 +469,14 @@ func TestSystemdKill(t *testing.T) {
 	for _, p := range []struct {
 		target string
 		cmd    *exec.Cmd
-	}{{targetA, a}, {targetA, b}, {targetB, c}} {
+	}{{targetA, a}, {targetB, c}} {
 		if _, err := m.Place(glusterfs, p.target, p.cmd.Process.Pid); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// b as a child of a's: in its unit.
+	if err := fake.AddProcess(Name(targetA)+".scope", uint32(b.Process.Pid)); err != nil {
+		t.Fatal(err)
 	}
 	// Through another plugin, the unit is not ours: nothing is signalled.
 	if killed, err := m.Kill("kubernetes.io/cephfs", Name(targetB), time.Second); err == nil || !strings.Contains(err.Error(), "not ours") || killed != nil {

@@ -111,7 +111,8 @@ type Unit struct {
 	// Slice is the Slice property.
 	Slice string
 	// PIDs are the processes given, PID 0 resolved to the caller's PID
-	// as systemd does; AttachProcessesToUnit adds to them.
+	// as systemd does; AttachProcessesToUnit adds to them (a unit made with
+	// Delegate=yes only, as systemd).
 	PIDs []uint32
 	// Stopped is set by StopUnit.
 	Stopped bool
@@ -178,6 +179,19 @@ func (s *Systemd) Calls() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.calls)
+}
+
+// AddProcess adds pid to the processes of unit name, as a child forked by
+// one of its processes joins its unit; it fails for a unit not loaded.
+func (s *Systemd) AddProcess(name string, pid uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.units[name]
+	if !ok || u.Stopped {
+		return fmt.Errorf("unit %s not loaded", name)
+	}
+	u.PIDs = append(u.PIDs, pid)
+	return nil
 }
 
 // SetStartResult makes the jobs of later StartTransientUnit calls end with
@@ -308,6 +322,11 @@ func (m manager) AttachProcessesToUnit(sender dbus.Sender, name, subcgroup strin
 	u, ok := s.units[name]
 	if !ok || u.Stopped {
 		return noSuchUnit(name)
+	}
+	// As systemd (since AttachProcessesToUnit exists, v238): only into a
+	// unit made with Delegate=yes.
+	if d, _ := u.Properties["Delegate"].(bool); !d {
+		return dbus.NewError("org.freedesktop.DBus.Error.InvalidArgs", []any{"Process migration not available on non-delegated units."})
 	}
 	u.PIDs = append(u.PIDs, pids...)
 	return nil
