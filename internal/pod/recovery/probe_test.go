@@ -3,10 +3,12 @@ package recovery
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -158,4 +160,94 @@ func TestFlappingMountBacksOff(t *testing.T) {
 		!strings.HasPrefix(got[3], "failed "+target+" attempt 2 retry in 2s: ") {
 		t.Errorf("reported %q; want each early death reported as a failed attempt", got)
 	}
+}
+
+// noEvents is an [Events] that never fires: a poll pass of a Recoverer
+// woken by events.
+type noEvents struct{}
+
+func (noEvents) C() <-chan struct{} { return nil }
+func (noEvents) Refresh()           {}
+
+// With events waking the recoverer, a poll pass stats a mount that
+// answered only once ProbeEvery has passed since; a pass woken by an
+// event and every pass for ProbeEvery after it, a mount that did not
+// answer, and a mount with a recovery under way are stat-ed every pass. Without events, every poll pass stats all.
+func TestPollPassesStatAnsweredMountsEveryProbeEvery(t *testing.T) {
+	b := newBed(t)
+	b.mountedBoth()
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.r.now = func() time.Time { return now }
+	b.r.Events = noEvents{}
+	stats := map[string]int{}
+	b.r.stat = func(_ context.Context, p string) error {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		stats[p]++
+		return b.health[p]
+	}
+	pass := func(woken string, d time.Duration) map[string]Result {
+		t.Helper()
+		now = now.Add(d)
+		b.r.mu.Lock()
+		b.r.woken = woken
+		b.r.mu.Unlock()
+		b.mu.Lock()
+		clear(stats)
+		b.mu.Unlock()
+		return b.guardedPass()
+	}
+	want := func(step string, res map[string]Result, statted ...string) {
+		t.Helper()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		got, results := slices.Sorted(maps.Keys(stats)), slices.Sorted(maps.Keys(res))
+		slices.Sort(statted)
+		if !slices.Equal(got, statted) || !slices.Equal(results, statted) {
+			t.Errorf("%s: stat-ed %q, results for %q; want both %q", step, got, results, statted)
+		}
+	}
+	want("first poll", pass("poll", 0), target, target2)
+	want("poll 1 s later", pass("poll", time.Second))
+	want("event", pass("event", time.Second), target, target2)
+	// A dead daemon's connection may be torn down after the event's
+	// quick passes: for ProbeEvery after an event, every pass stats all.
+	want("poll 1 s after the event", pass("poll", time.Second), target, target2)
+	want("poll just short of ProbeEvery after the event", pass("poll", ProbeEvery-time.Second-time.Millisecond), target, target2)
+	want("poll ProbeEvery after the event", pass("poll", time.Millisecond))
+	want("poll just short of ProbeEvery after the last answer", pass("poll", ProbeEvery-2*time.Millisecond))
+	want("poll ProbeEvery after the last answer", pass("poll", time.Millisecond), target, target2)
+
+	// A mount that did not answer is stat-ed every pass.
+	b.mu.Lock()
+	b.health[target2] = syscall.EACCES // an answer, not a healthy one
+	b.mu.Unlock()
+	want("poll, target2 failing", pass("poll", ProbeEvery), target, target2)
+	want("poll, target2 failing, 1 s later", pass("poll", time.Second), target2)
+
+	// A death without an exit (a connection aborted under a live daemon),
+	// found by the poll at most ProbeEvery late; then, with its recovery
+	// under way, stat-ed every pass until it is stable.
+	b.kill()
+	want("poll after a death without an exit", pass("poll", time.Second), target2)
+	res := pass("poll", ProbeEvery-2*time.Second)
+	want("poll ProbeEvery after the last answer", res, target, target2)
+	if res[target].Action != "recovered" {
+		t.Errorf("the dead mount, stat-ed again: %+v; want recovered", res[target])
+	}
+	// The bed's remount left the new mount alone in the table.
+	table := "30 25 0:40 / / rw - overlay overlay rw\n" +
+		fmt.Sprintf("812 30 0:%d / %s rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n", b.newMinor-1, target) +
+		fmt.Sprintf("813 30 0:78 / %s rw - fuse.glusterfs srv:/logs rw,user_id=0,group_id=0\n", target2)
+	if err := os.WriteFile(b.mountinfo, []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want("poll 1 s after the recovery", pass("poll", time.Second), target, target2)
+	want("poll, answered 0.5 s ago but not stable yet", pass("poll", 500*time.Millisecond), target, target2)
+	want("poll, stable", pass("poll", StableAfter), target, target2)
+	want("poll, stable, 1 s later", pass("poll", time.Second), target2)
+
+	// Without events the poll is all there is: every pass stats all.
+	b.r.Events = nil
+	want("poll without events", pass("poll", time.Millisecond), target, target2)
 }

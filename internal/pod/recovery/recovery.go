@@ -91,6 +91,17 @@ const (
 	DefaultInterval = time.Second
 	DefaultBackoff  = time.Second
 	MaxBackoff      = time.Minute
+	// ProbeEvery is how often a poll pass stats a mount that answered
+	// its last stat, when [Recoverer.Events] wakes the recoverer at every
+	// daemon's exit: the poll is then a backstop for deaths without an
+	// exit (a connection aborted under a live daemon), and stat-ing a
+	// hundred mounts every second kept the Go runtime's monitor thread
+	// busy retaking processors from the blocked stats. A pass woken by an
+	// event and every pass for ProbeEvery after one (the kernel may tear
+	// the dead daemon's connection down after the quick passes), a mount
+	// that did not answer or has a recovery under way, and a mount not
+	// stat-ed yet are stat-ed every pass.
+	ProbeEvery = 5 * time.Second
 	// StatTimeout bounds the health check of one mount.
 	StatTimeout = 2 * time.Second
 	// StableAfter is how long a mount must stay up after it came back for
@@ -167,6 +178,12 @@ type Recoverer struct {
 
 	probeMu sync.Mutex
 	probing map[string]bool // targets whose stat has not returned
+
+	// answered is when each target last answered its stat (see
+	// ProbeEvery); a target whose stat failed or hung is not in it.
+	answered map[string]time.Time
+	// eventAt is when the last pass woken by an event ran.
+	eventAt time.Time
 
 	mu     sync.Mutex
 	woken  string              // what started the pass: "start", "event" or "poll"
@@ -388,15 +405,24 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 			r.log().Warn("cannot read the mount table", "file", infoPath, "err", err)
 			return nil
 		}
-		health := r.probeAll(ctx, mountedTargets(todo, infos))
 		states := readStates(dir)
+		probe, skip := r.toProbe(dir, mountedTargets(todo, infos), states)
+		health := r.probeAll(ctx, probe)
+		r.noteAnswers(health)
 		for _, rec := range todo {
-			results = append(results, r.check(ctx, dir, rec, infos, states, health[rec.Target]))
+			if !skip[rec.Target] {
+				results = append(results, r.check(ctx, dir, rec, infos, states, health[rec.Target]))
+			}
 		}
 	}
 	for t := range r.state {
 		if !live[t] {
 			delete(r.state, t)
+		}
+	}
+	for t := range r.answered {
+		if !live[t] {
+			delete(r.answered, t)
 		}
 	}
 	for t := range r.refused {
@@ -406,6 +432,50 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 	}
 	removeOrphanStates(dir)
 	return results
+}
+
+// toProbe returns which of the mounted targets this pass stats, and those
+// it leaves until later (no result this pass): in a poll pass with
+// [Recoverer.Events] set and no event for [ProbeEvery], a target that
+// answered less than ProbeEvery ago and has no recovery under way (its
+// back-off state, or a state file in states) is left; every other pass
+// stats them all.
+func (r *Recoverer) toProbe(dir string, mounted []string, states passStates) (probe []string, skip map[string]bool) {
+	now := r.clock()
+	if r.woken == "event" {
+		r.eventAt = now
+	}
+	if r.woken != "poll" || r.Events == nil || now.Sub(r.eventAt) < ProbeEvery {
+		return mounted, nil
+	}
+	skip = map[string]bool{}
+	for _, t := range mounted {
+		at, ok := r.answered[t]
+		if ok && now.Sub(at) < ProbeEvery && r.state[t] == nil {
+			if _, under := states.of(dir, t); !under {
+				skip[t] = true
+				continue
+			}
+		}
+		probe = append(probe, t)
+	}
+	return probe, skip
+}
+
+// noteAnswers keeps when each target of health answered its stat, and
+// forgets those that did not.
+func (r *Recoverer) noteAnswers(health map[string]error) {
+	if r.answered == nil {
+		r.answered = map[string]time.Time{}
+	}
+	now := r.clock()
+	for t, err := range health {
+		if err == nil {
+			r.answered[t] = now
+		} else {
+			delete(r.answered, t)
+		}
+	}
 }
 
 // mountedTargets returns the targets of recs that infos shows mounted.
