@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
@@ -57,6 +58,16 @@ type ScopeEvents struct {
 	// empty and made again by the remount) is another file, and kernfs
 	// does not tell inotify that the old one went.
 	watched map[string]fileID
+	// dirs are the plugins' scope directories (EventDir) whose entries
+	// are watched: a scope made or removed there marks the set of files
+	// to watch changed (dirty), and made names the scopes made since the
+	// last Refresh, whose files are looked at again. A Refresh with
+	// every directory watched and nothing changed lists nothing, but for
+	// one every fullRefresh in any case.
+	dirs     map[string]bool
+	dirty    bool
+	made     map[string]bool
+	lastFull time.Time
 	// names are the scopes that emptied since the last [ScopeEvents.Emptied],
 	// kept once it was first called (the keeper's events never are).
 	track bool
@@ -83,7 +94,8 @@ func newScopeEvents(src scope.EventSource, plugins []string, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	e := &ScopeEvents{scopes: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}), watched: map[string]fileID{}, Logger: log}
+	e := &ScopeEvents{scopes: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}),
+		watched: map[string]fileID{}, dirs: map[string]bool{}, made: map[string]bool{}, Logger: log}
 	if r, ok := src.(scope.RemovalIsExit); ok {
 		e.removalIsExit = r.RemovalIsExit()
 	}
@@ -99,6 +111,9 @@ func (e *ScopeEvents) loop() {
 		case ev, ok := <-e.w.Events:
 			if !ok {
 				return
+			}
+			if e.dirEvent(ev) {
+				continue
 			}
 			removed := ev.Has(fsnotify.Remove)
 			if removed {
@@ -137,6 +152,38 @@ func (e *ScopeEvents) loop() {
 	}
 }
 
+// dirEvent notes an event of a watched scope directory or of one of its
+// entries, and reports whether ev was one: a scope made or removed
+// there, or the directory itself removed, marks the set of files to
+// watch changed; the kernel's rewrites of the directory's own files
+// (its cgroup.events among them) are nothing here.
+func (e *ScopeEvents) dirEvent(ev fsnotify.Event) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.dirs[ev.Name]:
+		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+			delete(e.dirs, ev.Name)
+			e.dirty = true
+		}
+		return true
+	case e.dirs[filepath.Dir(ev.Name)]:
+		if ev.Has(fsnotify.Create) {
+			e.made[ev.Name] = true
+			e.dirty = true
+		}
+		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+			e.dirty = true
+		}
+		return true
+	}
+	return false
+}
+
+// fullRefresh is how often a Refresh lists the scopes and looks at every
+// watched file again whatever its directories' watches said.
+const fullRefresh = time.Minute
+
 // C implements [Events].
 func (e *ScopeEvents) C() <-chan struct{} { return e.c }
 
@@ -161,8 +208,49 @@ func (e *ScopeEvents) Emptied() []string {
 
 // Refresh watches the cgroup.events of every scope there is now, and
 // forgets those of scopes that are gone. It runs after every pass of the
-// recovery, so it lists the scopes' directories and nothing more.
+// recovery: it lists the scopes' directories only when a scope was made
+// or removed there since (their entries are watched), or when one of
+// them is not watched yet, or once every fullRefresh; and it looks again
+// only at the files of scopes made since, and at files not watched yet.
 func (e *ScopeEvents) Refresh() {
+	e.mu.Lock()
+	full := time.Since(e.lastFull) >= fullRefresh
+	if !full && !e.dirty && len(e.dirs) == len(e.plugins) {
+		e.mu.Unlock()
+		return
+	}
+	if full {
+		e.lastFull = time.Now()
+	}
+	made := e.made
+	e.made, e.dirty = map[string]bool{}, false
+	e.mu.Unlock()
+
+	// The directories first: a scope made after its directory is watched
+	// is reported, and one made before it is in the listing below.
+	var dirErr error
+	for _, p := range e.plugins {
+		dir, err := e.scopes.EventDir(p)
+		if err != nil {
+			dirErr = err
+			continue
+		}
+		e.mu.Lock()
+		watching := e.dirs[dir]
+		e.mu.Unlock()
+		if watching {
+			continue
+		}
+		if err := e.w.Add(dir); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				dirErr = err
+			}
+			continue // no scope yet: listed at each Refresh until there is
+		}
+		e.mu.Lock()
+		e.dirs[dir] = true
+		e.mu.Unlock()
+	}
 	now := map[string]bool{}
 	var listErr error
 	for _, p := range e.plugins {
@@ -180,6 +268,9 @@ func (e *ScopeEvents) Refresh() {
 	before := len(e.watched)
 	var addErr error
 	for f := range now {
+		if _, ok := e.watched[f]; ok && !full && !made[filepath.Dir(f)] {
+			continue // watched, and its scope not made again since
+		}
 		id, err := idOf(f)
 		if err != nil {
 			continue // a scope removed since the listing: no error
@@ -199,9 +290,12 @@ func (e *ScopeEvents) Refresh() {
 			e.watched[f] = id
 		}
 	}
+	if addErr != nil || listErr != nil || dirErr != nil {
+		e.dirty = true // again at the next Refresh
+	}
 	defer func() {
-		if e.Logger != nil && (len(e.watched) != before || addErr != nil || listErr != nil) {
-			e.Logger.Info("watching the scopes' cgroup events", "files", len(e.watched), "listErr", listErr, "addErr", addErr)
+		if e.Logger != nil && (len(e.watched) != before || addErr != nil || listErr != nil || dirErr != nil) {
+			e.Logger.Info("watching the scopes' cgroup events", "files", len(e.watched), "dirs", len(e.dirs), "listErr", listErr, "addErr", addErr, "dirErr", dirErr)
 		}
 	}()
 	for f := range e.watched {

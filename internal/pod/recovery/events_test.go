@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,6 +155,8 @@ func (r removingSource) EventFiles(string) ([]string, error) {
 	return filepath.Glob(filepath.Join(r.dir, "*.scope", "cgroup.events"))
 }
 
+func (r removingSource) EventDir(string) (string, error) { return r.dir, nil }
+
 func (removingSource) RemovalIsExit() bool { return true }
 
 // TestScopeEventsRemovalIsExit: a systemd scope unit's cgroup goes as soon
@@ -229,7 +232,14 @@ func TestScopeEventsUnitMadeAgain(t *testing.T) {
 	if err := os.Mkdir(unit, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	e.Refresh() // after the recovery's pass
+	// After the recovery's passes: the unit's directory reported made.
+	file := filepath.Join(unit, "cgroup.events")
+	refreshUntil(t, e, "the unit made again watched", func() bool {
+		id, err := idOf(file)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return err == nil && e.watched[file] == id
+	})
 	for drained := false; !drained; {
 		select {
 		case <-e.C():
@@ -260,5 +270,97 @@ func killWoken(t *testing.T, e *ScopeEvents, sleep *exec.Cmd, why string) {
 	case <-e.C():
 	case <-time.After(time.Minute):
 		t.Fatal(why)
+	}
+}
+
+// refreshUntil calls e.Refresh, as passes do, until cond holds; what is
+// awaited is a directory's event, delivered in the background. The bound
+// is a hang guard, far above fullRefresh's share of it: a Refresh
+// lists again only on news.
+func refreshUntil(t *testing.T, e *ScopeEvents, what string, cond func() bool) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		e.Refresh()
+		if cond() {
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("%s: not after 10 s of Refreshes", what)
+		}
+	}
+}
+
+// countingSource is a removingSource that counts its listings.
+type countingSource struct {
+	removingSource
+	mu    sync.Mutex
+	lists int
+}
+
+func (c *countingSource) EventFiles(plugin string) ([]string, error) {
+	c.mu.Lock()
+	c.lists++
+	c.mu.Unlock()
+	return c.removingSource.EventFiles(plugin)
+}
+
+func (c *countingSource) listed() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lists
+}
+
+// TestScopeEventsListOnlyWhenScopesChange: Refresh, after every pass of
+// the recovery, lists the scopes' directory only when a scope was made or
+// removed there (its entries are watched), and until the directory
+// exists; a scope made or removed is watched or forgotten by the next
+// Refreshes.
+func TestScopeEventsListOnlyWhenScopesChange(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "slice")
+	src := &countingSource{removingSource: removingSource{dir}}
+	e, err := newScopeEvents(src, []string{plugin}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	makeUnit := func(key string) {
+		t.Helper()
+		unit := filepath.Join(dir, key+".scope")
+		if err := os.MkdirAll(unit, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(unit, "cgroup.events"), []byte("populated 1\nfrozen 0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No directory yet: listed at every Refresh.
+	before := src.listed()
+	e.Refresh()
+	e.Refresh()
+	if got := src.listed() - before; got != 2 {
+		t.Errorf("%d listings in 2 Refreshes without the directory; want 2", got)
+	}
+	makeUnit("mount-0123456789abcdef")
+	refreshUntil(t, e, "the first scope watched", func() bool { return e.Watched() == 1 })
+	e.Refresh() // the directory is watched from the last one on
+	before = src.listed()
+	for range 5 {
+		e.Refresh()
+	}
+	if got := src.listed() - before; got != 0 {
+		t.Errorf("%d listings in 5 Refreshes with nothing changed; want 0", got)
+	}
+	makeUnit("mount-fedcba9876543210")
+	refreshUntil(t, e, "a scope made", func() bool { return e.Watched() == 2 })
+	before = src.listed()
+	if err := os.RemoveAll(filepath.Join(dir, "mount-0123456789abcdef.scope")); err != nil {
+		t.Fatal(err)
+	}
+	// Its file's own removal is reported too: wait for the directory's.
+	refreshUntil(t, e, "a scope removed", func() bool { return e.Watched() == 1 && src.listed() > before })
+	before = src.listed()
+	e.Refresh()
+	if got := src.listed() - before; got != 0 {
+		t.Errorf("%d listings in a Refresh after the removal was handled; want 0", got)
 	}
 }

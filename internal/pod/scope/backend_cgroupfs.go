@@ -675,6 +675,11 @@ type EventSource interface {
 	// [Manager.List] lists every hierarchy's directory and reads every
 	// scope's processes (with 100 mounts, a hundred files).
 	EventFiles(plugin string) ([]string, error)
+	// EventDir returns the directory whose entries EventFiles lists, as
+	// a path that resolves outside the host's cgroup namespace too: a
+	// watcher of its entries learns of scopes made and removed, and
+	// lists again only then. It may not exist yet (no scope so far).
+	EventDir(plugin string) (string, error)
 }
 
 // EventsOf returns m as an [EventSource], or false when m's scopes report
@@ -713,18 +718,31 @@ func (c *cgroupfs) v2() *Hierarchy {
 	return nil
 }
 
-func (c *cgroupfs) EventFiles(plugin string) ([]string, error) {
+func (c *cgroupfs) EventDir(plugin string) (string, error) {
 	prel, err := c.pluginRel(plugin)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	h := c.v2()
 	if h == nil {
+		return "", fmt.Errorf("no cgroup2 hierarchy: %w", fs.ErrNotExist)
+	}
+	return filepath.Join(h.Path, prel), nil
+}
+
+func (c *cgroupfs) EventFiles(plugin string) ([]string, error) {
+	if c.v2() == nil {
+		if _, err := c.pluginRel(plugin); err != nil {
+			return nil, err
+		}
 		return nil, nil
+	}
+	dir, err := c.EventDir(plugin)
+	if err != nil {
+		return nil, err
 	}
 	var files []string
 	err = inCgroupNS(c.ns, func() error {
-		dir := filepath.Join(h.Path, prel)
 		entries, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil

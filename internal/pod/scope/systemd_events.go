@@ -37,11 +37,10 @@ func (s *systemd) EventFiles(plugin string) ([]string, error) {
 	if s.v2 == "" {
 		return nil, nil
 	}
-	slice, err := SliceName(s.cfg.Parent, plugin)
+	dir, err := s.EventDir(plugin)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(s.v2, slicePath(slice))
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil // no scope yet: systemd makes the slice with the first
@@ -57,6 +56,19 @@ func (s *systemd) EventFiles(plugin string) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// EventDir implements [EventSource]: plugin's slice in the cgroup2
+// hierarchy.
+func (s *systemd) EventDir(plugin string) (string, error) {
+	if s.v2 == "" {
+		return "", fmt.Errorf("no cgroup2 hierarchy: %w", fs.ErrNotExist)
+	}
+	slice, err := SliceName(s.cfg.Parent, plugin)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(s.v2, slicePath(slice)), nil
 }
 
 // RemovalIsExit implements [RemovalIsExit]: systemd removes a scope
