@@ -61,9 +61,11 @@ func surveyObserver(m *metrics.Metrics, registrationDir string) func(livemount.R
 		return nil
 	}
 	dir := filepath.Join(registrationDir, mountrecord.Dir)
+	// Read again at every survey: only the records that changed since.
+	var records mountrecord.Lister
 	return func(r livemount.Report, removed []livemount.Scope) {
 		plugins := map[string]string{}
-		entries, _ := mountrecord.List(dir)
+		entries, _ := records.List(dir)
 		for _, e := range entries {
 			if e.Err == nil {
 				plugins[e.Record.Target] = e.Record.Plugin

@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/pod/metrics"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	"github.com/mountcontainers/mountcontainers/pkg/registration"
 )
 
@@ -131,4 +136,61 @@ func TestServeMetricsOff(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, "metrics are off") {
 		t.Fatalf("serve exited %d; want 0 and a log that metrics are off:\n%s", code, stderr)
 	}
+}
+
+// The survey's observer labels a mount that names no plugin by its
+// record's, read again at every survey: a record written or removed
+// between two surveys counts at the next one.
+func TestSurveyObserverLabelsByRecords(t *testing.T) {
+	dir := t.TempDir()
+	const glusterfs = "kubernetes.io/glusterfs"
+	m := metrics.New(metrics.Options{Plugins: []string{glusterfs}, NoProcessCollectors: true})
+	observe := surveyObserver(m, dir)
+	records := filepath.Join(dir, mountrecord.Dir)
+	targetA := "/var/lib/kubelet/pods/a/volumes/kubernetes.io~glusterfs/data"
+	targetB := "/var/lib/kubelet/pods/b/volumes/kubernetes.io~glusterfs/data"
+	write := func(target string) {
+		t.Helper()
+		if err := mountrecord.Write(records, mountrecord.Record{Plugin: glusterfs, Source: "srv:/vol", Target: target, FSType: "glusterfs"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report := livemount.Report{Mounts: []livemount.Mount{{Target: targetA, Healthy: true}, {Target: targetB, Healthy: true}}}
+	gauge := func() (string, string) {
+		t.Helper()
+		out := map[string]string{}
+		for _, f := range must(m.Registry().Gather()) {
+			if f.GetName() != "mountcontainers_live_mounts" {
+				continue
+			}
+			for _, s := range f.GetMetric() {
+				out[s.GetLabel()[0].GetValue()] = fmt.Sprint(s.GetGauge().GetValue())
+			}
+		}
+		return out[glusterfs], out[metrics.PluginOther]
+	}
+	write(targetA)
+	observe(report, nil)
+	if g, o := gauge(); g != "1" || o != "1" {
+		t.Errorf("with A's record: %s of %s, %s other; want 1 and 1", g, glusterfs, o)
+	}
+	write(targetB)
+	observe(report, nil)
+	if g, o := gauge(); g != "2" || o != "0" {
+		t.Errorf("with both records: %s of %s, %s other; want 2 and 0", g, glusterfs, o)
+	}
+	if err := mountrecord.Remove(records, targetA); err != nil {
+		t.Fatal(err)
+	}
+	observe(report, nil)
+	if g, o := gauge(); g != "1" || o != "1" {
+		t.Errorf("with B's record only: %s of %s, %s other; want 1 and 1", g, glusterfs, o)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
