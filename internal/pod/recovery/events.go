@@ -39,7 +39,7 @@ type Events interface {
 // (cgroup v1 only) [NewScopeEvents] fails with [ErrNoScopeEvents] and the
 // Recoverer's poll finds dead mounts alone.
 type ScopeEvents struct {
-	scopes  scope.EventSource
+	source  scope.EventSource
 	plugins []string
 	// removalIsExit: the source's scopes go by themselves once empty
 	// (scope.RemovalIsExit).
@@ -58,13 +58,19 @@ type ScopeEvents struct {
 	// empty and made again by the remount) is another file, and kernfs
 	// does not tell inotify that the old one went.
 	watched map[string]fileID
+	// scopes maps the name of each watched file's scope (scope.Name of
+	// its mount's target) to the file.
+	scopes map[string]string
 	// dirs are the plugins' scope directories (EventDir) whose entries
-	// are watched: a scope made or removed there marks the set of files
-	// to watch changed (dirty), and made names the scopes made since the
-	// last Refresh, whose files are looked at again. A Refresh with
-	// every directory watched and nothing changed lists nothing, but for
-	// one every fullRefresh in any case.
-	dirs     map[string]bool
+	// are watched, each with the directory it was when watched (kernfs
+	// reports no removal of a watched cgroup directory: one removed and
+	// made again is found by its identity, at every Refresh). A scope
+	// made or removed there marks the set of files to watch changed
+	// (dirty), and made names the scopes made since the last Refresh,
+	// whose files are looked at again. A Refresh with every directory
+	// watched, as it was, and nothing changed lists nothing, but for one
+	// every fullRefresh in any case.
+	dirs     map[string]fileID
 	dirty    bool
 	made     map[string]bool
 	lastFull time.Time
@@ -94,8 +100,8 @@ func newScopeEvents(src scope.EventSource, plugins []string, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	e := &ScopeEvents{scopes: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}),
-		watched: map[string]fileID{}, dirs: map[string]bool{}, made: map[string]bool{}, Logger: log}
+	e := &ScopeEvents{source: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}),
+		watched: map[string]fileID{}, scopes: map[string]string{}, dirs: map[string]fileID{}, made: map[string]bool{}, Logger: log}
 	if r, ok := src.(scope.RemovalIsExit); ok {
 		e.removalIsExit = r.RemovalIsExit()
 	}
@@ -120,7 +126,7 @@ func (e *ScopeEvents) loop() {
 				// The scope went (and the watch with it): the next
 				// Refresh watches it again if it comes back.
 				e.mu.Lock()
-				delete(e.watched, ev.Name)
+				e.unwatched(ev.Name)
 				e.mu.Unlock()
 			}
 			// Only a death is news: the file is rewritten for other
@@ -130,21 +136,18 @@ func (e *ScopeEvents) loop() {
 			// empty, maybe before the rewrite could be read.
 			if (ev.Has(fsnotify.Write) && emptied(ev.Name)) || (removed && e.removalIsExit) {
 				e.mu.Lock()
-				if e.track {
-					// The scope's name: its directory's, without the
-					// unit suffix of a systemd scope.
-					e.names[strings.TrimSuffix(filepath.Base(filepath.Dir(ev.Name)), ".scope")] = true
-				}
+				e.exited(filepath.Dir(ev.Name))
 				e.mu.Unlock()
-				select {
-				case e.c <- struct{}{}:
-				default: // a pass is due already
-				}
 			}
 		case err, ok := <-e.w.Errors:
 			if !ok {
 				return
 			}
+			// Events may have been lost (the queue overflowed): the
+			// next Refresh lists and looks at everything.
+			e.mu.Lock()
+			e.dirty, e.lastFull = true, time.Time{}
+			e.mu.Unlock()
 			if e.Logger != nil {
 				e.Logger.Warn("watching the scopes' cgroup events", "err", err)
 			}
@@ -152,32 +155,83 @@ func (e *ScopeEvents) loop() {
 	}
 }
 
+// exited notes that the scope whose directory is dir lost its last
+// process, and wakes the recoverer; e.mu is held.
+func (e *ScopeEvents) exited(dir string) {
+	if e.track {
+		e.names[scopeName(dir)] = true
+	}
+	select {
+	case e.c <- struct{}{}:
+	default: // a pass is due already
+	}
+}
+
+// scopeName returns the name of the scope whose directory is dir: its
+// base name, without the unit suffix of a systemd scope (scope.Name of
+// its mount's target).
+func scopeName(dir string) string {
+	return strings.TrimSuffix(filepath.Base(dir), ".scope")
+}
+
 // dirEvent notes an event of a watched scope directory or of one of its
 // entries, and reports whether ev was one: a scope made or removed
 // there, or the directory itself removed, marks the set of files to
-// watch changed; the kernel's rewrites of the directory's own files
-// (its cgroup.events among them) are nothing here.
+// watch changed; a scope removed is an exit too where removal is one
+// (systemd's units: the kernel reports no removal of the watched file
+// inside a cgroup, only its parent's entry going); the kernel's rewrites
+// of the directory's own files (its cgroup.events among them) are
+// nothing here.
 func (e *ScopeEvents) dirEvent(ev fsnotify.Event) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	switch {
-	case e.dirs[ev.Name]:
-		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+	gone := ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)
+	if _, ok := e.dirs[ev.Name]; ok {
+		if gone {
 			delete(e.dirs, ev.Name)
 			e.dirty = true
 		}
 		return true
-	case e.dirs[filepath.Dir(ev.Name)]:
-		if ev.Has(fsnotify.Create) {
-			e.made[ev.Name] = true
-			e.dirty = true
-		}
-		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-			e.dirty = true
-		}
-		return true
 	}
-	return false
+	if _, ok := e.dirs[filepath.Dir(ev.Name)]; !ok {
+		return false
+	}
+	if ev.Has(fsnotify.Create) {
+		e.made[ev.Name] = true
+		e.dirty = true
+	}
+	if gone {
+		e.dirty = true
+		if e.removalIsExit {
+			if _, ok := e.scopes[scopeName(ev.Name)]; ok {
+				e.exited(ev.Name)
+			}
+		}
+	}
+	return true
+}
+
+// watch and unwatched keep e.watched and e.scopes together; e.mu is
+// held.
+func (e *ScopeEvents) watch(file string, id fileID) {
+	e.watched[file] = id
+	e.scopes[scopeName(filepath.Dir(file))] = file
+}
+
+func (e *ScopeEvents) unwatched(file string) {
+	delete(e.watched, file)
+	if name := scopeName(filepath.Dir(file)); e.scopes[name] == file {
+		delete(e.scopes, name)
+	}
+}
+
+// Watches reports whether the death of the daemon of the mount at target
+// wakes the recoverer: its scope's file is watched.
+func (e *ScopeEvents) Watches(target string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.scopes[scope.Name(target)]
+	return ok
 }
 
 // fullRefresh is how often a Refresh lists the scopes and looks at every
@@ -208,11 +262,48 @@ func (e *ScopeEvents) Emptied() []string {
 
 // Refresh watches the cgroup.events of every scope there is now, and
 // forgets those of scopes that are gone. It runs after every pass of the
-// recovery: it lists the scopes' directories only when a scope was made
-// or removed there since (their entries are watched), or when one of
-// them is not watched yet, or once every fullRefresh; and it looks again
-// only at the files of scopes made since, and at files not watched yet.
+// recovery: it stats each scope directory (one removed and made again is
+// watched anew), and lists them only when a scope was made or removed
+// there since (their entries are watched), or when one of them is not
+// watched yet or was made again, or when the watcher reported an error
+// (events lost), or once every fullRefresh; and it looks again only at
+// the files of scopes made since, and at files not watched yet.
 func (e *ScopeEvents) Refresh() {
+	// The directories first: a scope made after its directory is watched
+	// is reported, and one made before it is in the listing below.
+	var dirErr error
+	for _, p := range e.plugins {
+		dir, err := e.source.EventDir(p)
+		if err != nil {
+			dirErr = err
+			continue
+		}
+		id, err := idOf(dir)
+		e.mu.Lock()
+		old, watching := e.dirs[dir]
+		if watching && (err != nil || old != id) {
+			// Removed, or removed and made again, unreported.
+			_ = e.w.Remove(dir)
+			delete(e.dirs, dir)
+			watching, e.dirty = false, true
+		}
+		if watching || err != nil {
+			e.mu.Unlock()
+			continue // watched, or none yet: listed at each Refresh until there is
+		}
+		// Marked before it is watched, so that an event of it in between
+		// is one of the directory's.
+		e.dirs[dir], e.dirty = id, true
+		e.mu.Unlock()
+		if err := e.w.Add(dir); err != nil {
+			e.mu.Lock()
+			delete(e.dirs, dir)
+			e.mu.Unlock()
+			if !errors.Is(err, fs.ErrNotExist) {
+				dirErr = err
+			}
+		}
+	}
 	e.mu.Lock()
 	full := time.Since(e.lastFull) >= fullRefresh
 	if !full && !e.dirty && len(e.dirs) == len(e.plugins) {
@@ -226,35 +317,10 @@ func (e *ScopeEvents) Refresh() {
 	e.made, e.dirty = map[string]bool{}, false
 	e.mu.Unlock()
 
-	// The directories first: a scope made after its directory is watched
-	// is reported, and one made before it is in the listing below.
-	var dirErr error
-	for _, p := range e.plugins {
-		dir, err := e.scopes.EventDir(p)
-		if err != nil {
-			dirErr = err
-			continue
-		}
-		e.mu.Lock()
-		watching := e.dirs[dir]
-		e.mu.Unlock()
-		if watching {
-			continue
-		}
-		if err := e.w.Add(dir); err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				dirErr = err
-			}
-			continue // no scope yet: listed at each Refresh until there is
-		}
-		e.mu.Lock()
-		e.dirs[dir] = true
-		e.mu.Unlock()
-	}
 	now := map[string]bool{}
 	var listErr error
 	for _, p := range e.plugins {
-		files, err := e.scopes.EventFiles(p)
+		files, err := e.source.EventFiles(p)
 		if err != nil {
 			listErr = err
 			continue
@@ -282,12 +348,12 @@ func (e *ScopeEvents) Refresh() {
 		if ok {
 			// The scope was made again: drop the old file's watch.
 			_ = e.w.Remove(f)
-			delete(e.watched, f)
+			e.unwatched(f)
 		}
 		if err := e.w.Add(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			addErr = err
 		} else if err == nil {
-			e.watched[f] = id
+			e.watch(f, id)
 		}
 	}
 	if addErr != nil || listErr != nil || dirErr != nil {
@@ -303,7 +369,7 @@ func (e *ScopeEvents) Refresh() {
 			if err := e.w.Remove(f); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) {
 				continue
 			}
-			delete(e.watched, f)
+			e.unwatched(f)
 		}
 	}
 }

@@ -364,3 +364,79 @@ func TestScopeEventsListOnlyWhenScopesChange(t *testing.T) {
 		t.Errorf("%d listings in a Refresh after the removal was handled; want 0", got)
 	}
 }
+
+// TestScopeEventsRealCgroupDirectory, on a real cgroup2 hierarchy (root;
+// the machine's, standing in for systemd's): kernfs reports a scope
+// directory's removal only as its parent's entry going, never to the
+// watch of the file inside, so that is the exit of a systemd unit; and a
+// watched directory removed and made again reports nothing at all, so
+// the scopes made in the new one are found by its identity.
+func TestScopeEventsRealCgroupDirectory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make cgroups")
+	}
+	v2 := filepath.Join(scope.DefaultCgroupRoot, "unified")
+	if _, err := os.Stat(filepath.Join(scope.DefaultCgroupRoot, "cgroup.controllers")); err == nil {
+		v2 = scope.DefaultCgroupRoot
+	}
+	if _, err := os.Stat(filepath.Join(v2, "cgroup.controllers")); err != nil {
+		t.Skip("no cgroup2 hierarchy here")
+	}
+	dir := filepath.Join(v2, fmt.Sprintf("mc-events-dir-test-%d", os.Getpid()))
+	const keyA, keyB, keyC = "mount-0123456789abcdef", "mount-fedcba9876543210", "mount-00112233445566ff"
+	mkdir := func(p string) {
+		t.Helper()
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, k := range []string{keyA, keyB, keyC} {
+			_ = os.Remove(filepath.Join(dir, k+".scope"))
+		}
+		_ = os.Remove(dir)
+	})
+	mkdir(dir)
+	mkdir(filepath.Join(dir, keyA+".scope"))
+	e, err := newScopeEvents(removingSource{dir}, []string{plugin}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.Watched() != 1 {
+		t.Fatalf("%d files watched, want 1", e.Watched())
+	}
+	e.Emptied() // starts keeping the names
+	for drained := false; !drained; {
+		select {
+		case <-e.C():
+		case <-time.After(200 * time.Millisecond):
+			drained = true
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, keyA+".scope")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.C():
+	case <-time.After(10 * time.Second): // a hang guard
+		t.Fatal("the unit's cgroup removal woke nothing")
+	}
+	if got := e.Emptied(); len(got) != 1 || got[0] != keyA {
+		t.Errorf("Emptied() = %q, want [%s]", got, keyA)
+	}
+	refreshUntil(t, e, "the removed unit forgotten", func() bool { return e.Watched() == 0 })
+
+	// The slice goes with its last unit, and comes back with the next.
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	mkdir(dir)
+	mkdir(filepath.Join(dir, keyB+".scope"))
+	refreshUntil(t, e, "a unit of the slice made again", func() bool { return e.Watched() == 1 })
+	mkdir(filepath.Join(dir, keyC+".scope"))
+	refreshUntil(t, e, "a second unit of the slice made again", func() bool { return e.Watched() == 2 })
+	if !e.Watches("/no/such/target") && e.Watched() == 2 {
+		t.Logf("watching %d units of the slice made again", e.Watched())
+	}
+}

@@ -163,11 +163,12 @@ func TestFlappingMountBacksOff(t *testing.T) {
 }
 
 // noEvents is an [Events] that never fires: a poll pass of a Recoverer
-// woken by events.
-type noEvents struct{}
+// woken by events. It watches the targets not in unwatched.
+type noEvents struct{ unwatched map[string]bool }
 
-func (noEvents) C() <-chan struct{} { return nil }
-func (noEvents) Refresh()           {}
+func (noEvents) C() <-chan struct{}           { return nil }
+func (noEvents) Refresh()                     {}
+func (e noEvents) Watches(target string) bool { return !e.unwatched[target] }
 
 // With events waking the recoverer, a poll pass stats a mount that
 // answered only once ProbeEvery has passed since; a pass woken by an
@@ -246,6 +247,16 @@ func TestPollPassesStatAnsweredMountsEveryProbeEvery(t *testing.T) {
 	want("poll, answered 0.5 s ago but not stable yet", pass("poll", 500*time.Millisecond), target, target2)
 	want("poll, stable", pass("poll", StableAfter), target, target2)
 	want("poll, stable, 1 s later", pass("poll", time.Second), target2)
+
+	// A mount whose scope the events do not watch (a daemon adopted from
+	// outside the scopes) is stat-ed every pass.
+	b.mu.Lock()
+	delete(b.health, target2)
+	b.mu.Unlock()
+	want("poll, both answered", pass("poll", time.Second), target2)
+	want("poll, both answered, 1 s later", pass("poll", time.Second))
+	b.r.Events = noEvents{unwatched: map[string]bool{target2: true}}
+	want("poll, target2's scope not watched", pass("poll", time.Second), target2)
 
 	// Without events the poll is all there is: every pass stats all.
 	b.r.Events = nil

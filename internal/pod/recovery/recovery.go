@@ -92,9 +92,10 @@ const (
 	DefaultBackoff  = time.Second
 	MaxBackoff      = time.Minute
 	// ProbeEvery is how often a poll pass stats a mount that answered
-	// its last stat, when [Recoverer.Events] wakes the recoverer at every
-	// daemon's exit: the poll is then a backstop for deaths without an
-	// exit (a connection aborted under a live daemon), and stat-ing a
+	// its last stat, when [Recoverer.Events] wakes the recoverer at its
+	// daemon's exit (the mount's scope is watched): the poll is then a
+	// backstop for deaths without an exit (a connection aborted under a
+	// live daemon, a daemon whose child keeps its scope populated), and stat-ing a
 	// hundred mounts every second kept the Go runtime's monitor thread
 	// busy retaking processors from the blocked stats. A pass woken by an
 	// event and every pass for ProbeEvery after one (the kernel may tear
@@ -434,24 +435,31 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 	return results
 }
 
+// watcher is [Events] that tell whether a mount's death wakes the
+// recoverer ([ScopeEvents.Watches]).
+type watcher interface {
+	Watches(target string) bool
+}
+
 // toProbe returns which of the mounted targets this pass stats, and those
 // it leaves until later (no result this pass): in a poll pass with
-// [Recoverer.Events] set and no event for [ProbeEvery], a target that
-// answered less than ProbeEvery ago and has no recovery under way (its
-// back-off state, or a state file in states) is left; every other pass
-// stats them all.
+// [Recoverer.Events] set and no event for [ProbeEvery], a target whose
+// daemon's death the events watch, that answered less than ProbeEvery
+// ago and has no recovery under way (its back-off state, or a state file
+// in states) is left; every other pass stats them all.
 func (r *Recoverer) toProbe(dir string, mounted []string, states passStates) (probe []string, skip map[string]bool) {
 	now := r.clock()
 	if r.woken == "event" {
 		r.eventAt = now
 	}
-	if r.woken != "poll" || r.Events == nil || now.Sub(r.eventAt) < ProbeEvery {
+	w, ok := r.Events.(watcher)
+	if r.woken != "poll" || !ok || now.Sub(r.eventAt) < ProbeEvery {
 		return mounted, nil
 	}
 	skip = map[string]bool{}
 	for _, t := range mounted {
 		at, ok := r.answered[t]
-		if ok && now.Sub(at) < ProbeEvery && r.state[t] == nil {
+		if ok && now.Sub(at) < ProbeEvery && r.state[t] == nil && w.Watches(t) {
 			if _, under := states.of(dir, t); !under {
 				skip[t] = true
 				continue

@@ -214,10 +214,24 @@ func (s *systemd) place(ctx context.Context, unit, slice, target, plugin string,
 		// Unload the unit once its processes are gone, failed or not.
 		{Name: "CollectMode", Value: dbus.MakeVariant("inactive-or-failed")},
 	}
+	var unlock func()
+	defer func() {
+		if unlock != nil {
+			unlock()
+		}
+	}()
 	for stops := 0; ; stops++ {
 		done := make(chan string, 1)
 		_, err := s.conn.StartTransientUnitContext(ctx, unit, "fail", props, done)
 		if dbusErrorName(err) == errUnitExists && stops < maxUnitStops {
+			if unlock == nil {
+				// Two places of the target that both find its unit
+				// empty take turns: the second finds the first's unit
+				// populated, and stops nothing.
+				if unlock, err = s.lockSlice(ctx, slice); err != nil {
+					return err
+				}
+			}
 			// A stopped unit goes once systemd collects it, on its
 			// next turn as a rule: a few more looks, a moment apart.
 			if stops > 0 {
@@ -245,6 +259,32 @@ func (s *systemd) place(ctx context.Context, unit, slice, target, plugin string,
 		}
 		return s.limitSlice(ctx, slice)
 	}
+}
+
+// lockSlice takes an exclusive flock(2) of slice's directory in the
+// cgroup hierarchy systemd tracks its units in, within ctx, and returns
+// the unlock function. Where that directory cannot be opened (no unit of
+// the slice: a unit of the name elsewhere, which remove refuses), it
+// locks nothing.
+func (s *systemd) lockSlice(ctx context.Context, slice string) (func(), error) {
+	root := s.v2
+	if root == "" {
+		root = filepath.Join(s.cfg.CgroupRoot, "systemd")
+	}
+	dir := filepath.Join(root, slicePath(slice))
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return func() {}, nil
+	}
+	wait := s.cfg.Timeout
+	if deadline, ok := ctx.Deadline(); ok {
+		wait = time.Until(deadline)
+	}
+	if err := flockWithin(fd, wait); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { unix.Close(fd) }, nil
 }
 
 // maxUnitStops bounds how often place stops a unit of its name that
@@ -422,6 +462,18 @@ func (s *systemd) inSlice(ctx context.Context, slice, unit string) error {
 }
 
 func (s *systemd) remove(ctx context.Context, slice, unit string) error {
+	// Never stop a unit of the same name in another slice, nor name its
+	// processes.
+	prop, err := s.conn.GetUnitTypePropertyContext(ctx, unit, "Scope", "Slice")
+	if dbusErrorName(err) == errNoSuchUnit {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("slice of %s: %w", unit, dbusError(err))
+	}
+	if got, _ := prop.Value.Value().(string); got != slice {
+		return fmt.Errorf("%s is in slice %q, not %s: not ours", unit, got, slice)
+	}
 	procs, ok, err := s.processes(ctx, unit)
 	if err != nil || !ok {
 		return err
@@ -432,17 +484,6 @@ func (s *systemd) remove(ctx context.Context, slice, unit string) error {
 			pids = append(pids, int(p.PID))
 		}
 		return fmt.Errorf("%w: %v in %s", ErrPopulated, pids, unit)
-	}
-	// Never stop a unit of the same name in another slice.
-	prop, err := s.conn.GetUnitTypePropertyContext(ctx, unit, "Scope", "Slice")
-	if dbusErrorName(err) == errNoSuchUnit {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("slice of %s: %w", unit, dbusError(err))
-	}
-	if got, _ := prop.Value.Value().(string); got != slice {
-		return fmt.Errorf("%s is in slice %q, not %s: not ours", unit, got, slice)
 	}
 	done := make(chan string, 1)
 	_, err = s.conn.StopUnitContext(ctx, unit, "fail", done)

@@ -511,3 +511,67 @@ func TestSystemdKill(t *testing.T) {
 		}
 	}
 }
+
+// Two places of a target whose unit is left empty take turns on the
+// slice's directory: while another holds it, a Place stops nothing.
+func TestSystemdPlaceTakesTurns(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "cgroup.controllers"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	slice := "mountcontainers-kubernetes.io-glusterfs.slice"
+	sliceDir := filepath.Join(root, slicePath(slice))
+	if err := os.MkdirAll(sliceDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake, m := newSystemdFake(t, Config{CgroupRoot: root, Timeout: time.Minute})
+	unit := Name(targetA) + ".scope"
+	old := startSleep(t)
+	if _, err := m.Place(glusterfs, targetA, old.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	old.Process.Kill()
+	old.Wait()
+
+	// Another place holds the slice.
+	held, err := os.Open(sliceDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	before := len(fake.Calls())
+	sleep := startSleep(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Place(glusterfs, targetA, sleep.Process.Pid)
+		done <- err
+	}()
+	for start := time.Now(); !slices.Contains(fake.Calls()[before:], "StartTransientUnit "+unit); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > time.Minute { // a hang guard
+			t.Fatal("Place never tried to start the unit")
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // what a Place without the lock would have done by now
+	select {
+	case err := <-done:
+		t.Fatalf("Place returned (%v) while the slice was held", err)
+	default:
+	}
+	if calls := fake.Calls()[before:]; slices.Contains(calls, "StopUnit "+unit) {
+		t.Fatalf("calls %q: the unit was stopped while the slice was held", calls)
+	}
+	held.Close() // the other place is done
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Place after the other: %v", err)
+		}
+	case <-time.After(time.Minute): // a hang guard
+		t.Fatal("Place did not return once the slice was free")
+	}
+	if u, _ := fake.Unit(unit); u.Stopped || !slices.Equal(u.PIDs, []uint32{uint32(sleep.Process.Pid)}) {
+		t.Errorf("unit after the Place: stopped %v, PIDs %v; want running with %d", u.Stopped, u.PIDs, sleep.Process.Pid)
+	}
+}
