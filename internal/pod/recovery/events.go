@@ -282,10 +282,12 @@ func (e *ScopeEvents) Refresh() {
 		e.mu.Lock()
 		old, watching := e.dirs[dir]
 		if watching && (err != nil || old != id) {
-			// Removed, or removed and made again, unreported.
+			// Removed, or removed and made again, unreported; and so
+			// were the scopes in it, which a scope of the same name
+			// in the new one does not tell: every file is looked at.
 			_ = e.w.Remove(dir)
 			delete(e.dirs, dir)
-			watching, e.dirty = false, true
+			watching, e.dirty, e.lastFull = false, true, time.Time{}
 		}
 		if watching || err != nil {
 			e.mu.Unlock()

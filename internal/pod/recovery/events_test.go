@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -396,7 +397,11 @@ func TestScopeEventsRealCgroupDirectory(t *testing.T) {
 		}
 		_ = os.Remove(dir)
 	})
-	mkdir(dir)
+	if err := os.Mkdir(dir, 0o755); errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+		t.Skipf("cannot make a cgroup here: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
 	mkdir(filepath.Join(dir, keyA+".scope"))
 	e, err := newScopeEvents(removingSource{dir}, []string{plugin}, nil)
 	if err != nil {
@@ -436,7 +441,25 @@ func TestScopeEventsRealCgroupDirectory(t *testing.T) {
 	refreshUntil(t, e, "a unit of the slice made again", func() bool { return e.Watched() == 1 })
 	mkdir(filepath.Join(dir, keyC+".scope"))
 	refreshUntil(t, e, "a second unit of the slice made again", func() bool { return e.Watched() == 2 })
-	if !e.Watches("/no/such/target") && e.Watched() == 2 {
-		t.Logf("watching %d units of the slice made again", e.Watched())
+
+	// All at once, between two Refreshes: the units go, the slice goes
+	// and comes back, a unit of the same name as before is made in it
+	// (no event tells of any of it but the first units' going).
+	for _, k := range []string{keyB, keyC} {
+		if err := os.Remove(filepath.Join(dir, k+".scope")); err != nil {
+			t.Fatal(err)
+		}
 	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	mkdir(dir)
+	mkdir(filepath.Join(dir, keyB+".scope"))
+	fileB := filepath.Join(dir, keyB+".scope", "cgroup.events")
+	refreshUntil(t, e, "the unit of the same name in the slice made again watched", func() bool {
+		id, err := idOf(fileB)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return err == nil && e.watched[fileB] == id && len(e.watched) == 1
+	})
 }

@@ -263,9 +263,11 @@ func (s *systemd) place(ctx context.Context, unit, slice, target, plugin string,
 
 // lockSlice takes an exclusive flock(2) of slice's directory in the
 // cgroup hierarchy systemd tracks its units in, within ctx, and returns
-// the unlock function. Where that directory cannot be opened (no unit of
+// the unlock function. Where that directory does not exist (no unit of
 // the slice: a unit of the name elsewhere, which remove refuses), it
-// locks nothing.
+// locks nothing. The lock is the slice's, not the unit's: a unit's
+// directory goes with it, and a lock of the next one's would be another
+// lock; only places that find a unit of their name left wait on it.
 func (s *systemd) lockSlice(ctx context.Context, slice string) (func(), error) {
 	root := s.v2
 	if root == "" {
@@ -273,8 +275,11 @@ func (s *systemd) lockSlice(ctx context.Context, slice string) (func(), error) {
 	}
 	dir := filepath.Join(root, slicePath(slice))
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
+	if errors.Is(err, unix.ENOENT) {
 		return func() {}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
 	wait := s.cfg.Timeout
 	if deadline, ok := ctx.Deadline(); ok {
@@ -462,6 +467,13 @@ func (s *systemd) inSlice(ctx context.Context, slice, unit string) error {
 }
 
 func (s *systemd) remove(ctx context.Context, slice, unit string) error {
+	// GetUnitProcesses tells a unit systemd does not know (NoSuchUnit);
+	// a property does not: systemd answers it for a stub it loads then,
+	// with an empty slice.
+	procs, ok, err := s.processes(ctx, unit)
+	if err != nil || !ok {
+		return err
+	}
 	// Never stop a unit of the same name in another slice, nor name its
 	// processes.
 	prop, err := s.conn.GetUnitTypePropertyContext(ctx, unit, "Scope", "Slice")
@@ -471,12 +483,12 @@ func (s *systemd) remove(ctx context.Context, slice, unit string) error {
 	if err != nil {
 		return fmt.Errorf("slice of %s: %w", unit, dbusError(err))
 	}
-	if got, _ := prop.Value.Value().(string); got != slice {
-		return fmt.Errorf("%s is in slice %q, not %s: not ours", unit, got, slice)
+	got, _ := prop.Value.Value().(string)
+	if got == "" {
+		return nil // collected since
 	}
-	procs, ok, err := s.processes(ctx, unit)
-	if err != nil || !ok {
-		return err
+	if got != slice {
+		return fmt.Errorf("%s is in slice %q, not %s: not ours", unit, got, slice)
 	}
 	if len(procs) > 0 {
 		var pids []int

@@ -450,6 +450,12 @@ func (p unitProps) Get(msg dbus.Message, iface, name string) (dbus.Variant, *dbu
 	defer p.s.mu.Unlock()
 	u, ok := p.s.units[unit]
 	if !ok || u.Stopped {
+		// As systemd: it loads a stub of a unit it does not know, and
+		// answers its properties, empty.
+		switch {
+		case iface == "org.freedesktop.systemd1.Scope" && (name == "Slice" || name == "ControlGroup"):
+			return dbus.MakeVariant(""), nil
+		}
 		return dbus.Variant{}, noSuchUnit(unit)
 	}
 	switch {
