@@ -203,16 +203,7 @@ func TestScopeEventsRemovalIsExit(t *testing.T) {
 // no proof that the file watched is the one there now (root; a real
 // cgroup2 hierarchy, the machine's, standing in for systemd's).
 func TestScopeEventsUnitMadeAgain(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make cgroups")
-	}
-	v2 := filepath.Join(scope.DefaultCgroupRoot, "unified")
-	if _, err := os.Stat(filepath.Join(scope.DefaultCgroupRoot, "cgroup.controllers")); err == nil {
-		v2 = scope.DefaultCgroupRoot
-	}
-	if _, err := os.Stat(filepath.Join(v2, "cgroup.controllers")); err != nil {
-		t.Skip("no cgroup2 hierarchy here")
-	}
+	v2 := machineV2(t)
 	dir := filepath.Join(v2, fmt.Sprintf("mc-events-test-%d", os.Getpid()))
 	unit := filepath.Join(dir, "mount-0123456789abcdef.scope")
 	for _, d := range []string{dir, unit} {
@@ -373,16 +364,7 @@ func TestScopeEventsListOnlyWhenScopesChange(t *testing.T) {
 // watched directory removed and made again reports nothing at all, so
 // the scopes made in the new one are found by its identity.
 func TestScopeEventsRealCgroupDirectory(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make cgroups")
-	}
-	v2 := filepath.Join(scope.DefaultCgroupRoot, "unified")
-	if _, err := os.Stat(filepath.Join(scope.DefaultCgroupRoot, "cgroup.controllers")); err == nil {
-		v2 = scope.DefaultCgroupRoot
-	}
-	if _, err := os.Stat(filepath.Join(v2, "cgroup.controllers")); err != nil {
-		t.Skip("no cgroup2 hierarchy here")
-	}
+	v2 := machineV2(t)
 	dir := filepath.Join(v2, fmt.Sprintf("mc-events-dir-test-%d", os.Getpid()))
 	const keyA, keyB, keyC = "mount-0123456789abcdef", "mount-fedcba9876543210", "mount-00112233445566ff"
 	mkdir := func(p string) {
@@ -462,4 +444,22 @@ func TestScopeEventsRealCgroupDirectory(t *testing.T) {
 		defer e.mu.Unlock()
 		return err == nil && e.watched[fileB] == id && len(e.watched) == 1
 	})
+}
+
+// machineV2 returns the machine's cgroup2 hierarchy, unified or hybrid,
+// for a test that makes cgroups in it; it skips unless run as root on a
+// machine that has one.
+func machineV2(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make cgroups")
+	}
+	v2 := filepath.Join(scope.DefaultCgroupRoot, "unified")
+	if _, err := os.Stat(filepath.Join(scope.DefaultCgroupRoot, "cgroup.controllers")); err == nil {
+		v2 = scope.DefaultCgroupRoot
+	}
+	if _, err := os.Stat(filepath.Join(v2, "cgroup.controllers")); err != nil {
+		t.Skip("no cgroup2 hierarchy here")
+	}
+	return v2
 }
