@@ -867,30 +867,29 @@ func TestSocketOwnerAndMode(t *testing.T) {
 			ctx, stop := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- d.Serve(ctx, sock) }()
-			var st unix.Stat_t
-			for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-				c, err := net.Dial("unix", sock)
-				if err == nil {
-					c.Close()
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the driver does not serve %s: %v", sock, err)
-				}
-			}
-			if err := unix.Lstat(sock, &st); err != nil {
-				t.Fatal(err)
-			}
-			stop()
-			if err := <-done; err != nil {
-				t.Errorf("Serve: %v", err)
-			}
 			wantMode, wantGID := uint32(0o600), uint32(0)
 			if group > 0 {
 				wantMode, wantGID = 0o660, uint32(group)
 			}
-			if st.Mode&0o777 != wantMode || st.Uid != 0 || st.Gid != wantGID {
-				t.Errorf("socket %s: mode %04o, owner %d:%d; want %04o, 0:%d", sock, st.Mode&0o777, st.Uid, st.Gid, wantMode, wantGID)
+			// The socket takes calls from its listen on, a moment before
+			// Serve gives it its owner and mode (root's alone meanwhile,
+			// by the umask): wait for them, then for a call.
+			var st unix.Stat_t
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+				err := unix.Lstat(sock, &st)
+				if err == nil && st.Mode&0o777 == wantMode && st.Uid == 0 && st.Gid == wantGID {
+					if c, err := net.Dial("unix", sock); err == nil {
+						c.Close()
+						break
+					}
+				}
+				if time.Now().After(deadline) { // a hang guard
+					t.Fatalf("socket %s: mode %04o, owner %d:%d (%v) after a minute; want %04o, 0:%d, serving", sock, st.Mode&0o777, st.Uid, st.Gid, err, wantMode, wantGID)
+				}
+			}
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
 			}
 		})
 	}
