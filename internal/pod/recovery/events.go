@@ -70,10 +70,11 @@ type ScopeEvents struct {
 	// whose files are looked at again. A Refresh with every directory
 	// watched, as it was, and nothing changed lists nothing, but for one
 	// every fullRefresh in any case.
-	dirs     map[string]fileID
-	dirty    bool
-	made     map[string]bool
-	lastFull time.Time
+	dirs      map[string]fileID
+	dirty     bool
+	made      map[string]bool
+	lastFull  time.Time
+	fullEvery time.Duration // fullRefresh; a test's own
 	// names are the scopes that emptied since the last [ScopeEvents.Emptied],
 	// kept once it was first called (the keeper's events never are).
 	track bool
@@ -101,7 +102,7 @@ func newScopeEvents(src scope.EventSource, plugins []string, log *slog.Logger) (
 		return nil, err
 	}
 	e := &ScopeEvents{source: src, plugins: plugins, w: w, c: make(chan struct{}, 1), done: make(chan struct{}),
-		watched: map[string]fileID{}, scopes: map[string]string{}, dirs: map[string]fileID{}, made: map[string]bool{}, Logger: log}
+		watched: map[string]fileID{}, scopes: map[string]string{}, dirs: map[string]fileID{}, made: map[string]bool{}, fullEvery: fullRefresh, Logger: log}
 	if r, ok := src.(scope.RemovalIsExit); ok {
 		e.removalIsExit = r.RemovalIsExit()
 	}
@@ -307,7 +308,7 @@ func (e *ScopeEvents) Refresh() {
 		}
 	}
 	e.mu.Lock()
-	full := time.Since(e.lastFull) >= fullRefresh
+	full := time.Since(e.lastFull) >= e.fullEvery
 	if !full && !e.dirty && len(e.dirs) == len(e.plugins) {
 		e.mu.Unlock()
 		return
