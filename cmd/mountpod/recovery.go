@@ -13,6 +13,7 @@ import (
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/hostinstall"
 	"github.com/mountcontainers/mountcontainers/internal/pod/kubeevents"
+	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
 	"github.com/mountcontainers/mountcontainers/internal/pod/metrics"
 	"github.com/mountcontainers/mountcontainers/internal/pod/recovery"
 	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
@@ -31,8 +32,9 @@ const envRecovery = "MOUNTPOD_RECOVERY"
 // stop function. When inst installs a Flexvolume driver, a dead mount is
 // made again only while the driver's allow-list allows its servers
 // ([recoveryAllow]). m, when not nil, observes the recoveries; events, when
-// not nil, records them as Kubernetes Events.
-func startRecovery(ctx context.Context, cfg registrar.Config, inst hostinstall.Config, m *metrics.Metrics, events *kubeevents.Recorder) (func(), error) {
+// not nil, records them as Kubernetes Events; answers, when not nil, get
+// the answers of its stats.
+func startRecovery(ctx context.Context, cfg registrar.Config, inst hostinstall.Config, m *metrics.Metrics, events *kubeevents.Recorder, answers *livemount.Answers) (func(), error) {
 	switch v := strings.TrimSpace(os.Getenv(envRecovery)); v {
 	case "", "true", "1", "on":
 	case "false", "0", "off":
@@ -45,6 +47,7 @@ func startRecovery(ctx context.Context, cfg registrar.Config, inst hostinstall.C
 	if err != nil {
 		return nil, err
 	}
+	r.Answers = answers
 	log := r.Logger
 	var closeScopes []func() error
 	// withScopes gives r what the scopes give: leftovers stopped, and

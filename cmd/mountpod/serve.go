@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
 	"github.com/mountcontainers/mountcontainers/internal/pod/registrar"
 	"github.com/mountcontainers/mountcontainers/internal/shared/logging"
 )
@@ -74,12 +75,15 @@ func serveCommand(logTo io.Writer) *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
-			stopKeeper, err := startMountKeeper(c.Context, c, cfg.Logger, surveyObserver(m, cfg.Dir))
+			// The keeper's surveys take the recovery's stats of the mounts
+			// for their health, rather than stat them again.
+			answers := &livemount.Answers{}
+			stopKeeper, err := startMountKeeper(c.Context, c, cfg.Logger, surveyObserver(m, cfg.Dir), answers)
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
 			defer stopKeeper()
-			stopRecovery, err := startRecovery(c.Context, cfg, inst, m, events)
+			stopRecovery, err := startRecovery(c.Context, cfg, inst, m, events, answers)
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}

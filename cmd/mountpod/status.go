@@ -55,14 +55,16 @@ func surveyOptions(c *cli.Context) (o livemount.Options, scopeErr error, err err
 
 // startMountKeeper starts the keeper of the live mounts (see
 // livemount.Keeper) and returns its stop function; observe, when not nil,
-// gets each survey. While systemd takes the connection but does not answer
+// gets each survey, and answers, when not nil, are the recovery's stats
+// that the surveys take for the mounts' health. While systemd takes the connection but does not answer
 // ([scope.ErrNoAnswer]), the keeper asks again ([awaitScopes]) before its
 // first survey.
-func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger, observe func(livemount.Report, []livemount.Scope)) (func(), error) {
+func startMountKeeper(ctx context.Context, c *cli.Context, log *slog.Logger, observe func(livemount.Report, []livemount.Scope), answers *livemount.Answers) (func(), error) {
 	o, scopeErr, err := surveyOptions(c)
 	if err != nil {
 		return nil, err
 	}
+	o.Answers = answers
 	busy := errors.Is(scopeErr, scope.ErrNoAnswer)
 	switch {
 	case busy:

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/boundary"
 	"github.com/mountcontainers/mountcontainers/internal/boundary/livestatus"
@@ -93,6 +94,11 @@ type Options struct {
 	// Known, when set, is what the surveys remember of the daemons they
 	// found (see [Known]); a [Keeper] sets its own.
 	Known *Known
+	// Answers, when set, are the mounts' recent answers to another
+	// part's stats: a mount that answered less than [MaxAnswerAge] ago
+	// is healthy without a stat of the survey's own. The mount pod's
+	// keeper takes the recovery's; `mountpod status` stats every mount.
+	Answers *Answers
 }
 
 // Known is what the surveys remember of the daemons they found: of a
@@ -166,9 +172,14 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 	var mounts []Mount
 	seen := map[string]bool{}
 	conns := map[uint64][]string{}
+	// top is the last mount at each target, the one a stat reaches.
+	top := map[string]mount.MountInfo{}
 	for _, mi := range infos {
-		if !IsFUSE(mi.FsType) || seen[mi.MountPoint] ||
-			(mi.MountPoint != dir && !strings.HasPrefix(mi.MountPoint, dir+"/")) {
+		if mi.MountPoint != dir && !strings.HasPrefix(mi.MountPoint, dir+"/") {
+			continue
+		}
+		top[mi.MountPoint] = mi
+		if !IsFUSE(mi.FsType) || seen[mi.MountPoint] {
 			continue
 		}
 		seen[mi.MountPoint] = true
@@ -211,6 +222,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false)
 	}
 	used := map[string]bool{}
+	answeredAfter := time.Now().Add(-MaxAnswerAge)
 	for i := range mounts {
 		m := &mounts[i]
 		m.Daemons = daemons[m.Target]
@@ -224,7 +236,9 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 				}
 			}
 		}
-		if err := StatWithin(ctx, m.Target, o.StatTimeout); err != nil {
+		if o.Answers.AnsweredSince(top[m.Target], answeredAfter) {
+			m.Healthy = true
+		} else if err := StatWithin(ctx, m.Target, o.StatTimeout); err != nil {
 			m.Error = err.Error()
 		} else {
 			m.Healthy = true

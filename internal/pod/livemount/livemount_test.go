@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/mount-utils"
+
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
 )
 
 // fakeScopes is a scope.Manager over a fixed list: the real backends are
@@ -235,5 +238,84 @@ func TestSurveyDaemonsInScopes(t *testing.T) {
 	// a's scope holds no daemon of it: every process is read.
 	if got := survey(true, []int{300}); !reflect.DeepEqual(got, all) {
 		t.Errorf("survey in scopes, a's daemon outside its scope: daemons %v, want %v (every process read)", got, all)
+	}
+}
+
+// TestSurveyTakesRecentAnswers: a survey with Answers takes a mount's
+// answer of less than MaxAnswerAge for its health, without a stat of its
+// own; only the answer of the mount there now (the last at its target,
+// by mount ID and device) counts, and only until a failed stat forgets
+// it. The mount's directory is missing, so its own stat would fail.
+func TestSurveyTakesRecentAnswers(t *testing.T) {
+	kubelet := t.TempDir()
+	a := filepath.Join(kubelet, "pods/a/volumes/x~glusterfs/data")
+	lines := []string{
+		"20 1 0:20 / / rw - ext4 /dev/vda rw",
+		fmt.Sprintf("30 20 0:30 / %s rw - fuse.glusterfs srv:/gv0 rw", a),
+	}
+	mi := writeMountInfo(t, lines...)
+	infos, err := mountinfo.ParseFile(mi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounted := infos[1]
+	healthy := func(ans *Answers) bool {
+		t.Helper()
+		r, err := Survey(context.Background(), Options{KubeletDir: kubelet, MountInfo: mi, ProcRoot: t.TempDir(), Answers: ans})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Mounts) != 1 {
+			t.Fatalf("mounts %+v, want a's", r.Mounts)
+		}
+		m := r.Mounts[0]
+		if m.Healthy == (m.Error != "") {
+			t.Fatalf("mount %+v: healthy with an error, or neither", m)
+		}
+		return m.Healthy
+	}
+	if healthy(nil) {
+		t.Fatal("without answers: healthy, want the stat's error (its directory is missing)")
+	}
+	ans := &Answers{}
+	ans.Note(mounted, time.Now(), nil)
+	if !healthy(ans) {
+		t.Error("answered a moment ago: not healthy, want the answer taken")
+	}
+	old := &Answers{}
+	old.Note(mounted, time.Now().Add(-MaxAnswerAge-time.Second), nil)
+	if healthy(old) {
+		t.Error("answered longer than MaxAnswerAge ago: healthy, want a stat of its own")
+	}
+	for name, other := range map[string]func(m *mount.MountInfo){
+		"another mount ID":       func(m *mount.MountInfo) { m.ID++ },
+		"another device":         func(m *mount.MountInfo) { m.Minor++ },
+		"another device (major)": func(m *mount.MountInfo) { m.Major++ },
+	} {
+		m := mounted
+		other(&m)
+		ans := &Answers{}
+		ans.Note(m, time.Now(), nil)
+		if healthy(ans) {
+			t.Errorf("answered by a mount at the target with %s: healthy, want a stat of its own", name)
+		}
+	}
+	// Mounted over since: the answer of the mount below does not count.
+	over := writeMountInfo(t, append(lines, fmt.Sprintf("31 30 0:31 / %s rw - fuse.glusterfs srv:/gv1 rw", a))...)
+	r, err := Survey(context.Background(), Options{KubeletDir: kubelet, MountInfo: over, ProcRoot: t.TempDir(), Answers: ans})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Mounts) != 1 || r.Mounts[0].Healthy {
+		t.Errorf("mounted over since the answer: %+v, want one mount, not healthy", r.Mounts)
+	}
+	ans.Note(mounted, time.Now(), errors.New("stat: transport endpoint is not connected"))
+	if healthy(ans) {
+		t.Error("its last stat failed: healthy, want the answer forgotten")
+	}
+	ans.Note(mounted, time.Now(), nil)
+	ans.Retain(func(target string) bool { return target != a })
+	if healthy(ans) {
+		t.Error("its target not retained: healthy, want the answer forgotten")
 	}
 }

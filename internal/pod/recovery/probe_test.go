@@ -5,12 +5,18 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/mount-utils"
+
+	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
 // hangGuard bounds the wait for a pass that should not block; it only
@@ -261,4 +267,49 @@ func TestPollPassesStatAnsweredMountsEveryProbeEvery(t *testing.T) {
 	// Without events the poll is all there is: every pass stats all.
 	b.r.Events = nil
 	want("poll without events", pass("poll", time.Millisecond), target, target2)
+}
+
+// TestPassesNoteAnswers: a pass notes each answer of its stats in
+// Answers, for the mount the stat reached (the last at the target), and
+// forgets a mount whose stat failed and one whose record is gone, so
+// that the keeper's surveys take only what the recovery saw.
+func TestPassesNoteAnswers(t *testing.T) {
+	b := newBed(t)
+	b.mountedBoth()
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.r.now = func() time.Time { return now }
+	b.r.Answers = &livemount.Answers{}
+	mi := func(id, minor int, target string) mount.MountInfo {
+		return mount.MountInfo{ID: id, Major: 0, Minor: minor, MountPoint: target}
+	}
+	answered := func(m mount.MountInfo) bool { return b.r.Answers.AnsweredSince(m, now) }
+	b.guardedPass()
+	if !answered(mi(812, 77, target)) || !answered(mi(813, 78, target2)) {
+		t.Fatal("after a pass that stat-ed both mounts: not both answered")
+	}
+	if answered(mi(811, 77, target)) || answered(mi(812, 76, target)) {
+		t.Error("the answer of target counts for another mount ID or device there")
+	}
+	b.mu.Lock()
+	b.health[target2] = syscall.EACCES
+	b.mu.Unlock()
+	now = now.Add(time.Second)
+	b.guardedPass()
+	if !answered(mi(812, 77, target)) || answered(mi(813, 78, target2)) {
+		t.Error("after target2's stat failed: want target answered now, target2 forgotten")
+	}
+	b.mu.Lock()
+	delete(b.health, target2)
+	b.mu.Unlock()
+	b.guardedPass()
+	if !answered(mi(813, 78, target2)) {
+		t.Fatal("target2 answering again: not answered")
+	}
+	if err := mountrecord.Remove(filepath.Join(b.r.Dir, mountrecord.Dir), target2); err != nil {
+		t.Fatal(err)
+	}
+	b.guardedPass()
+	if answered(mi(813, 78, target2)) {
+		t.Error("target2's record gone: its answer kept")
+	}
 }

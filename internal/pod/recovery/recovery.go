@@ -165,6 +165,9 @@ type Recoverer struct {
 	// its memory for good, beside the new daemon. The mount pod kills the
 	// processes of the target's scope ([scope.Manager.Kill]).
 	StopLeftovers func(ctx context.Context, target string) ([]int, error)
+	// Answers, when set, get the answers of the probes' stats (the
+	// keeper's surveys take them for the mounts' health).
+	Answers *livemount.Answers
 	// Reattach attaches the new mount in the namespaces holding the dead
 	// one; default [Reattach].
 	Reattach func(ctx context.Context, procRoot string, dead DeadMount, newTarget string) ([]Attached, error)
@@ -409,7 +412,7 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 		states := readStates(dir)
 		probe, skip := r.toProbe(dir, mountedTargets(todo, infos), states)
 		health := r.probeAll(ctx, probe)
-		r.noteAnswers(health)
+		r.noteAnswers(health, infos)
 		for _, rec := range todo {
 			if !skip[rec.Target] {
 				results = append(results, r.check(ctx, dir, rec, infos, states, health[rec.Target]))
@@ -425,6 +428,9 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 		if !live[t] {
 			delete(r.answered, t)
 		}
+	}
+	if r.Answers != nil {
+		r.Answers.Retain(func(t string) bool { return live[t] })
 	}
 	for t := range r.refused {
 		if !live[t] {
@@ -471,8 +477,9 @@ func (r *Recoverer) toProbe(dir string, mounted []string, states passStates) (pr
 }
 
 // noteAnswers keeps when each target of health answered its stat, and
-// forgets those that did not.
-func (r *Recoverer) noteAnswers(health map[string]error) {
+// forgets those that did not; and so do r.Answers, of the mount infos
+// shows last at the target (the one the stat reached).
+func (r *Recoverer) noteAnswers(health map[string]error, infos []mount.MountInfo) {
 	if r.answered == nil {
 		r.answered = map[string]time.Time{}
 	}
@@ -482,6 +489,11 @@ func (r *Recoverer) noteAnswers(health map[string]error) {
 			r.answered[t] = now
 		} else {
 			delete(r.answered, t)
+		}
+		if r.Answers != nil {
+			if mi, ok := lastMountAt(infos, t); ok {
+				r.Answers.Note(mi, now, err)
+			}
 		}
 	}
 }
