@@ -14,6 +14,11 @@ const DefaultKeepPeriod = 10 * time.Second
 // scopes first ([Options.DaemonsInScopes]).
 const FullSurveyPeriod = time.Minute
 
+// DeepSurveyPeriod is how often at most a [Keeper]'s full survey reads
+// every process whole; its other full surveys skip the processes known to
+// hold no /dev/fuse descriptor ([Options.SkipQuiet]).
+const DeepSurveyPeriod = 10 * time.Minute
+
 // DefaultWakeDelay is how long a [Keeper] woken by its Events waits before
 // it surveys: the scopes of a wave of unmounts empty over seconds, and one
 // survey a second removes them all without a survey per scope.
@@ -35,7 +40,10 @@ type Events interface {
 // reads every process for daemons; the others read the scopes' processes
 // ([Options.DaemonsInScopes]), and of a daemon found before only the
 // descriptors it held its connection through ([Known]), so a mount of
-// another plugin may be logged without its daemons.
+// another plugin may be logged without its daemons. Of the full surveys,
+// one in [DeepSurveyPeriod] reads every process whole; the others skip
+// the processes that two full surveys in a row found without a /dev/fuse
+// descriptor ([Options.SkipQuiet]).
 type Keeper struct {
 	Options Options
 	Period  time.Duration
@@ -69,7 +77,7 @@ func (k *Keeper) Run(ctx context.Context) {
 	}
 	prev := map[string]Mount{}
 	first := true
-	var lastFull time.Time
+	var lastFull, lastDeep time.Time
 	known := k.Options.Known
 	if known == nil {
 		known = &Known{}
@@ -77,9 +85,12 @@ func (k *Keeper) Run(ctx context.Context) {
 	for {
 		o := k.Options
 		o.Known = known
-		o.DaemonsInScopes = !first && time.Since(lastFull) < FullSurveyPeriod
+		o.DaemonsInScopes, o.SkipQuiet = surveyKind(first, time.Since(lastFull), time.Since(lastDeep))
 		if !o.DaemonsInScopes {
 			lastFull = time.Now()
+		}
+		if !o.SkipQuiet {
+			lastDeep = time.Now()
 		}
 		r, err := Survey(ctx, o)
 		if err != nil {
@@ -118,6 +129,21 @@ func (k *Keeper) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// surveyKind says how the keeper's next survey looks for daemons, its
+// last full survey sinceFull ago and its last deep one sinceDeep ago: in
+// the scopes ([Options.DaemonsInScopes]), but for one every
+// [FullSurveyPeriod] and the first; skipping the quiet processes
+// ([Options.SkipQuiet]), but for one every [DeepSurveyPeriod] and the
+// first. A survey in the scopes that reads every process after all (a
+// daemon outside its scope) skips them.
+func surveyKind(first bool, sinceFull, sinceDeep time.Duration) (inScopes, skipQuiet bool) {
+	if first {
+		return false, false
+	}
+	inScopes = sinceFull < FullSurveyPeriod
+	return inScopes, inScopes || sinceDeep < DeepSurveyPeriod
 }
 
 func (k *Keeper) logChanges(log *slog.Logger, prev map[string]Mount, r Report, first bool) map[string]Mount {

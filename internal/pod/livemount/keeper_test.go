@@ -79,3 +79,29 @@ func scopeNames(s []Scope) []string {
 	}
 	return names
 }
+
+// TestSurveyKind: the keeper's first survey reads every process whole;
+// then it surveys in the scopes, with a full survey every
+// FullSurveyPeriod, which skips the quiet processes but for one every
+// DeepSurveyPeriod.
+func TestSurveyKind(t *testing.T) {
+	const s = time.Second
+	for _, c := range []struct {
+		name                 string
+		first                bool
+		sinceFull, sinceDeep time.Duration
+		inScopes, skipQuiet  bool
+	}{
+		{"first", true, 0, 0, false, false},
+		{"in the scopes", false, 10 * s, 10 * s, true, true},
+		{"in the scopes, a deep one due", false, 10 * s, DeepSurveyPeriod, true, true},
+		{"full", false, FullSurveyPeriod, 5 * FullSurveyPeriod, false, true},
+		{"full, just short of a deep one", false, FullSurveyPeriod, DeepSurveyPeriod - s, false, true},
+		{"deep", false, FullSurveyPeriod, DeepSurveyPeriod, false, false},
+	} {
+		inScopes, skipQuiet := surveyKind(c.first, c.sinceFull, c.sinceDeep)
+		if inScopes != c.inScopes || skipQuiet != c.skipQuiet {
+			t.Errorf("%s: in the scopes %v, skipping the quiet %v; want %v, %v", c.name, inScopes, skipQuiet, c.inScopes, c.skipQuiet)
+		}
+	}
+}

@@ -42,7 +42,7 @@ func TestKnownDaemonsReadOnlyTheirDescriptors(t *testing.T) {
 	known := &Known{}
 	survey := func(step string, useKnown bool, want map[string][]int) {
 		t.Helper()
-		got := findDaemons(proc, []int{100, 101}, targets, conns, known, useKnown)
+		got := findDaemons(proc, []int{100, 101}, targets, conns, known, useKnown, false)
 		if len(got) != len(want) {
 			t.Errorf("%s: daemons %v, want %v", step, got, want)
 		}
@@ -119,4 +119,89 @@ func TestKnownDaemonsReadOnlyTheirDescriptors(t *testing.T) {
 	if _, ok := known.get(100); ok {
 		t.Error("100 is known without its start time")
 	}
+}
+
+// TestQuietProcessesSkipped: a read of every process counts, of each
+// process (its PID and start time), the reads in a row that found it
+// holding no /dev/fuse descriptor, or not running as root; with
+// skipQuiet, one counted quietReads times is not read again, but for its
+// start time: a connection it gets later, keeping its PID and start time,
+// is seen only by a read without skipQuiet, while a new process at its
+// PID is read whole. A read of the scopes' processes counts nothing.
+func TestQuietProcessesSkipped(t *testing.T) {
+	proc := t.TempDir()
+	a, b := "/var/lib/kubelet/pods/a/volumes/x~glusterfs/data", "/var/lib/kubelet/pods/b/volumes/x~glusterfs/data"
+	targets := map[string]bool{a: true, b: true}
+	conns := map[uint64][]string{30: {a}, 31: {b}}
+	writeProc(t, proc, 100, rootProc([]int{30}, "/usr/sbin/glusterfs"))
+	writeStat(t, proc, 100, 5000)
+	writeProc(t, proc, 200, rootProc(nil, "/bin/sleep", "1000"))
+	writeStat(t, proc, 200, 5001)
+	writeProc(t, proc, 300, fakeProc{uids: [4]int{1000, 1000, 1000, 1000}, fuse: []int{31}})
+	writeStat(t, proc, 300, 5002)
+	known := &Known{}
+	read := func(step string, pids []int, skipQuiet bool, want map[string][]int) {
+		t.Helper()
+		got := findDaemons(proc, pids, targets, conns, known, false, skipQuiet)
+		if len(got) != len(want) {
+			t.Errorf("%s: daemons %v, want %v", step, got, want)
+		}
+		for target, pids := range want {
+			if !slices.Equal(got[target], pids) {
+				t.Errorf("%s: daemons %v, want %v", step, got, want)
+			}
+		}
+	}
+	reads := func(step string, want map[int]int) {
+		t.Helper()
+		for pid, n := range want {
+			if got := known.quietOf(pid).reads; got != n {
+				t.Errorf("%s: %d counted quiet %d times, want %d", step, pid, got, n)
+			}
+		}
+	}
+	read("first", nil, true, map[string][]int{a: {100}})
+	reads("first", map[int]int{100: 0, 200: 1, 300: 1})
+	read("in the scopes", []int{100, 200}, true, map[string][]int{a: {100}})
+	reads("in the scopes", map[int]int{100: 0, 200: 1, 300: 1})
+	read("second", nil, true, map[string][]int{a: {100}})
+	reads("second", map[int]int{100: 0, 200: quietReads, 300: quietReads})
+
+	// 200 execs a daemon in place (its PID and start time kept) and
+	// mounts b: the reads that skip it do not see it; a deep one does,
+	// and counts it no longer quiet.
+	if err := os.RemoveAll(filepath.Join(proc, "200")); err != nil {
+		t.Fatal(err)
+	}
+	writeProc(t, proc, 200, rootProc([]int{31}, "/usr/sbin/glusterfs"))
+	writeStat(t, proc, 200, 5001)
+	read("200 quiet, skipped", nil, true, map[string][]int{a: {100}})
+	reads("200 quiet, skipped", map[int]int{200: quietReads})
+	read("deep", nil, false, map[string][]int{a: {100}, b: {200}})
+	reads("deep", map[int]int{200: 0, 300: quietReads + 1})
+	read("200 a daemon, read", nil, true, map[string][]int{a: {100}, b: {200}})
+
+	// 300's PID goes to a new process (a later start), a root daemon of
+	// b: read whole although 300 was quiet.
+	if err := os.RemoveAll(filepath.Join(proc, "300")); err != nil {
+		t.Fatal(err)
+	}
+	writeProc(t, proc, 300, rootProc([]int{31}, "/usr/sbin/glusterfs"))
+	writeStat(t, proc, 300, 9000)
+	read("300's PID reused", nil, true, map[string][]int{a: {100}, b: {200, 300}})
+
+	// A process gone is forgotten.
+	if err := os.RemoveAll(filepath.Join(proc, "300")); err != nil {
+		t.Fatal(err)
+	}
+	writeProc(t, proc, 400, rootProc(nil, "/bin/sleep", "1000"))
+	writeStat(t, proc, 400, 9100)
+	read("300 gone", nil, true, map[string][]int{a: {100}, b: {200}})
+	known.mu.Lock()
+	_, kept := known.quiet[300]
+	known.mu.Unlock()
+	if kept {
+		t.Error("300 is gone, still counted")
+	}
+	reads("300 gone", map[int]int{400: 1})
 }

@@ -94,6 +94,10 @@ type Options struct {
 	// Known, when set, is what the surveys remember of the daemons they
 	// found (see [Known]); a [Keeper] sets its own.
 	Known *Known
+	// SkipQuiet, with Known, skips in a read of every process those
+	// that Known counts quiet: see [Known]. The keeper's full surveys
+	// set it, but for one every [DeepSurveyPeriod].
+	SkipQuiet bool
 	// Answers, when set, are the mounts' recent answers to another
 	// part's stats: a mount that answered less than [MaxAnswerAge] ago
 	// is healthy without a stat of the survey's own. The mount pod's
@@ -116,10 +120,33 @@ type Options struct {
 // Only the keeper's logs and metrics read this; `mountpod status` and
 // the removal of empty scopes never do. Its methods are safe for
 // concurrent use.
+//
+// Known also counts, of each process, the reads of every process in a
+// row that found it holding no /dev/fuse descriptor (or not running as
+// root). After two, a process is quiet: a read of every process with
+// [Options.SkipQuiet] reads only its start time, to know it is the same
+// process. The keeper's reads of every process are a minute apart (ten
+// seconds at least, when a daemon is missing from its scope), and a FUSE
+// daemon opens /dev/fuse as it starts: a new daemon is read whole. A
+// process that gets a connection later, keeping its PID and start time
+// (it opens /dev/fuse and mounts, or execs a daemon in place), is seen
+// then only in a plugin's scope or by a read without SkipQuiet (the
+// keeper's, one every [DeepSurveyPeriod]).
 type Known struct {
 	mu    sync.Mutex
 	procs map[int]knownProc
+	quiet map[int]quietProc
 }
+
+// quietProc is a process read without a /dev/fuse descriptor.
+type quietProc struct {
+	start string // field 22 of /proc/PID/stat
+	reads int    // reads of every process in a row that found it so
+}
+
+// quietReads is how many reads in a row must find a process without a
+// /dev/fuse descriptor before it is quiet.
+const quietReads = 2
 
 type knownProc struct {
 	start string   // the start time, field 22 of /proc/PID/stat
@@ -136,11 +163,25 @@ func (k *Known) get(pid int) (knownProc, bool) {
 	return p, ok
 }
 
-// replace makes procs what k knows.
-func (k *Known) replace(procs map[int]knownProc) {
+// replace makes procs what k knows, and quiet what it counts, unless
+// nil (a survey that did not read every process).
+func (k *Known) replace(procs map[int]knownProc, quiet map[int]quietProc) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.procs = procs
+	if quiet != nil {
+		k.quiet = quiet
+	}
+}
+
+// quietOf returns what k counts of pid.
+func (k *Known) quietOf(pid int) quietProc {
+	if k == nil {
+		return quietProc{}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.quiet[pid]
 }
 
 // IsFUSE reports whether fstype is a FUSE file system type
@@ -210,7 +251,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		for _, k := range scopes {
 			pids = append(pids, k.s.PIDs...)
 		}
-		daemons = findDaemons(o.ProcRoot, pids, seen, conns, o.Known, true)
+		daemons = findDaemons(o.ProcRoot, pids, seen, conns, o.Known, true, false)
 		for _, m := range mounts {
 			if _, ok := scopes[boundary.MountKey(m.Target)]; ok && len(daemons[m.Target]) == 0 {
 				daemons = nil // a daemon gone or outside its scope: look everywhere
@@ -219,7 +260,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		}
 	}
 	if daemons == nil {
-		daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false)
+		daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, o.SkipQuiet)
 	}
 	used := map[string]bool{}
 	answeredAfter := time.Now().Add(-MaxAnswerAge)
@@ -291,11 +332,16 @@ func connection(major, minor int) uint64 {
 // process when pids is nil. With known, a process known there is checked
 // through its known descriptors first when useKnown (a survey in the
 // scopes; see [Known]), and the processes read either way are what known
-// knows after.
-func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map[uint64][]string, known *Known, useKnown bool) map[string][]int {
+// knows after. A read of every process counts the quiet ones in known,
+// and, when skipQuiet, skips those known quiet.
+func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map[uint64][]string, known *Known, useKnown, skipQuiet bool) map[string][]int {
 	out := map[string][]int{}
 	if len(targets) == 0 {
 		return out
+	}
+	var quiet map[int]quietProc
+	if pids == nil && known != nil {
+		quiet = map[int]quietProc{}
 	}
 	if pids == nil {
 		entries, err := os.ReadDir(procRoot)
@@ -316,16 +362,30 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 		if known != nil {
 			start = startTime(dir)
 		}
+		var q quietProc
+		if quiet != nil && start != "" {
+			if q = known.quietOf(pid); q.start != start {
+				q = quietProc{start: start}
+			}
+			if skipQuiet && q.reads >= quietReads {
+				quiet[pid] = q
+				continue
+			}
+		}
 		var ts, fds []string
-		checked := false
+		checked, fuse := false, true
 		if k, ok := known.get(pid); useKnown && ok && start != "" && k.start == start {
 			ts, fds, checked = servedThrough(dir, k.fds, conns)
 		}
 		if !checked {
-			ts, fds = served(dir, targets, conns)
+			ts, fds, fuse = served(dir, targets, conns)
 		}
 		if start != "" && len(fds) > 0 {
 			next[pid] = knownProc{start: start, fds: fds}
+		}
+		if quiet != nil && start != "" && !fuse {
+			q.reads++
+			quiet[pid] = q
 		}
 		for _, t := range ts {
 			if !slices.Contains(out[t], pid) {
@@ -334,7 +394,7 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 		}
 	}
 	if known != nil {
-		known.replace(next)
+		known.replace(next, quiet)
 	}
 	for _, pids := range out {
 		sort.Ints(pids)
@@ -347,12 +407,14 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 // when one of them names none, those its command line names. A process
 // that does not run as root serves none. fds are the descriptors that
 // named a connection, when none named none (else nil: the command line
-// may have counted, which the descriptors alone do not tell).
-func served(dir string, targets map[string]bool, conns map[uint64][]string) (ts, fds []string) {
+// may have counted, which the descriptors alone do not tell). fuse is
+// whether the process runs as root and holds a /dev/fuse descriptor.
+func served(dir string, targets map[string]bool, conns map[uint64][]string) (ts, fds []string, fuse bool) {
 	if !runsAsRoot(dir) {
-		return nil, nil
+		return nil, nil, false
 	}
 	held, fds, unnamed := fuseConnections(dir)
+	fuse = len(held) > 0 || unnamed
 	for _, c := range held {
 		ts = append(ts, conns[c]...)
 	}
@@ -362,7 +424,7 @@ func served(dir string, targets map[string]bool, conns map[uint64][]string) (ts,
 	if unnamed {
 		fds = nil
 	}
-	return ts, fds
+	return ts, fds, fuse
 }
 
 // servedThrough is served for a process known to hold its connections
