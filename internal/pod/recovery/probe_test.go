@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -222,8 +223,11 @@ func TestPollPassesStatAnsweredMountsEveryProbeEvery(t *testing.T) {
 	want("poll 1 s after the event", pass("poll", time.Second), target, target2)
 	want("poll just short of ProbeEvery after the event", pass("poll", ProbeEvery-time.Second-time.Millisecond), target, target2)
 	want("poll ProbeEvery after the event", pass("poll", time.Millisecond))
-	want("poll just short of ProbeEvery after the last answer", pass("poll", ProbeEvery-2*time.Millisecond))
-	want("poll ProbeEvery after the last answer", pass("poll", time.Millisecond), target, target2)
+	// Due at the grid's next mark after the last answer (the grid of
+	// ProbeEvery from the first answer, 10 s after it here), not
+	// ProbeEvery after the answer.
+	want("poll just short of the grid's mark", pass("poll", 3*time.Second-time.Millisecond))
+	want("poll at the grid's mark", pass("poll", time.Millisecond), target, target2)
 
 	// A mount that did not answer is stat-ed every pass.
 	b.mu.Lock()
@@ -259,8 +263,12 @@ func TestPollPassesStatAnsweredMountsEveryProbeEvery(t *testing.T) {
 	b.mu.Lock()
 	delete(b.health, target2)
 	b.mu.Unlock()
-	want("poll, both answered", pass("poll", time.Second), target2)
+	// target answered 23.5 s after the first answer, target2 25.5 s
+	// after: target is due at the mark of 25 s, and from then on both are
+	// due together.
+	want("poll, both answered, target at the grid's mark", pass("poll", time.Second), target, target2)
 	want("poll, both answered, 1 s later", pass("poll", time.Second))
+	want("poll, both answered, at the grid's mark", pass("poll", 3500*time.Millisecond), target, target2)
 	b.r.Events = noEvents{unwatched: map[string]bool{target2: true}}
 	want("poll, target2's scope not watched", pass("poll", time.Second), target2)
 
@@ -312,4 +320,161 @@ func TestPassesNoteAnswers(t *testing.T) {
 	if answered(mi(813, 78, target2)) {
 		t.Error("target2's record gone: its answer kept")
 	}
+}
+
+// TestPollRestsUntilAMountIsDue: after a pass in which every record's
+// mount answered, is watched by the events and has nothing under way, the
+// poll runs no pass until the first of them is due (the grid's next
+// mark): such a pass would stat none and find nothing to do. A record
+// written or removed meanwhile (the records' directory changed), a mount
+// that failed, one not watched, a back-off or no events at all end the
+// rest.
+func TestPollRestsUntilAMountIsDue(t *testing.T) {
+	b := newBed(t)
+	b.mountedBoth()
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.r.now = func() time.Time { return now }
+	b.r.Events = noEvents{}
+	records := filepath.Join(b.r.Dir, mountrecord.Dir)
+	pass := func(d time.Duration) {
+		t.Helper()
+		now = now.Add(d)
+		b.r.mu.Lock()
+		b.r.woken = "poll"
+		b.r.mu.Unlock()
+		b.guardedPass()
+	}
+	rests := func(step string, d time.Duration, want bool) {
+		t.Helper()
+		now = now.Add(d)
+		if got := b.r.resting(); got != want {
+			t.Errorf("%s: resting %v, want %v", step, got, want)
+		}
+	}
+	// The directory's times set back, so that a record written after the
+	// pass shows in them whatever the clock's grain.
+	old := time.Now().Add(-time.Hour)
+	backdate := func() {
+		t.Helper()
+		if err := os.Chtimes(records, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backdate()
+	pass(0)
+	rests("1 s after both answered", time.Second, true)
+	rests("just short of the grid's mark", ProbeEvery-time.Second-time.Millisecond, true)
+	rests("at the grid's mark", time.Millisecond, false)
+
+	pass(0)
+	rests("both answered again", time.Second, true)
+	rec := glusterRecord()
+	rec.Options = append(rec.Options, "rw")
+	b.record(rec) // written again, by rename
+	rests("a record written", 0, false)
+	backdate()
+	pass(0)
+	rests("the record passed", 0, true)
+	if err := mountrecord.Remove(records, target2); err != nil {
+		t.Fatal(err)
+	}
+	rests("a record removed", 0, false)
+
+	b.mountedBoth()
+	backdate()
+	pass(0)
+	rests("both again", 0, true)
+	b.mu.Lock()
+	b.health[target2] = syscall.EACCES
+	b.mu.Unlock()
+	pass(ProbeEvery)
+	rests("target2 failing", 0, false)
+	b.mu.Lock()
+	delete(b.health, target2)
+	b.mu.Unlock()
+	pass(0)
+	rests("target2 answering again", 0, true)
+
+	b.r.Events = noEvents{unwatched: map[string]bool{target2: true}}
+	pass(ProbeEvery)
+	rests("target2's scope not watched", 0, false)
+	b.r.Events = nil
+	pass(0)
+	rests("no events", 0, false)
+	b.r.Events = noEvents{}
+	pass(0)
+	rests("events again", 0, true)
+
+	b.kill()
+	pass(ProbeEvery) // recovered: stable only StableAfter later
+	rests("a recovery not stable yet", 0, false)
+}
+
+// countingEvents are events that never fire, watch every scope and count
+// their Refreshes.
+type countingEvents struct{ refreshes atomic.Int32 }
+
+func (*countingEvents) C() <-chan struct{}  { return nil }
+func (e *countingEvents) Refresh()          { e.refreshes.Add(1) }
+func (*countingEvents) Watches(string) bool { return true }
+
+// TestRunUntilRests runs the poll, a tick every millisecond: while every
+// mount answered a moment ago it runs no pass but refreshes the events at
+// each tick; a pass runs once a mount is due, and once a record is
+// written.
+func TestRunUntilRests(t *testing.T) {
+	b := newBed(t)
+	b.mountedBoth()
+	var mu sync.Mutex
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.r.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	ev := &countingEvents{}
+	b.r.Events, b.r.Interval = ev, time.Millisecond
+	var passes atomic.Int32
+	b.r.afterPass = func() { passes.Add(1) }
+	records := filepath.Join(b.r.Dir, mountrecord.Dir)
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(records, old, old); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.r.RunUntil(ctx, nil) }()
+	defer func() { cancel(); <-done }()
+	await := func(what string, cond func() bool) {
+		t.Helper()
+		for start := time.Now(); !cond(); time.Sleep(time.Millisecond) {
+			if time.Since(start) > hangGuard {
+				t.Fatalf("%s: not within %s", what, hangGuard)
+			}
+		}
+	}
+	await("the first pass", func() bool { return passes.Load() == 1 })
+	refreshed := ev.refreshes.Load()
+	await("fifty ticks", func() bool { return ev.refreshes.Load() >= refreshed+50 })
+	if n := passes.Load(); n != 1 {
+		t.Errorf("%d passes in fifty ticks while both mounts answered a moment ago, want the first only", n)
+	}
+	mu.Lock()
+	now = now.Add(ProbeEvery)
+	mu.Unlock()
+	await("a pass once the mounts are due", func() bool { return passes.Load() >= 2 })
+	n := passes.Load()
+	refreshed = ev.refreshes.Load()
+	await("fifty ticks more", func() bool { return ev.refreshes.Load() >= refreshed+50 })
+	if got := passes.Load(); got != n {
+		t.Errorf("%d passes in fifty ticks after the mounts answered again, want none", got-n)
+	}
+	if err := os.Chtimes(records, old, old); err != nil {
+		t.Fatal(err)
+	}
+	await("a pass after the directory's times changed", func() bool { return passes.Load() > n })
+	n = passes.Load()
+	refreshed = ev.refreshes.Load()
+	await("fifty ticks after it", func() bool { return ev.refreshes.Load() >= refreshed+50 })
+	if got := passes.Load(); got != n {
+		t.Errorf("%d passes in fifty ticks after the directory's pass, want none", got-n)
+	}
+	b.record(glusterRecord())
+	await("a pass after a record was written", func() bool { return passes.Load() > n })
 }

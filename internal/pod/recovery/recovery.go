@@ -40,7 +40,8 @@
 // last process, the daemon, exits ([ScopeEvents]), and a pass runs at once.
 // Everywhere, a bounded poll also runs: a stat per recorded mount per
 // interval (1 s), so a dead mount is found within about a second even
-// without events. Files a workload
+// without events; where the events watch a mount's scope, every
+// [ProbeEvery], the poll resting between (see [Recoverer.RunUntil]). Files a workload
 // had open on the dead connection stay broken (the kernel cannot move an
 // open file to a new connection); the next open works.
 //
@@ -76,6 +77,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/pod/livemount"
@@ -179,13 +181,17 @@ type Recoverer struct {
 	statLimit time.Duration
 	// now tells the time of back-offs; default time.Now.
 	now func() time.Time
+	// afterPass, when set, is called after each pass of RunUntil.
+	afterPass func()
 
 	probeMu sync.Mutex
 	probing map[string]bool // targets whose stat has not returned
 
 	// answered is when each target last answered its stat (see
 	// ProbeEvery); a target whose stat failed or hung is not in it.
-	answered map[string]time.Time
+	// probeGrid is the start of the grid of [Recoverer.probeDue].
+	answered  map[string]time.Time
+	probeGrid time.Time
 	// eventAt is when the last pass woken by an event ran.
 	eventAt time.Time
 
@@ -202,6 +208,29 @@ type Recoverer struct {
 	// table is the mount table every pass reads, read again only once
 	// the kernel marks it changed.
 	table *mountinfo.Table
+	// restUntil is until when the poll runs no pass (see
+	// [Recoverer.RunUntil]); zero: it runs one at every tick. recordsDir
+	// is what the records' directory was at the last pass's start.
+	restUntil  time.Time
+	recordsDir dirStamp
+}
+
+// dirStamp is a directory as a stat of it found it: a record written
+// (renamed into it) or removed changes its mtime and ctime.
+type dirStamp struct {
+	ok           bool
+	dev, ino     uint64
+	mtime, ctime unix.Timespec
+}
+
+// stampOf stats dir, not following a symlink; a stat that fails gives
+// the zero stamp, unlike any found.
+func stampOf(dir string) dirStamp {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return dirStamp{}
+	}
+	return dirStamp{ok: true, dev: st.Dev, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim}
 }
 
 // attempt is the back-off state of a dead mount, kept after it came back
@@ -230,12 +259,20 @@ type Result struct {
 	Err                   error
 }
 
-// Run makes a pass every Interval until ctx ends.
+// Run makes a pass every Interval until ctx ends (see
+// [Recoverer.RunUntil]).
 func (r *Recoverer) Run(ctx context.Context) { r.RunUntil(ctx, nil) }
 
 // RunUntil is [Recoverer.Run] that also returns when stop is closed,
 // between two passes: a pass under way is not cut short, and the
 // Recoverer's fields may be changed once it has returned.
+//
+// A tick of the poll runs no pass while the last pass found every
+// record's mount answering, watched by the events and with nothing under
+// way, until the first of them is due again ([Recoverer.probeDue]), and
+// while the records' directory shows the times it had at that pass's
+// start (a record written or removed changes them); it refreshes the
+// events all the same. An event runs a pass at once, as ever.
 func (r *Recoverer) RunUntil(ctx context.Context, stop <-chan struct{}) {
 	interval := r.Interval
 	if interval <= 0 {
@@ -269,6 +306,9 @@ func (r *Recoverer) RunUntil(ctx context.Context, stop <-chan struct{}) {
 			if r.Events != nil {
 				r.Events.Refresh()
 			}
+			if r.afterPass != nil {
+				r.afterPass()
+			}
 			if burstLeft > 0 {
 				burstLeft--
 				burst = time.After(burstInterval)
@@ -284,6 +324,13 @@ func (r *Recoverer) RunUntil(ctx context.Context, stop <-chan struct{}) {
 			return
 		case <-t.C:
 			woken = "poll"
+			if r.resting() {
+				// The scopes made since are watched all the same.
+				skip = true
+				if r.Events != nil {
+					r.Events.Refresh()
+				}
+			}
 		case <-wake:
 			if named != nil && r.onlyUnmounted(named.Emptied()) {
 				skip = true // quick passes under way go on
@@ -361,6 +408,9 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 		r.state, r.warned, r.refused = map[string]*attempt{}, map[string]bool{}, map[string]bool{}
 	}
 	dir := filepath.Join(r.Dir, mountrecord.Dir)
+	// Stamped before the listing: a record written after it changes the
+	// stamp, and the poll runs the next pass.
+	r.recordsDir, r.restUntil = stampOf(dir), time.Time{}
 	entries, err := r.records.List(dir)
 	if err != nil {
 		// Logged once per error (the key below cannot be a path), not
@@ -418,6 +468,7 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 				results = append(results, r.check(ctx, dir, rec, infos, states, health[rec.Target]))
 			}
 		}
+		r.restUntil = r.restingUntil(dir, todo, infos, results, states)
 	}
 	for t := range r.state {
 		if !live[t] {
@@ -465,7 +516,7 @@ func (r *Recoverer) toProbe(dir string, mounted []string, states passStates) (pr
 	skip = map[string]bool{}
 	for _, t := range mounted {
 		at, ok := r.answered[t]
-		if ok && now.Sub(at) < ProbeEvery && r.state[t] == nil && w.Watches(t) {
+		if ok && now.Before(r.probeDue(at)) && r.state[t] == nil && w.Watches(t) {
 			if _, under := states.of(dir, t); !under {
 				skip[t] = true
 				continue
@@ -476,14 +527,72 @@ func (r *Recoverer) toProbe(dir string, mounted []string, states passStates) (pr
 	return probe, skip
 }
 
+// restingUntil returns until when the poll may run no pass after this one,
+// which checked the records todo (of the held plugins) and found results
+// (a refused record's too): zero, unless [Recoverer.Events]
+// watch the scope of every record's mount, no event came for ProbeEvery,
+// each record is of a mount that answered its last stat with nothing
+// under way (no back-off state, no state file) and every result of this
+// pass is healthy. Then it is when the first of those answers becomes
+// ProbeEvery old: until then a poll pass would stat none of them
+// ([Recoverer.toProbe]), and find nothing it could do.
+func (r *Recoverer) restingUntil(dir string, todo []mountrecord.Record, infos []mount.MountInfo, results []Result, states passStates) time.Time {
+	w, ok := r.Events.(watcher)
+	now := r.clock()
+	if !ok || len(todo) == 0 || len(r.state) > 0 || now.Sub(r.eventAt) < ProbeEvery {
+		return time.Time{}
+	}
+	for _, res := range results {
+		if res.Action != "healthy" {
+			return time.Time{}
+		}
+	}
+	var until time.Time
+	for _, rec := range todo {
+		at, answered := r.answered[rec.Target]
+		if _, mounted := lastMountAt(infos, rec.Target); !mounted || !answered || !w.Watches(rec.Target) {
+			return time.Time{}
+		}
+		if _, under := states.of(dir, rec.Target); under {
+			return time.Time{}
+		}
+		if u := r.probeDue(at); until.IsZero() || u.Before(until) {
+			until = u
+		}
+	}
+	return until
+}
+
+// resting reports whether the poll may skip its pass now (see
+// [Recoverer.RunUntil]).
+func (r *Recoverer) resting() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.clock().Before(r.restUntil) && stampOf(filepath.Join(r.Dir, mountrecord.Dir)) == r.recordsDir
+}
+
+// probeDue returns when a poll pass stats again a mount that answered at
+// at (see [Recoverer.toProbe]): the first mark of a grid of ProbeEvery
+// after at, the grid starting at the recoverer's first answer. Not at +
+// ProbeEvery: mounts that answered at different moments (made at
+// different moments) are due together, at the grid's marks, so that the
+// poll rests between them rather than stat a few at every tick.
+func (r *Recoverer) probeDue(at time.Time) time.Time {
+	n := at.Sub(r.probeGrid) / ProbeEvery
+	if n < 0 {
+		n = 0
+	}
+	return r.probeGrid.Add((n + 1) * ProbeEvery)
+}
+
 // noteAnswers keeps when each target of health answered its stat, and
 // forgets those that did not; and so do r.Answers, of the mount infos
 // shows last at the target (the one the stat reached).
 func (r *Recoverer) noteAnswers(health map[string]error, infos []mount.MountInfo) {
-	if r.answered == nil {
-		r.answered = map[string]time.Time{}
-	}
 	now := r.clock()
+	if r.answered == nil {
+		r.answered, r.probeGrid = map[string]time.Time{}, now
+	}
 	for t, err := range health {
 		if err == nil {
 			r.answered[t] = now
