@@ -18,9 +18,11 @@ const MaxAnswerAge = 10 * time.Second
 // [Options.Answers] takes a mount's answer of less than [MaxAnswerAge]
 // for its health rather than stat it again (a FUSE stat is a round trip
 // to the daemon, and a hundred of them every survey kept the runtime
-// busy while they lasted). A mount is known by its target, its mount ID
-// and its device number, so that a mount made at the target since is
-// not taken for the one that answered. Its methods are safe for
+// busy while they lasted). A mount is known by its target, its mount ID,
+// its parent's, its device number and its source, so that a mount made at
+// the target since is not taken for the one that answered (mount IDs and
+// the device numbers of FUSE mounts are both given out again, the lowest
+// free first). Its methods are safe for
 // concurrent use; the zero value is ready.
 type Answers struct {
 	mu sync.Mutex
@@ -28,12 +30,18 @@ type Answers struct {
 }
 
 type answer struct {
-	id, major, minor int
-	at               time.Time
+	id, parent, major, minor int
+	source                   string
+	at                       time.Time
 }
 
-// Note records that the mount mi answered a stat at t, or, when err is
-// not nil, forgets its last answer.
+func answerOf(mi mount.MountInfo, at time.Time) answer {
+	return answer{id: mi.ID, parent: mi.ParentID, major: mi.Major, minor: mi.Minor, source: mi.Source, at: at}
+}
+
+// Note records that the mount mi answered a stat made at t (the time
+// before the stat, not after its answer), or, when err is not nil,
+// forgets its last answer.
 func (a *Answers) Note(mi mount.MountInfo, t time.Time, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -44,7 +52,7 @@ func (a *Answers) Note(mi mount.MountInfo, t time.Time, err error) {
 	if a.at == nil {
 		a.at = map[string]answer{}
 	}
-	a.at[mi.MountPoint] = answer{id: mi.ID, major: mi.Major, minor: mi.Minor, at: t}
+	a.at[mi.MountPoint] = answerOf(mi, t)
 }
 
 // Retain forgets the answers of the targets that keep does not keep.
@@ -67,5 +75,6 @@ func (a *Answers) AnsweredSince(mi mount.MountInfo, t time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	got, ok := a.at[mi.MountPoint]
-	return ok && got.id == mi.ID && got.major == mi.Major && got.minor == mi.Minor && !got.at.Before(t)
+	want := answerOf(mi, got.at)
+	return ok && got == want && !got.at.Before(t)
 }

@@ -11,8 +11,13 @@ const DefaultKeepPeriod = 10 * time.Second
 
 // FullSurveyPeriod is how often at most a [Keeper]'s survey looks for
 // daemons among all processes; its other surveys look in the plugins'
-// scopes first ([Options.DaemonsInScopes]).
-const FullSurveyPeriod = time.Minute
+// scopes first ([Options.DaemonsInScopes]). The daemons it alone finds
+// (of another plugin's mount, of one made without a scope, a process
+// outside a mount's scope that holds its connection too) are only logged
+// and counted; `mountpod status` reads every process itself. Once a
+// minute, a wave of a hundred pods' processes, each new to the keeper and
+// read whole, made those surveys most of the mount pod's CPU.
+const FullSurveyPeriod = 5 * time.Minute
 
 // DeepSurveyPeriod is how often at most a [Keeper]'s full survey reads
 // every process whole; its other full surveys skip the processes known to

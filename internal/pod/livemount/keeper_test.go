@@ -95,7 +95,7 @@ func TestSurveyKind(t *testing.T) {
 		{"first", true, 0, 0, false, false},
 		{"in the scopes", false, 10 * s, 10 * s, true, true},
 		{"in the scopes, a deep one due", false, 10 * s, DeepSurveyPeriod, true, true},
-		{"full", false, FullSurveyPeriod, 5 * FullSurveyPeriod, false, true},
+		{"full", false, FullSurveyPeriod, FullSurveyPeriod, false, true},
 		{"full, just short of a deep one", false, FullSurveyPeriod, DeepSurveyPeriod - s, false, true},
 		{"deep", false, FullSurveyPeriod, DeepSurveyPeriod, false, false},
 	} {

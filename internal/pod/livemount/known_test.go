@@ -1,6 +1,7 @@
 package livemount
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,13 +13,20 @@ import (
 // writeStat writes the stat of a fake process pid, started at start.
 func writeStat(t *testing.T, root string, pid int, start int) {
 	t.Helper()
+	writeStatNamed(t, root, pid, start, "gluster fs")
+}
+
+// writeStatNamed writes the stat of a fake process pid named comm,
+// started at start.
+func writeStatNamed(t *testing.T, root string, pid int, start int, comm string) {
+	t.Helper()
 	// 20 fields after the command's name; the start time is the last.
 	f := make([]string, 20)
 	for i := range f {
 		f[i] = "0"
 	}
 	f[0], f[19] = "S", fmt.Sprint(start)
-	stat := fmt.Sprintf("%d (gluster fs) %s\n", pid, strings.Join(f, " "))
+	stat := fmt.Sprintf("%d (%s) %s\n", pid, comm, strings.Join(f, " "))
 	if err := os.WriteFile(filepath.Join(root, fmt.Sprint(pid), "stat"), []byte(stat), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -121,13 +129,15 @@ func TestKnownDaemonsReadOnlyTheirDescriptors(t *testing.T) {
 	}
 }
 
-// TestQuietProcessesSkipped: a read of every process counts, of each
-// process (its PID and start time), the reads in a row that found it
-// holding no /dev/fuse descriptor, or not running as root; with
-// skipQuiet, one counted quietReads times is not read again, but for its
-// start time: a connection it gets later, keeping its PID and start time,
-// is seen only by a read without skipQuiet, while a new process at its
-// PID is read whole. A read of the scopes' processes counts nothing.
+// TestQuietProcessesSkipped: a read of every process counts, of each root
+// process (its PID, start time and name), the reads in a row that found
+// it holding no /dev/fuse descriptor; with skipQuiet, one counted
+// quietReads times is not read again, but for its stat: a connection it
+// gets later, keeping its PID, start time and name, is seen only by a
+// read without skipQuiet, while a new process at its PID, or the same
+// one under another name (an exec), is read whole. A process that does
+// not run as root is never counted; a read of the scopes' processes
+// counts nothing, and one that reads no process ends every row.
 func TestQuietProcessesSkipped(t *testing.T) {
 	proc := t.TempDir()
 	a, b := "/var/lib/kubelet/pods/a/volumes/x~glusterfs/data", "/var/lib/kubelet/pods/b/volumes/x~glusterfs/data"
@@ -161,11 +171,16 @@ func TestQuietProcessesSkipped(t *testing.T) {
 		}
 	}
 	read("first", nil, true, map[string][]int{a: {100}})
-	reads("first", map[int]int{100: 0, 200: 1, 300: 1})
+	reads("first", map[int]int{100: 0, 200: 1, 300: 0})
 	read("in the scopes", []int{100, 200}, true, map[string][]int{a: {100}})
-	reads("in the scopes", map[int]int{100: 0, 200: 1, 300: 1})
+	reads("in the scopes", map[int]int{100: 0, 200: 1, 300: 0})
+	if got := findDaemons(proc, nil, nil, conns, known, false, true); len(got) != 0 {
+		t.Errorf("no target: daemons %v, want none", got)
+	}
+	reads("a read of no process", map[int]int{100: 0, 200: 0, 300: 0})
+	read("first again", nil, true, map[string][]int{a: {100}})
 	read("second", nil, true, map[string][]int{a: {100}})
-	reads("second", map[int]int{100: 0, 200: quietReads, 300: quietReads})
+	reads("second", map[int]int{100: 0, 200: quietReads, 300: 0})
 
 	// 200 execs a daemon in place (its PID and start time kept) and
 	// mounts b: the reads that skip it do not see it; a deep one does,
@@ -178,8 +193,25 @@ func TestQuietProcessesSkipped(t *testing.T) {
 	read("200 quiet, skipped", nil, true, map[string][]int{a: {100}})
 	reads("200 quiet, skipped", map[int]int{200: quietReads})
 	read("deep", nil, false, map[string][]int{a: {100}, b: {200}})
-	reads("deep", map[int]int{200: 0, 300: quietReads + 1})
+	reads("deep", map[int]int{200: 0, 300: 0})
 	read("200 a daemon, read", nil, true, map[string][]int{a: {100}, b: {200}})
+
+	// 400, quiet, execs a program of another name that holds a's
+	// connection: its name changed, it is read whole.
+	writeProc(t, proc, 400, rootProc(nil, "/bin/sh", "-c", "sleep 1"))
+	writeStatNamed(t, proc, 400, 7000, "sh")
+	read("400 new", nil, true, map[string][]int{a: {100}, b: {200}})
+	read("400 quiet", nil, true, map[string][]int{a: {100}, b: {200}})
+	reads("400 quiet", map[int]int{400: quietReads})
+	if err := os.RemoveAll(filepath.Join(proc, "400")); err != nil {
+		t.Fatal(err)
+	}
+	writeProc(t, proc, 400, rootProc([]int{30}, "/usr/sbin/glusterfs"))
+	writeStatNamed(t, proc, 400, 7000, "glusterfs")
+	read("400 exec-ed", nil, true, map[string][]int{a: {100, 400}, b: {200}})
+	if err := os.RemoveAll(filepath.Join(proc, "400")); err != nil {
+		t.Fatal(err)
+	}
 
 	// 300's PID goes to a new process (a later start), a root daemon of
 	// b: read whole although 300 was quiet.
@@ -194,8 +226,8 @@ func TestQuietProcessesSkipped(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(proc, "300")); err != nil {
 		t.Fatal(err)
 	}
-	writeProc(t, proc, 400, rootProc(nil, "/bin/sleep", "1000"))
-	writeStat(t, proc, 400, 9100)
+	writeProc(t, proc, 500, rootProc(nil, "/bin/sleep", "1000"))
+	writeStat(t, proc, 500, 9100)
 	read("300 gone", nil, true, map[string][]int{a: {100}, b: {200}})
 	known.mu.Lock()
 	_, kept := known.quiet[300]
@@ -203,5 +235,56 @@ func TestQuietProcessesSkipped(t *testing.T) {
 	if kept {
 		t.Error("300 is gone, still counted")
 	}
-	reads("300 gone", map[int]int{400: 1})
+	reads("300 gone", map[int]int{500: 1})
+}
+
+// TestSurveyReadsWholeWhenAMountLacksADaemon: a survey that skips the
+// quiet processes and leaves a mount without a daemon reads every process
+// whole after all: a quiet process that got the connection since, under
+// its own name, is found.
+func TestSurveyReadsWholeWhenAMountLacksADaemon(t *testing.T) {
+	kubelet := t.TempDir()
+	a := filepath.Join(kubelet, "pods/a/volumes/x~glusterfs/data")
+	makeDirs(t, a)
+	mi := writeMountInfo(t,
+		"20 1 0:20 / / rw - ext4 /dev/vda rw",
+		fmt.Sprintf("30 20 0:30 / %s rw - fuse.glusterfs srv:/gv0 rw", a),
+	)
+	proc := t.TempDir()
+	writeProc(t, proc, 100, rootProc([]int{30}, "/usr/sbin/glusterfs", a))
+	writeStat(t, proc, 100, 5000)
+	writeProc(t, proc, 200, rootProc(nil, "/usr/sbin/glusterfs"))
+	writeStat(t, proc, 200, 5001)
+	known := &Known{}
+	survey := func() []int {
+		t.Helper()
+		r, err := Survey(context.Background(), Options{KubeletDir: kubelet, MountInfo: mi, ProcRoot: proc, Known: known, SkipQuiet: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Mounts) != 1 {
+			t.Fatalf("mounts %+v, want a's", r.Mounts)
+		}
+		return r.Mounts[0].Daemons
+	}
+	for range quietReads {
+		if got := survey(); !slices.Equal(got, []int{100}) {
+			t.Fatalf("daemons %v, want [100]", got)
+		}
+	}
+	if q := known.quietOf(200); q.reads != quietReads {
+		t.Fatalf("200 counted quiet %d times, want %d", q.reads, quietReads)
+	}
+	// 100 dies; 200, quiet, takes a's connection under the same name.
+	if err := os.RemoveAll(filepath.Join(proc, "100")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(proc, "200")); err != nil {
+		t.Fatal(err)
+	}
+	writeProc(t, proc, 200, rootProc([]int{30}, "/usr/sbin/glusterfs", a))
+	writeStat(t, proc, 200, 5001)
+	if got := survey(); !slices.Equal(got, []int{200}) {
+		t.Errorf("daemons %v after the quiet process took the connection, want [200] (read whole)", got)
+	}
 }

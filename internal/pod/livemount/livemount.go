@@ -95,8 +95,9 @@ type Options struct {
 	// found (see [Known]); a [Keeper] sets its own.
 	Known *Known
 	// SkipQuiet, with Known, skips in a read of every process those
-	// that Known counts quiet: see [Known]. The keeper's full surveys
-	// set it, but for one every [DeepSurveyPeriod].
+	// that Known counts quiet (see [Known]), and reads every process
+	// whole after all when that leaves a mount without a daemon. The
+	// keeper's full surveys set it, but for one every [DeepSurveyPeriod].
 	SkipQuiet bool
 	// Answers, when set, are the mounts' recent answers to another
 	// part's stats: a mount that answered less than [MaxAnswerAge] ago
@@ -114,33 +115,39 @@ type Options struct {
 // few dozen), and still checks its UIDs and, for each of them, that its
 // link is /dev/fuse and that its fdinfo names a connection. A connection
 // the process got since through another descriptor is not seen then,
-// until the next survey of every process and every descriptor (one a
-// minute, [FullSurveyPeriod]); sooner where that leaves a mount with no
+// until the next survey of every process and every descriptor (one every
+// [FullSurveyPeriod]); sooner where that leaves a mount with no
 // daemon in its scope, which sends the survey to every process at once.
 // Only the keeper's logs and metrics read this; `mountpod status` and
 // the removal of empty scopes never do. Its methods are safe for
 // concurrent use.
 //
-// Known also counts, of each process, the reads of every process in a
-// row that found it holding no /dev/fuse descriptor (or not running as
-// root). After two, a process is quiet: a read of every process with
-// [Options.SkipQuiet] reads only its start time, to know it is the same
-// process. The keeper's reads of every process are a minute apart (ten
-// seconds at least, when a daemon is missing from its scope), and a FUSE
-// daemon opens /dev/fuse as it starts: a new daemon is read whole. A
-// process that gets a connection later, keeping its PID and start time
-// (it opens /dev/fuse and mounts, or execs a daemon in place), is seen
-// then only in a plugin's scope or by a read without SkipQuiet (the
-// keeper's, one every [DeepSurveyPeriod]).
+// Known also counts, of each root process (known by its PID, start time
+// and name), the reads of every process in a row that found it holding no
+// /dev/fuse descriptor. After two, a process is quiet: a read of every
+// process with [Options.SkipQuiet] reads only its stat, to know it is the
+// same process. A process that does not run as root is read every time
+// (its status, no dearer than its stat): an exec of a set-user-ID program
+// can make it root. The keeper's reads of every process are minutes
+// apart (ten seconds at least, when a daemon is missing from its scope),
+// and a FUSE daemon opens /dev/fuse as it starts: a new daemon is read
+// whole. An exec changes a process's name but for a program of the same
+// name; a process that gets a connection later and keeps all three (it
+// opens /dev/fuse and mounts itself, or execs a program of its own name)
+// is seen then in a plugin's scope, by a read without SkipQuiet (the
+// keeper's, one every [DeepSurveyPeriod]), or by the read of every process
+// whole that follows a skipping one that left a mount without a daemon.
+// A read that skips every process (no FUSE mount) ends every row.
 type Known struct {
 	mu    sync.Mutex
 	procs map[int]knownProc
 	quiet map[int]quietProc
 }
 
-// quietProc is a process read without a /dev/fuse descriptor.
+// quietProc is a root process read without a /dev/fuse descriptor.
 type quietProc struct {
 	start string // field 22 of /proc/PID/stat
+	comm  string // its name there, which an exec changes
 	reads int    // reads of every process in a row that found it so
 }
 
@@ -172,6 +179,17 @@ func (k *Known) replace(procs map[int]knownProc, quiet map[int]quietProc) {
 	if quiet != nil {
 		k.quiet = quiet
 	}
+}
+
+// forgetQuiet forgets what k counts: a read of every process that was
+// not made breaks every process's row.
+func (k *Known) forgetQuiet() {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.quiet = nil
 }
 
 // quietOf returns what k counts of pid.
@@ -261,9 +279,13 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 	}
 	if daemons == nil {
 		daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, o.SkipQuiet)
+		if o.SkipQuiet && slices.ContainsFunc(mounts, func(m Mount) bool { return len(daemons[m.Target]) == 0 }) {
+			// A daemon may be a quiet process that got its connection
+			// since (an exec in place): every process is read whole.
+			daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, false)
+		}
 	}
 	used := map[string]bool{}
-	answeredAfter := time.Now().Add(-MaxAnswerAge)
 	for i := range mounts {
 		m := &mounts[i]
 		m.Daemons = daemons[m.Target]
@@ -277,7 +299,9 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 				}
 			}
 		}
-		if o.Answers.AnsweredSince(top[m.Target], answeredAfter) {
+		// The age bound at each mount: a stat of the one before may
+		// have taken its StatTimeout.
+		if o.Answers.AnsweredSince(top[m.Target], time.Now().Add(-MaxAnswerAge)) {
 			m.Healthy = true
 		} else if err := StatWithin(ctx, m.Target, o.StatTimeout); err != nil {
 			m.Error = err.Error()
@@ -337,6 +361,9 @@ func connection(major, minor int) uint64 {
 func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map[uint64][]string, known *Known, useKnown, skipQuiet bool) map[string][]int {
 	out := map[string][]int{}
 	if len(targets) == 0 {
+		if pids == nil {
+			known.forgetQuiet()
+		}
 		return out
 	}
 	var quiet map[int]quietProc
@@ -358,14 +385,14 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 	next := map[int]knownProc{}
 	for _, pid := range pids {
 		dir := filepath.Join(procRoot, strconv.Itoa(pid))
-		var start string
+		var start, comm string
 		if known != nil {
-			start = startTime(dir)
+			start, comm = startTime(dir)
 		}
 		var q quietProc
 		if quiet != nil && start != "" {
-			if q = known.quietOf(pid); q.start != start {
-				q = quietProc{start: start}
+			if q = known.quietOf(pid); q.start != start || q.comm != comm {
+				q = quietProc{start: start, comm: comm}
 			}
 			if skipQuiet && q.reads >= quietReads {
 				quiet[pid] = q
@@ -373,17 +400,17 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 			}
 		}
 		var ts, fds []string
-		checked, fuse := false, true
+		checked, none := false, false
 		if k, ok := known.get(pid); useKnown && ok && start != "" && k.start == start {
 			ts, fds, checked = servedThrough(dir, k.fds, conns)
 		}
 		if !checked {
-			ts, fds, fuse = served(dir, targets, conns)
+			ts, fds, none = served(dir, targets, conns)
 		}
 		if start != "" && len(fds) > 0 {
 			next[pid] = knownProc{start: start, fds: fds}
 		}
-		if quiet != nil && start != "" && !fuse {
+		if quiet != nil && start != "" && none {
 			q.reads++
 			quiet[pid] = q
 		}
@@ -407,14 +434,17 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 // when one of them names none, those its command line names. A process
 // that does not run as root serves none. fds are the descriptors that
 // named a connection, when none named none (else nil: the command line
-// may have counted, which the descriptors alone do not tell). fuse is
-// whether the process runs as root and holds a /dev/fuse descriptor.
-func served(dir string, targets map[string]bool, conns map[uint64][]string) (ts, fds []string, fuse bool) {
+// may have counted, which the descriptors alone do not tell). none is
+// whether the process runs as root and holds no /dev/fuse descriptor: a
+// process that does not run as root is read again every time (a read of
+// its status, as cheap as the skip's read of its stat), since an exec of
+// a set-user-ID program can make it root.
+func served(dir string, targets map[string]bool, conns map[uint64][]string) (ts, fds []string, none bool) {
 	if !runsAsRoot(dir) {
 		return nil, nil, false
 	}
 	held, fds, unnamed := fuseConnections(dir)
-	fuse = len(held) > 0 || unnamed
+	none = len(held) == 0 && !unnamed
 	for _, c := range held {
 		ts = append(ts, conns[c]...)
 	}
@@ -424,7 +454,7 @@ func served(dir string, targets map[string]bool, conns map[uint64][]string) (ts,
 	if unnamed {
 		fds = nil
 	}
-	return ts, fds, fuse
+	return ts, fds, none
 }
 
 // servedThrough is served for a process known to hold its connections
@@ -447,23 +477,23 @@ func servedThrough(dir string, fds []string, conns map[uint64][]string) (ts, hel
 }
 
 // startTime returns the start time of the process whose /proc directory is
-// dir (field 22 of its stat, in clock ticks since boot), "" when it cannot
-// be read.
-func startTime(dir string) string {
+// dir (field 22 of its stat, in clock ticks since boot) and its name (the
+// comm field, which an exec changes), "" when they cannot be read.
+func startTime(dir string) (start, comm string) {
 	data, err := os.ReadFile(filepath.Join(dir, "stat"))
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	// "pid (comm) state ppid ...": comm may hold anything but a last ")".
-	i := strings.LastIndexByte(string(data), ')')
-	if i < 0 {
-		return ""
+	i, j := strings.IndexByte(string(data), '('), strings.LastIndexByte(string(data), ')')
+	if i < 0 || j < i {
+		return "", ""
 	}
-	f := strings.Fields(string(data[i+1:]))
+	f := strings.Fields(string(data[j+1:]))
 	if len(f) < 20 {
-		return ""
+		return "", ""
 	}
-	return f[19]
+	return f[19], string(data[i+1 : j])
 }
 
 // kernelNamesConnections is whether this kernel names a /dev/fuse

@@ -245,7 +245,8 @@ func TestSurveyDaemonsInScopes(t *testing.T) {
 // answer of less than MaxAnswerAge for its health, without a stat of its
 // own; only the answer of the mount there now (the last at its target,
 // by mount ID and device) counts, and only until a failed stat forgets
-// it. The mount's directory is missing, so its own stat would fail.
+// it. The mount's directory is missing, so its own stat would fail. A
+// mount is known by its target, mount ID, parent, device and source.
 func TestSurveyTakesRecentAnswers(t *testing.T) {
 	kubelet := t.TempDir()
 	a := filepath.Join(kubelet, "pods/a/volumes/x~glusterfs/data")
@@ -291,6 +292,8 @@ func TestSurveyTakesRecentAnswers(t *testing.T) {
 		"another mount ID":       func(m *mount.MountInfo) { m.ID++ },
 		"another device":         func(m *mount.MountInfo) { m.Minor++ },
 		"another device (major)": func(m *mount.MountInfo) { m.Major++ },
+		"another parent":         func(m *mount.MountInfo) { m.ParentID++ },
+		"another source":         func(m *mount.MountInfo) { m.Source = "srv:/gv9" },
 	} {
 		m := mounted
 		other(&m)

@@ -288,7 +288,11 @@ func TestPassesNoteAnswers(t *testing.T) {
 	b.r.now = func() time.Time { return now }
 	b.r.Answers = &livemount.Answers{}
 	mi := func(id, minor int, target string) mount.MountInfo {
-		return mount.MountInfo{ID: id, Major: 0, Minor: minor, MountPoint: target}
+		source := "srv:/vol"
+		if target == target2 {
+			source = "srv:/logs"
+		}
+		return mount.MountInfo{ID: id, ParentID: 30, Major: 0, Minor: minor, MountPoint: target, Source: source}
 	}
 	answered := func(m mount.MountInfo) bool { return b.r.Answers.AnsweredSince(m, now) }
 	b.guardedPass()
@@ -405,30 +409,56 @@ func TestPollRestsUntilAMountIsDue(t *testing.T) {
 	pass(0)
 	rests("events again", 0, true)
 
+	// An event: every pass for ProbeEvery after it stats all.
+	now = now.Add(time.Second)
+	b.r.mu.Lock()
+	b.r.woken = "event"
+	b.r.mu.Unlock()
+	b.guardedPass()
+	rests("after an event", 0, false)
+	pass(ProbeEvery - time.Millisecond)
+	rests("a poll just short of ProbeEvery after the event", 0, false)
+	pass(time.Millisecond)
+	rests("a poll ProbeEvery after the event", 0, true)
+
 	b.kill()
 	pass(ProbeEvery) // recovered: stable only StableAfter later
-	rests("a recovery not stable yet", 0, false)
+	rests("a recovery", 0, false)
+	// The bed's remount left the new mount alone in the table.
+	table := "30 25 0:40 / / rw - overlay overlay rw\n" +
+		fmt.Sprintf("812 30 0:%d / %s rw - fuse.glusterfs srv:/vol rw,user_id=0,group_id=0\n", b.newMinor-1, target) +
+		fmt.Sprintf("813 30 0:78 / %s rw - fuse.glusterfs srv:/logs rw,user_id=0,group_id=0\n", target2)
+	if err := os.WriteFile(b.mountinfo, []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pass(StableAfter / 2)
+	rests("healthy again, not stable yet", 0, false)
+	pass(StableAfter)
+	rests("stable", 0, true)
 }
 
-// countingEvents are events that never fire, watch every scope and count
-// their Refreshes.
-type countingEvents struct{ refreshes atomic.Int32 }
+// countingEvents are events that fire when the test sends on c, watch
+// every scope and count their Refreshes.
+type countingEvents struct {
+	c         chan struct{}
+	refreshes atomic.Int32
+}
 
-func (*countingEvents) C() <-chan struct{}  { return nil }
-func (e *countingEvents) Refresh()          { e.refreshes.Add(1) }
-func (*countingEvents) Watches(string) bool { return true }
+func (e *countingEvents) C() <-chan struct{} { return e.c }
+func (e *countingEvents) Refresh()           { e.refreshes.Add(1) }
+func (*countingEvents) Watches(string) bool  { return true }
 
 // TestRunUntilRests runs the poll, a tick every millisecond: while every
 // mount answered a moment ago it runs no pass but refreshes the events at
-// each tick; a pass runs once a mount is due, and once a record is
-// written.
+// each tick; a pass runs once a mount is due, once the records'
+// directory changes, and at an event.
 func TestRunUntilRests(t *testing.T) {
 	b := newBed(t)
 	b.mountedBoth()
 	var mu sync.Mutex
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	b.r.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	ev := &countingEvents{}
+	ev := &countingEvents{c: make(chan struct{}, 1)}
 	b.r.Events, b.r.Interval = ev, time.Millisecond
 	var passes atomic.Int32
 	b.r.afterPass = func() { passes.Add(1) }
@@ -477,4 +507,7 @@ func TestRunUntilRests(t *testing.T) {
 	}
 	b.record(glusterRecord())
 	await("a pass after a record was written", func() bool { return passes.Load() > n })
+	n = passes.Load()
+	ev.c <- struct{}{}
+	await("a pass after an event", func() bool { return passes.Load() > n })
 }

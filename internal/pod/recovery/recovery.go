@@ -461,14 +461,15 @@ func (r *Recoverer) Pass(ctx context.Context) []Result {
 		}
 		states := readStates(dir)
 		probe, skip := r.toProbe(dir, mountedTargets(todo, infos), states)
+		statAt := r.clock()
 		health := r.probeAll(ctx, probe)
-		r.noteAnswers(health, infos)
+		r.noteAnswers(health, infos, statAt)
 		for _, rec := range todo {
 			if !skip[rec.Target] {
 				results = append(results, r.check(ctx, dir, rec, infos, states, health[rec.Target]))
 			}
 		}
-		r.restUntil = r.restingUntil(dir, todo, infos, results, states)
+		r.restUntil = r.restingUntil(todo, results)
 	}
 	for t := range r.state {
 		if !live[t] {
@@ -529,14 +530,15 @@ func (r *Recoverer) toProbe(dir string, mounted []string, states passStates) (pr
 
 // restingUntil returns until when the poll may run no pass after this one,
 // which checked the records todo (of the held plugins) and found results
-// (a refused record's too): zero, unless [Recoverer.Events]
-// watch the scope of every record's mount, no event came for ProbeEvery,
-// each record is of a mount that answered its last stat with nothing
-// under way (no back-off state, no state file) and every result of this
-// pass is healthy. Then it is when the first of those answers becomes
-// ProbeEvery old: until then a poll pass would stat none of them
+// (a refused record's too): zero, unless [Recoverer.Events] watch the
+// scope of every record's mount, no event came for ProbeEvery, no mount
+// has a back-off state (a recovery under way, or not stable yet), each
+// record's mount answered its last stat, and every result of this pass
+// is healthy (a record whose target is not mounted, or with a state file
+// left by a recovery under way, gives another). Then it is when the first of those mounts is due again
+// ([Recoverer.probeDue]): until then a poll pass would stat none of them
 // ([Recoverer.toProbe]), and find nothing it could do.
-func (r *Recoverer) restingUntil(dir string, todo []mountrecord.Record, infos []mount.MountInfo, results []Result, states passStates) time.Time {
+func (r *Recoverer) restingUntil(todo []mountrecord.Record, results []Result) time.Time {
 	w, ok := r.Events.(watcher)
 	now := r.clock()
 	if !ok || len(todo) == 0 || len(r.state) > 0 || now.Sub(r.eventAt) < ProbeEvery {
@@ -550,10 +552,7 @@ func (r *Recoverer) restingUntil(dir string, todo []mountrecord.Record, infos []
 	var until time.Time
 	for _, rec := range todo {
 		at, answered := r.answered[rec.Target]
-		if _, mounted := lastMountAt(infos, rec.Target); !mounted || !answered || !w.Watches(rec.Target) {
-			return time.Time{}
-		}
-		if _, under := states.of(dir, rec.Target); under {
+		if !answered || !w.Watches(rec.Target) {
 			return time.Time{}
 		}
 		if u := r.probeDue(at); until.IsZero() || u.Before(until) {
@@ -585,11 +584,11 @@ func (r *Recoverer) probeDue(at time.Time) time.Time {
 	return r.probeGrid.Add((n + 1) * ProbeEvery)
 }
 
-// noteAnswers keeps when each target of health answered its stat, and
-// forgets those that did not; and so do r.Answers, of the mount infos
-// shows last at the target (the one the stat reached).
-func (r *Recoverer) noteAnswers(health map[string]error, infos []mount.MountInfo) {
-	now := r.clock()
+// noteAnswers keeps that each target of health answered its stat, made
+// at now (before the stats, which may take their bound), and forgets
+// those that did not; and so do r.Answers, of the mount infos shows last
+// at the target (the one the stat reached).
+func (r *Recoverer) noteAnswers(health map[string]error, infos []mount.MountInfo, now time.Time) {
 	if r.answered == nil {
 		r.answered, r.probeGrid = map[string]time.Time{}, now
 	}

@@ -10,22 +10,26 @@ import (
 )
 
 // Lister lists a directory's records as [List] does, for a caller that
-// lists the same directory again and again (the recovery, every second):
+// lists the same directory again and again (the recovery, up to every
+// second):
 // a record whose file is the version it read at an earlier listing is not
 // read and decoded again. Every file is still checked against the trust
 // rules at every listing, by a stat of it then. Only a version whose
 // ctime was more than a second before its read is taken as read (see
 // [registration.FileVersion]): a record written again within the tick of
-// the clock that stamped it could otherwise look unchanged. Every
-// fullEvery-th listing reads every record all the same: on a file system
-// whose clock is not the node's (a network one) or whose times are
-// coarser than a second, that bounds how long a change can go unseen. The
-// zero Lister is ready; it is safe for concurrent use.
+// the clock that stamped it could otherwise look unchanged. The first
+// listing fullAfter (a minute) or more after the last that read every
+// record reads every record all the same: on a file system whose clock
+// is not the node's (a network one) or whose times are coarser than a
+// second, that bounds how long a change can go unseen, however often the
+// caller lists. The zero Lister is ready; it is safe for concurrent use.
 type Lister struct {
 	mu       sync.Mutex
 	dir      string
 	known    map[string]knownRecord
-	listings int
+	lastFull time.Time
+	// now tells the time of the full reads; default time.Now.
+	now func() time.Time
 	// decoded counts the records read and decoded (for the tests).
 	decoded int
 }
@@ -36,11 +40,11 @@ type knownRecord struct {
 }
 
 // settleWindow is how long before its read a record's ctime must be for
-// the Lister to keep it; every fullEvery-th listing reads every record (a
-// minute of the recovery's passes). Variables for the tests.
+// the Lister to keep it; a listing fullAfter after the last full one
+// reads every record. Variables for the tests.
 var (
 	settleWindow = time.Second
-	fullEvery    = 60
+	fullAfter    = time.Minute
 )
 
 // List returns what [List] of dir returns. The records it returns are the
@@ -51,8 +55,12 @@ func (l *Lister) List(dir string) ([]Entry, error) {
 	if dir != l.dir {
 		l.dir, l.known = dir, nil
 	}
-	if l.listings++; l.listings%fullEvery == 0 {
-		l.known = nil
+	now := time.Now
+	if l.now != nil {
+		now = l.now
+	}
+	if t := now(); l.known == nil || t.Sub(l.lastFull) >= fullAfter {
+		l.known, l.lastFull = nil, t
 	}
 	readAt := time.Now()
 	files, err := registration.ReadTrustedDirChanged(dir, MaxSize, isRecordName, func(name string, v registration.FileVersion) bool {

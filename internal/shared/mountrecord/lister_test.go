@@ -171,12 +171,10 @@ func TestListerReadsAgainWhatIsNotSettled(t *testing.T) {
 	}
 }
 
-// Every fullEvery-th listing reads every record, changed or not.
+// The first listing fullAfter or more after the last full one reads every
+// record, changed or not, however often the caller lists.
 func TestListerReadsAllNowAndThen(t *testing.T) {
 	settled(t, 0)
-	old := fullEvery
-	t.Cleanup(func() { fullEvery = old })
-	fullEvery = 3
 	dir := filepath.Join(t.TempDir(), Dir)
 	for _, target := range []string{"/k/pods/a/volumes/x", "/k/pods/b/volumes/x"} {
 		if err := Write(dir, glusterRecord(target)); err != nil {
@@ -184,26 +182,28 @@ func TestListerReadsAllNowAndThen(t *testing.T) {
 		}
 	}
 	tick()
-	var l Lister
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := Lister{now: func() time.Time { return now }}
 	var got []int
-	for range 7 {
+	for _, d := range []time.Duration{0, time.Second, fullAfter - time.Second - time.Millisecond, time.Millisecond, time.Second, 5 * time.Minute, 0} {
+		now = now.Add(d)
 		listedEqual(t, &l, dir)
 		got = append(got, l.decoded)
 	}
-	if want := []int{2, 2, 4, 4, 4, 6, 6}; !reflect.DeepEqual(got, want) {
+	if want := []int{2, 2, 2, 4, 4, 6, 6}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("records decoded in all after each listing: %v, want %v", got, want)
 	}
 }
 
-// BenchmarkLister: the recovery's listing every second of 100 records that
-// have not changed ("unchanged", Lister, without its full read every 60th
-// listing, which adds a 60th of "read-all"), against reading and decoding
-// them all ("read-all", List).
+// BenchmarkLister: the recovery's listing of 100 records that have not
+// changed ("unchanged", Lister, without its full read once a minute,
+// which adds a sixtieth of "read-all" when it lists every second),
+// against reading and decoding them all ("read-all", List).
 func BenchmarkLister(b *testing.B) {
 	settled(b, 0)
-	old := fullEvery
-	b.Cleanup(func() { fullEvery = old })
-	fullEvery = math.MaxInt
+	old := fullAfter
+	b.Cleanup(func() { fullAfter = old })
+	fullAfter = math.MaxInt64
 	dir := filepath.Join(b.TempDir(), "kubelet", "plugin-containers", Dir)
 	for i := range 100 {
 		if err := Write(dir, glusterRecord(fmt.Sprintf("/var/lib/kubelet/pods/%d/volumes/kubernetes.io~glusterfs/v", i))); err != nil {
