@@ -32,6 +32,18 @@ func writeStatNamed(t *testing.T, root string, pid int, start int, comm string) 
 	}
 }
 
+// twoMounts returns a fake /proc with process 100, started at 5000, the
+// daemon of a (connection 30), and the targets a and b (connection 31),
+// as findDaemons takes them.
+func twoMounts(t *testing.T) (proc, a, b string, targets map[string]bool, conns map[uint64][]string) {
+	t.Helper()
+	proc = t.TempDir()
+	a, b = "/var/lib/kubelet/pods/a/volumes/x~glusterfs/data", "/var/lib/kubelet/pods/b/volumes/x~glusterfs/data"
+	writeProc(t, proc, 100, rootProc([]int{30}, "/usr/sbin/glusterfs"))
+	writeStat(t, proc, 100, 5000)
+	return proc, a, b, map[string]bool{a: true, b: true}, map[uint64][]string{30: {a}, 31: {b}}
+}
+
 // TestKnownDaemonsReadOnlyTheirDescriptors: a survey in the scopes reads,
 // of a daemon it knows (its PID and start time), only the descriptor it
 // held its connection through, and still checks its UIDs, that link and
@@ -39,12 +51,7 @@ func writeStatNamed(t *testing.T, root string, pid int, start int, comm string) 
 // descriptor changed, is read whole. What is known is what the last
 // survey read.
 func TestKnownDaemonsReadOnlyTheirDescriptors(t *testing.T) {
-	proc := t.TempDir()
-	a, b := "/var/lib/kubelet/pods/a/volumes/x~glusterfs/data", "/var/lib/kubelet/pods/b/volumes/x~glusterfs/data"
-	targets := map[string]bool{a: true, b: true}
-	conns := map[uint64][]string{30: {a}, 31: {b}}
-	writeProc(t, proc, 100, rootProc([]int{30}, "/usr/sbin/glusterfs"))
-	writeStat(t, proc, 100, 5000)
+	proc, a, b, targets, conns := twoMounts(t)
 	writeProc(t, proc, 101, rootProc([]int{31}, "/usr/sbin/glusterfs"))
 	writeStat(t, proc, 101, 5001)
 	known := &Known{}
@@ -139,12 +146,7 @@ func TestKnownDaemonsReadOnlyTheirDescriptors(t *testing.T) {
 // not run as root is never counted; a read of the scopes' processes
 // counts nothing, and one that reads no process ends every row.
 func TestQuietProcessesSkipped(t *testing.T) {
-	proc := t.TempDir()
-	a, b := "/var/lib/kubelet/pods/a/volumes/x~glusterfs/data", "/var/lib/kubelet/pods/b/volumes/x~glusterfs/data"
-	targets := map[string]bool{a: true, b: true}
-	conns := map[uint64][]string{30: {a}, 31: {b}}
-	writeProc(t, proc, 100, rootProc([]int{30}, "/usr/sbin/glusterfs"))
-	writeStat(t, proc, 100, 5000)
+	proc, a, b, targets, conns := twoMounts(t)
 	writeProc(t, proc, 200, rootProc(nil, "/bin/sleep", "1000"))
 	writeStat(t, proc, 200, 5001)
 	writeProc(t, proc, 300, fakeProc{uids: [4]int{1000, 1000, 1000, 1000}, fuse: []int{31}})

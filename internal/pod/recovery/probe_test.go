@@ -173,6 +173,18 @@ func TestFlappingMountBacksOff(t *testing.T) {
 // woken by events. It watches the targets not in unwatched.
 type noEvents struct{ unwatched map[string]bool }
 
+// clockedBed is a bed of both mounts and their records, whose recoverer's
+// clock is *now, with events that watch every scope and never fire.
+func clockedBed(t *testing.T) (*bed, *time.Time) {
+	t.Helper()
+	b := newBed(t)
+	b.mountedBoth()
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.r.now = func() time.Time { return now }
+	b.r.Events = noEvents{}
+	return b, &now
+}
+
 func (noEvents) C() <-chan struct{}           { return nil }
 func (noEvents) Refresh()                     {}
 func (e noEvents) Watches(target string) bool { return !e.unwatched[target] }
@@ -182,11 +194,7 @@ func (e noEvents) Watches(target string) bool { return !e.unwatched[target] }
 // event and every pass for ProbeEvery after it, a mount that did not
 // answer, and a mount with a recovery under way are stat-ed every pass. Without events, every poll pass stats all.
 func TestPollPassesStatAnsweredMountsEveryProbeEvery(t *testing.T) {
-	b := newBed(t)
-	b.mountedBoth()
-	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	b.r.now = func() time.Time { return now }
-	b.r.Events = noEvents{}
+	b, now := clockedBed(t)
 	stats := map[string]int{}
 	b.r.stat = func(_ context.Context, p string) error {
 		b.mu.Lock()
@@ -196,7 +204,7 @@ func TestPollPassesStatAnsweredMountsEveryProbeEvery(t *testing.T) {
 	}
 	pass := func(woken string, d time.Duration) map[string]Result {
 		t.Helper()
-		now = now.Add(d)
+		*now = now.Add(d)
 		b.r.mu.Lock()
 		b.r.woken = woken
 		b.r.mu.Unlock()
@@ -330,19 +338,16 @@ func TestPassesNoteAnswers(t *testing.T) {
 // mount answered, is watched by the events and has nothing under way, the
 // poll runs no pass until the first of them is due (the grid's next
 // mark): such a pass would stat none and find nothing to do. A record
-// written or removed meanwhile (the records' directory changed), a mount
-// that failed, one not watched, a back-off or no events at all end the
-// rest.
+// written or removed meanwhile (the records' directory changed) ends the
+// rest; a mount that failed, one not watched, a back-off, a recent event
+// or no events at all keep the poll from resting after the pass that
+// sees them.
 func TestPollRestsUntilAMountIsDue(t *testing.T) {
-	b := newBed(t)
-	b.mountedBoth()
-	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	b.r.now = func() time.Time { return now }
-	b.r.Events = noEvents{}
+	b, now := clockedBed(t)
 	records := filepath.Join(b.r.Dir, mountrecord.Dir)
 	pass := func(d time.Duration) {
 		t.Helper()
-		now = now.Add(d)
+		*now = now.Add(d)
 		b.r.mu.Lock()
 		b.r.woken = "poll"
 		b.r.mu.Unlock()
@@ -350,7 +355,7 @@ func TestPollRestsUntilAMountIsDue(t *testing.T) {
 	}
 	rests := func(step string, d time.Duration, want bool) {
 		t.Helper()
-		now = now.Add(d)
+		*now = now.Add(d)
 		if got := b.r.resting(); got != want {
 			t.Errorf("%s: resting %v, want %v", step, got, want)
 		}
@@ -410,7 +415,7 @@ func TestPollRestsUntilAMountIsDue(t *testing.T) {
 	rests("events again", 0, true)
 
 	// An event: every pass for ProbeEvery after it stats all.
-	now = now.Add(time.Second)
+	*now = now.Add(time.Second)
 	b.r.mu.Lock()
 	b.r.woken = "event"
 	b.r.mu.Unlock()
