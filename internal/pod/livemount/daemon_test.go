@@ -189,7 +189,20 @@ func TestDaemonOfARealFUSEMount(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("the survey %+v does not list %s", cr.Report, target)
 	}
-	if got := cr.Report.Mounts[i].Daemons; !reflect.DeepEqual(got, []int{cmd.Process.Pid}) {
-		t.Errorf("daemons %v, want only the FUSE child %d (not %v, which only name the mount point)", got, cmd.Process.Pid, impostors)
+	// Only these processes are the test's: the survey reads the whole
+	// machine, where a process of another test (a FUSE daemon whose
+	// mount is gone, its connection's number given to this mount since)
+	// may hold a connection of the same number.
+	got := cr.Report.Mounts[i].Daemons
+	if !slices.Contains(got, cmd.Process.Pid) {
+		t.Errorf("daemons %v, want the FUSE child %d among them", got, cmd.Process.Pid)
+	}
+	for _, pid := range impostors {
+		if slices.Contains(got, pid) {
+			t.Errorf("daemons %v include %d, which only names the mount point (want the FUSE child %d, not %v)", got, pid, cmd.Process.Pid, impostors)
+		}
+	}
+	if len(got) > 1 {
+		t.Logf("daemons %v: besides the FUSE child %d, processes elsewhere on the machine hold a connection of the same number", got, cmd.Process.Pid)
 	}
 }
