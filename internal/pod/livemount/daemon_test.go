@@ -26,6 +26,13 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(staleEnv); dir != "" {
+		if err := staleChild(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "stale child:", err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
 	if kubelet := os.Getenv(childKubeletEnv); kubelet != "" {
 		if err := fuseChild(kubelet, os.Getenv(childTargetEnv)); err != nil {
 			fmt.Fprintln(os.Stderr, "fuse child:", err)
@@ -97,8 +104,10 @@ func TestOnlyFUSEHoldersAreDaemons(t *testing.T) {
 // childReport is what fuseChild prints.
 type childReport struct {
 	Report Report
-	// Named: the kernel names the connection in the descriptor's fdinfo.
+	// Named: the kernel names the connection in the descriptor's fdinfo,
+	// Conn.
 	Named bool
+	Conn  uint64
 }
 
 // fuseChild mounts a FUSE file system at target, below kubelet, with a
@@ -126,7 +135,8 @@ func fuseChild(kubelet, target string) error {
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(os.Stdout).Encode(childReport{Report: r, Named: strings.Contains(string(info), "fuse_connection:")})
+	c, named := fdinfoConnection(string(info))
+	return json.NewEncoder(os.Stdout).Encode(childReport{Report: r, Named: named, Conn: c})
 }
 
 // startNaming starts a process of uid that names target on its command
@@ -151,18 +161,14 @@ func startNaming(t *testing.T, uid uint32, target string) int {
 }
 
 // TestDaemonOfARealFUSEMount mounts a FUSE file system and checks that the
-// process holding its connection is its one daemon, while a process of
-// another user and a root process without /dev/fuse, both naming the
-// mount point, are not.
+// process holding its connection is its daemon, while a process of another
+// user and a root process without /dev/fuse, both naming the mount point,
+// are not, nor is a process holding the connection of a mount unmounted
+// just before (whose number the kernel gives to the next mount made on
+// the machine, most often this one).
 func TestDaemonOfARealFUSEMount(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a FUSE file system needs root; CI runs this as root")
-	}
-	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Skipf("no FUSE here: %v", err)
-	}
-	unix.Close(fd)
+	needFUSE(t)
+	stale, sr := startStale(t)
 	kubelet := t.TempDir()
 	target := filepath.Join(kubelet, "pods/a/volumes/x~fuse/data")
 	if err := os.MkdirAll(target, 0o755); err != nil {
@@ -183,16 +189,21 @@ func TestDaemonOfARealFUSEMount(t *testing.T) {
 		t.Fatalf("fuse child: %v\n%s", err, out)
 	}
 	if !cr.Named {
-		t.Skip("this kernel does not name a /dev/fuse descriptor's connection in fdinfo")
+		t.Fatalf("fuse child %d: fdinfo of its descriptor names no connection, on a kernel that names them", cmd.Process.Pid)
+	}
+	if cr.Conn == sr.Ended {
+		t.Logf("the mount has the number %d of the stale child %d's unmounted mount", cr.Conn, stale)
+	} else {
+		t.Logf("the mount has the number %d, not the stale child %d's %d (the kernel gave that to another mount)", cr.Conn, stale, sr.Ended)
 	}
 	i := slices.IndexFunc(cr.Report.Mounts, func(m Mount) bool { return m.Target == target })
 	if i < 0 {
 		t.Fatalf("the survey %+v does not list %s", cr.Report, target)
 	}
 	// Only these processes are the test's: the survey reads the whole
-	// machine, where a process of another test (a FUSE daemon whose
-	// mount is gone, its connection's number given to this mount since)
-	// may hold a connection of the same number.
+	// machine, where another process may hold a connection of this
+	// number too, for the moment the check of its descriptor cannot be
+	// made (an exiting process).
 	got := cr.Report.Mounts[i].Daemons
 	if !slices.Contains(got, cmd.Process.Pid) {
 		t.Errorf("daemons %v, want the FUSE child %d among them", got, cmd.Process.Pid)
@@ -202,7 +213,10 @@ func TestDaemonOfARealFUSEMount(t *testing.T) {
 			t.Errorf("daemons %v include %d, which only names the mount point (want the FUSE child %d, not %v)", got, pid, cmd.Process.Pid, impostors)
 		}
 	}
+	if slices.Contains(got, stale) {
+		t.Errorf("daemons %v include the stale child %d, which holds the ended connection %d (want the FUSE child %d)", got, stale, sr.Ended, cmd.Process.Pid)
+	}
 	if len(got) > 1 {
-		t.Logf("daemons %v: besides the FUSE child %d, processes elsewhere on the machine hold a connection of the same number", got, cmd.Process.Pid)
+		t.Logf("daemons %v: besides the FUSE child %d, processes elsewhere on the machine hold a connection of its number, not known to have ended", got, cmd.Process.Pid)
 	}
 }

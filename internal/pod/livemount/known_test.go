@@ -57,7 +57,7 @@ func TestKnownDaemonsReadOnlyTheirDescriptors(t *testing.T) {
 	known := &Known{}
 	survey := func(step string, useKnown bool, want map[string][]int) {
 		t.Helper()
-		got := findDaemons(proc, []int{100, 101}, targets, conns, known, useKnown, false)
+		got := findDaemons(proc, []int{100, 101}, targets, conns, known, useKnown, false, nil)
 		if len(got) != len(want) {
 			t.Errorf("%s: daemons %v, want %v", step, got, want)
 		}
@@ -154,7 +154,7 @@ func TestQuietProcessesSkipped(t *testing.T) {
 	known := &Known{}
 	read := func(step string, pids []int, skipQuiet bool, want map[string][]int) {
 		t.Helper()
-		got := findDaemons(proc, pids, targets, conns, known, false, skipQuiet)
+		got := findDaemons(proc, pids, targets, conns, known, false, skipQuiet, nil)
 		if len(got) != len(want) {
 			t.Errorf("%s: daemons %v, want %v", step, got, want)
 		}
@@ -176,7 +176,7 @@ func TestQuietProcessesSkipped(t *testing.T) {
 	reads("first", map[int]int{100: 0, 200: 1, 300: 0})
 	read("in the scopes", []int{100, 200}, true, map[string][]int{a: {100}})
 	reads("in the scopes", map[int]int{100: 0, 200: 1, 300: 0})
-	if got := findDaemons(proc, nil, nil, conns, known, false, true); len(got) != 0 {
+	if got := findDaemons(proc, nil, nil, conns, known, false, true, nil); len(got) != 0 {
 		t.Errorf("no target: daemons %v, want none", got)
 	}
 	reads("a read of no process", map[int]int{100: 0, 200: 0, 300: 0})

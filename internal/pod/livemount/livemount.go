@@ -14,7 +14,22 @@
 // process counts when one of its descriptors names the connection of the
 // mount. A descriptor is attached to a connection only by mounting with it
 // or by being handed over by a process that holds it, so no other user can
-// get hold of the connection of a mount root made. A /dev/fuse
+// get hold of the connection of a mount root made.
+//
+// That number alone does not name one connection for good: the kernel
+// gives the device number of a mount that is gone to the next one, while
+// a process may still hold the old mount's connection (a daemon that
+// ignored its end, or was stopped). So the connection a descriptor holds
+// must also be live: the survey takes a copy of the descriptor
+// (pidfd_getfd(2), which passes the ptrace access check as root with
+// CAP_SYS_PTRACE), checks that the copy is the FUSE device and names the
+// same connection, and polls it, which the kernel answers with POLLERR
+// once the connection has ended. The mount of a live connection is the
+// only one of its number, so a holder of a live connection of a mount's
+// number serves that mount. Where the check tells nothing (no
+// pidfd_getfd, an exiting process, a security module or ptrace policy
+// that refuses it, or an earlier check still waiting on a process; see
+// connectionEnded), the number decides as before. A /dev/fuse
 // descriptor whose fdinfo names no connection (an older kernel, or a
 // descriptor not yet mounted with) is matched as before by the command
 // line: the process counts when one of its arguments is the mount target,
@@ -44,6 +59,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -104,6 +120,11 @@ type Options struct {
 	// is healthy without a stat of the survey's own. The mount pod's
 	// keeper takes the recovery's; `mountpod status` stats every mount.
 	Answers *Answers
+
+	// ended tells the connections that ended; default, where ProcRoot is
+	// the proc file system of this process's PID namespace,
+	// [connectionEnded].
+	ended endedFunc
 }
 
 // Known is what the surveys remember of the daemons they found: of a
@@ -124,7 +145,8 @@ type Options struct {
 //
 // Known also counts, of each root process (known by its PID, start time
 // and name), the reads of every process in a row that found it holding no
-// /dev/fuse descriptor. After two, a process is quiet: a read of every
+// /dev/fuse descriptor, but for those of a mount's number whose
+// connection ended. After two, a process is quiet: a read of every
 // process with [Options.SkipQuiet] reads only its stat, to know it is the
 // same process. A process that does not run as root is read every time
 // (its status, no dearer than its stat): an exec of a set-user-ID program
@@ -215,6 +237,9 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 	if o.ProcRoot == "" {
 		o.ProcRoot = "/proc"
 	}
+	if o.ended == nil && ownProc(o.ProcRoot) {
+		o.ended = connectionEnded
+	}
 	if o.StatTimeout <= 0 {
 		o.StatTimeout = DefaultStatTimeout
 	}
@@ -269,7 +294,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		for _, k := range scopes {
 			pids = append(pids, k.s.PIDs...)
 		}
-		daemons = findDaemons(o.ProcRoot, pids, seen, conns, o.Known, true, false)
+		daemons = findDaemons(o.ProcRoot, pids, seen, conns, o.Known, true, false, o.ended)
 		for _, m := range mounts {
 			if _, ok := scopes[boundary.MountKey(m.Target)]; ok && len(daemons[m.Target]) == 0 {
 				daemons = nil // a daemon gone or outside its scope: look everywhere
@@ -278,11 +303,11 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		}
 	}
 	if daemons == nil {
-		daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, o.SkipQuiet)
+		daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, o.SkipQuiet, o.ended)
 		if o.SkipQuiet && slices.ContainsFunc(mounts, func(m Mount) bool { return len(daemons[m.Target]) == 0 }) {
 			// A daemon may be a quiet process that got its connection
 			// since (an exec in place): every process is read whole.
-			daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, false)
+			daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, false, o.ended)
 		}
 	}
 	used := map[string]bool{}
@@ -358,7 +383,7 @@ func connection(major, minor int) uint64 {
 // scopes; see [Known]), and the processes read either way are what known
 // knows after. A read of every process counts the quiet ones in known,
 // and, when skipQuiet, skips those known quiet.
-func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map[uint64][]string, known *Known, useKnown, skipQuiet bool) map[string][]int {
+func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map[uint64][]string, known *Known, useKnown, skipQuiet bool, ended endedFunc) map[string][]int {
 	out := map[string][]int{}
 	if len(targets) == 0 {
 		if pids == nil {
@@ -402,10 +427,10 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 		var ts, fds []string
 		checked, none := false, false
 		if k, ok := known.get(pid); useKnown && ok && start != "" && k.start == start {
-			ts, fds, checked = servedThrough(dir, k.fds, conns)
+			ts, fds, checked = servedThrough(dir, pid, k.fds, conns, ended)
 		}
 		if !checked {
-			ts, fds, none = served(dir, targets, conns)
+			ts, fds, none = served(dir, pid, targets, conns, ended)
 		}
 		if start != "" && len(fds) > 0 {
 			next[pid] = knownProc{start: start, fds: fds}
@@ -429,21 +454,29 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 	return out
 }
 
-// served returns the targets that the process whose /proc directory is
-// dir serves: those of the connections its /dev/fuse descriptors name and,
-// when one of them names none, those its command line names. A process
-// that does not run as root serves none. fds are the descriptors that
-// named a connection, when none named none (else nil: the command line
-// may have counted, which the descriptors alone do not tell). none is
-// whether the process runs as root and holds no /dev/fuse descriptor: a
-// process that does not run as root is read again every time (a read of
-// its status, as cheap as the skip's read of its stat), since an exec of
-// a set-user-ID program can make it root.
-func served(dir string, targets map[string]bool, conns map[uint64][]string) (ts, fds []string, none bool) {
+// served returns the targets that process pid, whose /proc directory is
+// dir, serves: those of the live connections its /dev/fuse descriptors
+// name and, when one of them names none, those its command line names. A
+// process that does not run as root serves none. fds are the descriptors
+// that named a live connection, when none named none (else nil: the
+// command line may have counted, which the descriptors alone do not
+// tell). none is whether the process runs as root and holds no /dev/fuse
+// descriptor but those of ended connections: a process that does not run
+// as root is read again every time (a read of its status, as cheap as the
+// skip's read of its stat), since an exec of a set-user-ID program can
+// make it root.
+func served(dir string, pid int, targets map[string]bool, conns map[uint64][]string, ended endedFunc) (ts, fds []string, none bool) {
 	if !runsAsRoot(dir) {
 		return nil, nil, false
 	}
-	held, fds, unnamed := fuseConnections(dir)
+	all, allFDs, unnamed := fuseConnections(dir)
+	var held []uint64
+	for i, c := range all {
+		if len(conns[c]) > 0 && ended.of(pid, allFDs[i], c) {
+			continue
+		}
+		held, fds = append(held, c), append(fds, allFDs[i])
+	}
 	none = len(held) == 0 && !unnamed
 	for _, c := range held {
 		ts = append(ts, conns[c]...)
@@ -459,16 +492,16 @@ func served(dir string, targets map[string]bool, conns map[uint64][]string) (ts,
 
 // servedThrough is served for a process known to hold its connections
 // through the descriptors fds: ok is false, and nothing else is returned,
-// when one of them no longer links to /dev/fuse or names no connection
-// (the process is read as any other then). A process that no longer runs
-// as root serves none.
-func servedThrough(dir string, fds []string, conns map[uint64][]string) (ts, held []string, ok bool) {
+// when one of them no longer links to /dev/fuse, names no connection or
+// holds one that ended (the process is read as any other then). A process
+// that no longer runs as root serves none.
+func servedThrough(dir string, pid int, fds []string, conns map[uint64][]string, ended endedFunc) (ts, held []string, ok bool) {
 	if !runsAsRoot(dir) {
 		return nil, nil, true
 	}
 	for _, fd := range fds {
 		c, named, ok := fuseConnection(dir, fd)
-		if !ok || !named {
+		if !ok || !named || len(conns[c]) > 0 && ended.of(pid, fd, c) {
 			return nil, nil, false
 		}
 		ts = append(ts, conns[c]...)
@@ -572,6 +605,116 @@ func fuseConnection(dir, fd string) (c uint64, named, ok bool) {
 	}
 	c, named = fdinfoConnection(string(info))
 	return c, named, true
+}
+
+// ownProc reports whether procRoot is the proc file system of this
+// process's PID namespace, whose PIDs pidfd_open takes: its "self" is
+// this process.
+func ownProc(procRoot string) bool {
+	self, err := os.Readlink(filepath.Join(procRoot, "self"))
+	return err == nil && self == strconv.Itoa(os.Getpid())
+}
+
+// endedFunc reports whether descriptor fd of process pid, whose fdinfo
+// named FUSE connection c, holds a connection that ended; nil: none is
+// known to have ended.
+type endedFunc func(pid int, fd string, c uint64) bool
+
+func (f endedFunc) of(pid int, fd string, c uint64) bool {
+	return f != nil && f(pid, fd, c)
+}
+
+// connectionEnded is the [endedFunc] of this machine's processes, read
+// through /proc: true only when a copy of the descriptor, taken through
+// a pidfd, is the FUSE device (a character device 10:229, as statx tells
+// without asking any file system), names connection c in its own fdinfo
+// and polls with POLLERR, which a /dev/fuse descriptor does once its
+// connection was aborted (as an unmount does). Anything else tells
+// nothing, false: a copy that cannot be taken (no pidfd_getfd, a process
+// gone, one the ptrace access check refuses) or is another file or
+// connection (the descriptor was replaced since it was read). The copy
+// is only polled, with no wait, and closed; the poll of a /dev/fuse
+// descriptor takes no request from its queue.
+//
+// A check can wait on the process checked: pidfd_getfd waits while the
+// process execs, which closes its close-on-exec files, and the close of
+// a file of a FUSE mount waits for its daemon's answer; so does the
+// close of a copy that turned out to be such a file. So a check runs in
+// a goroutine of its own, one at a time, and is waited for at most
+// [endedCheckTimeout]: a check not done by then tells nothing, and so
+// does every check while it is still running (the number decides, as
+// before pidfd_getfd existed). A process that never lets it end holds
+// one goroutine, never the survey.
+func connectionEnded(pid int, fd string, c uint64) bool {
+	n, err := strconv.Atoi(fd)
+	if err != nil || n < 0 || !endedCheck.CompareAndSwap(false, true) {
+		return false
+	}
+	done := make(chan bool, 1)
+	go func() {
+		ended := checkCopy(pid, n, c)
+		endedCheck.Store(false)
+		done <- ended
+	}()
+	t := time.NewTimer(endedCheckTimeout)
+	defer t.Stop()
+	select {
+	case ended := <-done:
+		return ended
+	case <-t.C:
+		EndedChecksTimedOut.Add(1)
+		return false
+	}
+}
+
+// endedCheckTimeout bounds the wait for one check of [connectionEnded].
+const endedCheckTimeout = time.Second
+
+var (
+	// endedCheck is held while a check of [connectionEnded] runs.
+	endedCheck atomic.Bool
+	// EndedChecksTimedOut counts the checks of whether a FUSE
+	// connection ended that were not done within their bound; the
+	// keeper's metrics report it.
+	EndedChecksTimedOut atomic.Int64
+)
+
+// checkCopy is [copyEnded], but in tests of a check that does not end.
+var checkCopy = copyEnded
+
+// fuseDeviceNumber is the FUSE device's number, 10:229.
+var fuseDeviceNumber = unix.Mkdev(10, 229)
+
+// copyEnded is [connectionEnded]'s check, of descriptor n of process
+// pid.
+func copyEnded(pid, n int, c uint64) bool {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	own, err := unix.PidfdGetfd(pidfd, n, 0)
+	unix.Close(pidfd)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(own)
+	var st unix.Statx_t
+	if err := unix.Statx(own, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE, &st); err != nil ||
+		st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Mkdev(st.Rdev_major, st.Rdev_minor) != fuseDeviceNumber {
+		return false
+	}
+	info, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(own))
+	if err != nil {
+		return false
+	}
+	if got, named := fdinfoConnection(string(info)); !named || got != c {
+		return false
+	}
+	p := []unix.PollFd{{Fd: int32(own), Events: unix.POLLIN}}
+	if _, err := unix.Poll(p, 0); err != nil {
+		return false
+	}
+	return p[0].Revents&unix.POLLERR != 0
 }
 
 // fdinfoConnection returns the FUSE connection an fdinfo names, if any.

@@ -1,0 +1,310 @@
+package livemount
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestEndedConnectionsServeNothing reads a fake /proc where the kernel
+// has given the number of a mount that is gone (30) to a's mount: a
+// process holding the old mount's connection, which ended, is not a's
+// daemon, whether the survey reads it whole or through the descriptors
+// it was known to hold the connection through; a process holding both an
+// ended and a live connection of that number is.
+func TestEndedConnectionsServeNothing(t *testing.T) {
+	proc, a, b, targets, conns := twoMounts(t)
+	writeProc(t, proc, 101, rootProc([]int{30}, "/usr/sbin/glusterfs"))     // the old mount's daemon, stopped
+	writeProc(t, proc, 102, rootProc([]int{30, 30}, "/usr/sbin/glusterfs")) // descriptor 3 ended, 4 live
+	writeProc(t, proc, 103, rootProc([]int{31}, "/usr/sbin/glusterfs"))     // b's
+	for pid, start := range map[int]int{101: 4000, 102: 4500, 103: 5001} {
+		writeStat(t, proc, pid, start)
+	}
+	ended := map[string]bool{"101/3": true, "102/3": true}
+	var asked []string
+	endedOf := func(pid int, fd string, c uint64) bool {
+		if c != 30 && pid != 103 {
+			t.Errorf("asked whether connection %d of %d's descriptor %s ended; the fake /proc names 30 there", c, pid, fd)
+		}
+		asked = append(asked, fmt.Sprintf("%d/%s", pid, fd))
+		return ended[fmt.Sprintf("%d/%s", pid, fd)]
+	}
+	want := map[string][]int{a: {100, 102}, b: {103}}
+
+	mi := writeMountInfo(t,
+		"20 1 0:20 / / rw - ext4 /dev/vda rw",
+		fmt.Sprintf("30 20 0:30 / %s rw - fuse.glusterfs srv:/gv0 rw", a),
+		fmt.Sprintf("31 20 0:31 / %s rw - fuse.glusterfs srv:/gv1 rw", b))
+	r, err := Survey(context.Background(), Options{KubeletDir: "/var/lib/kubelet", MountInfo: mi, ProcRoot: proc, ended: endedOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]int{}
+	for _, m := range r.Mounts {
+		got[m.Target] = m.Daemons
+	}
+	if !mapsEqual(got, want) {
+		t.Errorf("survey: daemons %v, want %v (101 and 102's descriptor 3 hold ended connections)", got, want)
+	}
+	for _, fd := range []string{"100/3", "101/3", "102/3", "102/4"} {
+		if !slices.Contains(asked, fd) {
+			t.Errorf("the survey did not ask whether %s's connection ended (asked %v)", fd, asked)
+		}
+	}
+
+	// Known from a survey before the connections ended, then read
+	// through the known descriptors only.
+	known := &Known{}
+	pids := []int{100, 101, 102, 103}
+	before := findDaemons(proc, pids, targets, conns, known, true, false, nil)
+	if k, ok := known.get(101); !ok || !slices.Equal(k.fds, []string{"3"}) {
+		t.Fatalf("known of 101 before its connection ended: %+v, %v (daemons %v)", k, ok, before)
+	}
+	if got := findDaemons(proc, pids, targets, conns, known, true, false, endedOf); !mapsEqual(got, want) {
+		t.Errorf("survey through the known descriptors: daemons %v, want %v", got, want)
+	}
+	if k, ok := known.get(101); ok {
+		t.Errorf("101 is still known to hold a connection through %v, which ended", k.fds)
+	}
+	if k, ok := known.get(102); !ok || !slices.Equal(k.fds, []string{"4"}) {
+		t.Errorf("known of 102: %+v, %v; want descriptor 4 only", k, ok)
+	}
+}
+
+// mapsEqual compares daemons by target.
+func mapsEqual(a, b map[string][]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || !slices.Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// staleEnv, set, makes the test binary a process that holds an ended FUSE
+// connection and a live one: see staleChild.
+const staleEnv = "LIVEMOUNT_TEST_FUSE_STALE"
+
+// staleReport is what staleChild prints.
+type staleReport struct {
+	EndedFD, LiveFD int
+	Ended, Live     uint64
+	EndedNamed      bool
+}
+
+// staleChild, in a mount namespace of its own, mounts a FUSE file system
+// at dir/ended and one at dir/live, each with a /dev/fuse descriptor of
+// its own that it never serves, unmounts the first, prints the
+// descriptors and their connections, and holds both until its standard
+// input ends: the first is what a FUSE daemon that outlived its mount
+// holds.
+func staleChild(dir string) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	mountAt := func(target string) (fd int, c uint64, named bool, err error) {
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return 0, 0, false, err
+		}
+		fd, err = unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, 0, false, fmt.Errorf("open /dev/fuse: %w", err)
+		}
+		opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd)
+		if err := unix.Mount("livemounttest", target, "fuse.livemounttest", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return 0, 0, false, fmt.Errorf("mount fuse at %s: %w", target, err)
+		}
+		info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", fd))
+		if err != nil {
+			return 0, 0, false, err
+		}
+		c, named = fdinfoConnection(string(info))
+		return fd, c, named, nil
+	}
+	var r staleReport
+	var err error
+	if r.EndedFD, r.Ended, r.EndedNamed, err = mountAt(filepath.Join(dir, "ended")); err != nil {
+		return err
+	}
+	if r.LiveFD, r.Live, _, err = mountAt(filepath.Join(dir, "live")); err != nil {
+		return err
+	}
+	if err := unix.Unmount(filepath.Join(dir, "ended"), 0); err != nil {
+		return fmt.Errorf("unmount %s/ended: %w", dir, err)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, os.Stdin)
+	return err
+}
+
+// startStale starts staleChild and returns its PID and report; it ends
+// with the test.
+func startStale(t testing.TB) (int, staleReport) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), staleEnv+"="+t.TempDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+	})
+	var r staleReport
+	if err := json.NewDecoder(stdout).Decode(&r); err != nil {
+		t.Fatalf("stale child: %v", err)
+	}
+	return cmd.Process.Pid, r
+}
+
+// needFUSE skips a test where no FUSE file system can be mounted, or the
+// kernel names no connection in a /dev/fuse descriptor's fdinfo.
+func needFUSE(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a FUSE file system needs root; CI runs this as root")
+	}
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("no FUSE here: %v", err)
+	}
+	unix.Close(fd)
+	if !kernelNamesConnections {
+		t.Skip("this kernel does not name a /dev/fuse descriptor's connection in fdinfo")
+	}
+}
+
+// TestConnectionEndedOfRealDescriptors asks of a real process's
+// descriptors: the one whose mount was unmounted holds an ended
+// connection; the one whose mount is there does not, nor does it when
+// asked about another connection than it holds, nor does a descriptor
+// the process does not have.
+func TestConnectionEndedOfRealDescriptors(t *testing.T) {
+	needFUSE(t)
+	pid, r := startStale(t)
+	if !r.EndedNamed {
+		t.Fatalf("stale child %d: fdinfo of its descriptor %d names no connection", pid, r.EndedFD)
+	}
+	fd := strconv.Itoa
+	for _, c := range []struct {
+		what string
+		fd   string
+		conn uint64
+		want bool
+	}{
+		{"the unmounted mount's descriptor", fd(r.EndedFD), r.Ended, true},
+		{"the mounted one's", fd(r.LiveFD), r.Live, false},
+		{"the mounted one's, asked about the other connection", fd(r.LiveFD), r.Ended, false},
+		{"the unmounted one's, asked about the other connection", fd(r.EndedFD), r.Live, false},
+		{"a descriptor it does not have", "999", r.Live, false},
+		{"a descriptor that is not a number", "x", r.Live, false},
+	} {
+		if got := connectionEnded(pid, c.fd, c.conn); got != c.want {
+			t.Errorf("%s (%d's descriptor %s, connection %d): ended %t, want %t", c.what, pid, c.fd, c.conn, got, c.want)
+		}
+	}
+
+	// Its standard input, a pipe: not the FUSE device.
+	if connectionEnded(pid, "0", r.Ended) {
+		t.Errorf("%d's standard input, a pipe: ended, want not", pid)
+	}
+
+	// As a survey reads it, where the kernel gave the unmounted mount's
+	// number to a mount at target: the number alone makes the stale
+	// child its daemon; the check does not.
+	target := "/var/lib/kubelet/pods/a/volumes/x~fuse/data"
+	targets, conns := map[string]bool{target: true}, map[uint64][]string{r.Ended: {target}}
+	if got := findDaemons("/proc", []int{pid}, targets, conns, nil, false, false, nil); !slices.Equal(got[target], []int{pid}) {
+		t.Errorf("by the number alone: daemons %v, want the stale child %d", got, pid)
+	}
+	if got := findDaemons("/proc", []int{pid}, targets, conns, nil, false, false, connectionEnded); len(got[target]) != 0 {
+		t.Errorf("with the check: daemons %v, want none (the stale child %d holds connection %d, which ended)", got, pid, r.Ended)
+	}
+}
+
+// TestConnectionEndedWaitsBounded: a check that does not end (a process
+// in an exec that waits on a FUSE daemon) tells nothing once its bound
+// passed, and neither does any check while it still runs; once it ended,
+// checks tell again.
+func TestConnectionEndedWaitsBounded(t *testing.T) {
+	needFUSE(t)
+	pid, r := startStale(t)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	t.Cleanup(func() { checkCopy = copyEnded })
+	checkCopy = func(pid, n int, c uint64) bool {
+		entered <- struct{}{}
+		<-release
+		return copyEnded(pid, n, c)
+	}
+	before := EndedChecksTimedOut.Load()
+	if connectionEnded(pid, strconv.Itoa(r.EndedFD), r.Ended) {
+		t.Errorf("a check that has not ended: ended, want not known (false)")
+	}
+	<-entered
+	if got := EndedChecksTimedOut.Load(); got != before+1 {
+		t.Errorf("checks timed out: %d, want %d", got, before+1)
+	}
+	checkCopy = copyEnded
+	if connectionEnded(pid, strconv.Itoa(r.EndedFD), r.Ended) {
+		t.Errorf("while the earlier check still runs: ended, want not known (false)")
+	}
+	close(release)
+	for deadline := time.Now().Add(time.Minute); endedCheck.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the released check has not ended in a minute")
+		}
+	}
+	if !connectionEnded(pid, strconv.Itoa(r.EndedFD), r.Ended) {
+		t.Errorf("after the earlier check ended: the unmounted mount's descriptor %d has not ended", r.EndedFD)
+	}
+}
+
+// BenchmarkConnectionEnded checks a live daemon's descriptor, as a
+// survey does for each daemon of a mount; /proc/PID/fdinfo's read, what
+// a survey did before for that descriptor, is the raw operation.
+func BenchmarkConnectionEnded(b *testing.B) {
+	needFUSE(b)
+	pid, r := startStale(b)
+	b.Run("check", func(b *testing.B) {
+		for b.Loop() {
+			if connectionEnded(pid, strconv.Itoa(r.LiveFD), r.Live) {
+				b.Fatal("a live connection ended")
+			}
+		}
+	})
+	b.Run("fdinfo", func(b *testing.B) {
+		dir := fmt.Sprintf("/proc/%d", pid)
+		for b.Loop() {
+			if _, named, ok := fuseConnection(dir, strconv.Itoa(r.LiveFD)); !ok || !named {
+				b.Fatal("the live descriptor names no connection")
+			}
+		}
+	})
+}
