@@ -10,12 +10,15 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 )
 
 // The test binary run with these variables set is a FUSE daemon in a mount
@@ -23,6 +26,9 @@ import (
 const (
 	childKubeletEnv = "LIVEMOUNT_TEST_FUSE_KUBELET"
 	childTargetEnv  = "LIVEMOUNT_TEST_FUSE_TARGET"
+	// childScopedEnv is a PID that is in the target's scope with the
+	// child.
+	childScopedEnv = "LIVEMOUNT_TEST_FUSE_SCOPED"
 )
 
 func TestMain(m *testing.M) {
@@ -34,7 +40,8 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	if kubelet := os.Getenv(childKubeletEnv); kubelet != "" {
-		if err := fuseChild(kubelet, os.Getenv(childTargetEnv)); err != nil {
+		scoped, _ := strconv.Atoi(os.Getenv(childScopedEnv))
+		if err := fuseChild(kubelet, os.Getenv(childTargetEnv), scoped); err != nil {
 			fmt.Fprintln(os.Stderr, "fuse child:", err)
 			os.Exit(2)
 		}
@@ -112,10 +119,10 @@ type childReport struct {
 
 // fuseChild mounts a FUSE file system at target, below kubelet, with a
 // /dev/fuse descriptor it holds (and never serves), and prints its survey
-// of kubelet. It runs in a mount namespace of its own, so that no other
-// process on the machine sees the mount; its command line does not name
-// target.
-func fuseChild(kubelet, target string) error {
+// of kubelet, where target's scope holds the child and process scoped. It
+// runs in a mount namespace of its own, so that no other process on the
+// machine sees the mount; its command line does not name target.
+func fuseChild(kubelet, target string, scoped int) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
@@ -131,7 +138,11 @@ func fuseChild(kubelet, target string) error {
 	if err != nil {
 		return fmt.Errorf("read fdinfo: %w", err)
 	}
-	r, err := Survey(context.Background(), Options{KubeletDir: kubelet, StatTimeout: 100 * time.Millisecond})
+	name := scope.Name(target)
+	fs := &fakeScopes{scopes: map[string][]scope.Scope{"x.io/fuse": {
+		{Name: name, Cgroup: "/mc/x.io~fuse/" + name, PIDs: []int{os.Getpid(), scoped}},
+	}}}
+	r, err := Survey(context.Background(), Options{KubeletDir: kubelet, Plugins: []string{"x.io/fuse"}, Scopes: fs, StatTimeout: 100 * time.Millisecond})
 	if err != nil {
 		return err
 	}
@@ -163,9 +174,9 @@ func startNaming(t *testing.T, uid uint32, target string) int {
 // TestDaemonOfARealFUSEMount mounts a FUSE file system and checks that the
 // process holding its connection is its daemon, while a process of another
 // user and a root process without /dev/fuse, both naming the mount point,
-// are not, nor is a process holding the connection of a mount unmounted
-// just before (whose number the kernel gives to the next mount made on
-// the machine, most often this one).
+// are not, nor is a process in the mount's scope holding the connection
+// of a mount unmounted just before (whose number the kernel gives to the
+// next mount made on the machine, most often this one).
 func TestDaemonOfARealFUSEMount(t *testing.T) {
 	needFUSE(t)
 	stale, sr := startStale(t)
@@ -176,7 +187,7 @@ func TestDaemonOfARealFUSEMount(t *testing.T) {
 	}
 	impostors := []int{startNaming(t, 65534, target), startNaming(t, 0, target)}
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childKubeletEnv+"="+kubelet, childTargetEnv+"="+target)
+	cmd.Env = append(os.Environ(), childKubeletEnv+"="+kubelet, childTargetEnv+"="+target, childScopedEnv+"="+strconv.Itoa(stale))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -15,23 +15,27 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 )
 
 // TestEndedConnectionsServeNothing reads a fake /proc where the kernel
 // has given the number of a mount that is gone (30) to a's mount: a
-// process holding the old mount's connection, which ended, is not a's
-// daemon, whether the survey reads it whole or through the descriptors
-// it was known to hold the connection through; a process holding both an
-// ended and a live connection of that number is.
+// process in a scope holding the old mount's connection, which ended, is
+// not a's daemon, whether the survey reads it whole or through the
+// descriptors it was known to hold the connection through; a process
+// holding both an ended and a live connection of that number is, and so
+// is one in no scope, whose descriptors are not copied.
 func TestEndedConnectionsServeNothing(t *testing.T) {
 	proc, a, b, targets, conns := twoMounts(t)
 	writeProc(t, proc, 101, rootProc([]int{30}, "/usr/sbin/glusterfs"))     // the old mount's daemon, stopped
 	writeProc(t, proc, 102, rootProc([]int{30, 30}, "/usr/sbin/glusterfs")) // descriptor 3 ended, 4 live
 	writeProc(t, proc, 103, rootProc([]int{31}, "/usr/sbin/glusterfs"))     // b's
-	for pid, start := range map[int]int{101: 4000, 102: 4500, 103: 5001} {
+	writeProc(t, proc, 104, rootProc([]int{30}, "/usr/bin/other-fuse"))     // stopped too, in no scope
+	for pid, start := range map[int]int{101: 4000, 102: 4500, 103: 5001, 104: 3000} {
 		writeStat(t, proc, pid, start)
 	}
-	ended := map[string]bool{"101/3": true, "102/3": true}
+	ended := map[string]bool{"101/3": true, "102/3": true, "104/3": true}
 	var asked []string
 	endedOf := func(pid int, fd string, c uint64) bool {
 		if c != 30 && pid != 103 {
@@ -41,12 +45,20 @@ func TestEndedConnectionsServeNothing(t *testing.T) {
 		return ended[fmt.Sprintf("%d/%s", pid, fd)]
 	}
 	want := map[string][]int{a: {100, 102}, b: {103}}
+	// 104 is in no scope: its descriptor is not copied, and the number
+	// decides (see connectionEnded).
+	wantSurvey := map[string][]int{a: {100, 102, 104}, b: {103}}
+	fs := &fakeScopes{scopes: map[string][]scope.Scope{"x.io/glusterfs": {
+		{Name: scope.Name(a), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(a), PIDs: []int{100, 101, 102}},
+		{Name: scope.Name(b), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(b), PIDs: []int{103}},
+	}}}
 
 	mi := writeMountInfo(t,
 		"20 1 0:20 / / rw - ext4 /dev/vda rw",
 		fmt.Sprintf("30 20 0:30 / %s rw - fuse.glusterfs srv:/gv0 rw", a),
 		fmt.Sprintf("31 20 0:31 / %s rw - fuse.glusterfs srv:/gv1 rw", b))
-	r, err := Survey(context.Background(), Options{KubeletDir: "/var/lib/kubelet", MountInfo: mi, ProcRoot: proc, ended: endedOf})
+	r, err := Survey(context.Background(), Options{KubeletDir: "/var/lib/kubelet", Plugins: []string{"x.io/glusterfs"}, Scopes: fs,
+		MountInfo: mi, ProcRoot: proc, ended: endedOf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,19 +66,23 @@ func TestEndedConnectionsServeNothing(t *testing.T) {
 	for _, m := range r.Mounts {
 		got[m.Target] = m.Daemons
 	}
-	if !mapsEqual(got, want) {
-		t.Errorf("survey: daemons %v, want %v (101 and 102's descriptor 3 hold ended connections)", got, want)
+	if !mapsEqual(got, wantSurvey) {
+		t.Errorf("survey: daemons %v, want %v (101 and 102's descriptor 3 hold ended connections; 104 is in no scope)", got, wantSurvey)
 	}
 	for _, fd := range []string{"100/3", "101/3", "102/3", "102/4"} {
 		if !slices.Contains(asked, fd) {
 			t.Errorf("the survey did not ask whether %s's connection ended (asked %v)", fd, asked)
 		}
 	}
+	if slices.Contains(asked, "104/3") {
+		t.Errorf("the survey asked whether a connection of 104, in no scope, ended (asked %v)", asked)
+	}
 
 	// Known from a survey before the connections ended, then read
 	// through the known descriptors only.
 	known := &Known{}
 	pids := []int{100, 101, 102, 103}
+	asked = nil
 	before := findDaemons(proc, pids, targets, conns, known, true, false, nil)
 	if k, ok := known.get(101); !ok || !slices.Equal(k.fds, []string{"3"}) {
 		t.Fatalf("known of 101 before its connection ended: %+v, %v (daemons %v)", k, ok, before)

@@ -20,21 +20,29 @@
 // gives the device number of a mount that is gone to the next one, while
 // a process may still hold the old mount's connection (a daemon that
 // ignored its end, or was stopped). So the connection a descriptor holds
-// must also be live: the survey takes a copy of the descriptor
+// must also be live. Of a process in one of the plugins' scopes, which
+// the mount pod started, the survey takes a copy of the descriptor
 // (pidfd_getfd(2), which passes the ptrace access check as root with
 // CAP_SYS_PTRACE), checks that the copy is the FUSE device and names the
 // same connection, and polls it, which the kernel answers with POLLERR
 // once the connection has ended. The mount of a live connection is the
 // only one of its number, so a holder of a live connection of a mount's
-// number serves that mount. Where the check tells nothing (no
-// pidfd_getfd, an exiting process, a security module or ptrace policy
-// that refuses it, or an earlier check still waiting on a process; see
-// connectionEnded), the number decides as before. A /dev/fuse
-// descriptor whose fdinfo names no connection (an older kernel, or a
-// descriptor not yet mounted with) is matched as before by the command
-// line: the process counts when one of its arguments is the mount target,
-// as FUSE clients (glusterfs, ceph-fuse, sshfs, ...) are started with the
-// mount point on their command line. Either way the process must run as
+// number serves that mount. The number decides as before for every other
+// process: a copy of another process's descriptor could be a file of a
+// FUSE mount it serves itself (it may replace the descriptor between the
+// read of its fdinfo and the copy), whose close waits for its answer,
+// which it need never give, and makes the mount pod unkillable. An extra
+// daemon outside a mount's scope only makes the mount unscoped, which
+// keeps a rollout from replacing the mount pod in place. The number also
+// decides where the check tells nothing (no pidfd_getfd, an exiting
+// process, a security module or ptrace policy that refuses it, or an
+// earlier check still waiting on a process; see connectionEnded).
+//
+// A /dev/fuse descriptor whose fdinfo names no connection (an older
+// kernel, or a descriptor not yet mounted with) is matched as before by
+// the command line: the process counts when one of its arguments is the
+// mount target, as FUSE clients (glusterfs, ceph-fuse, sshfs, ...) are
+// started with the mount point on their command line. Either way the process must run as
 // root (every UID in /proc/PID/status is 0) and hold /dev/fuse open: a
 // process that only names a target, such as `sleep 1000 <target>` run by
 // any user, never counts. A daemon is "scoped" when it is in the scope
@@ -288,13 +296,26 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 			}
 		}
 	}
+	// Only the processes of the scopes, which the mount pod started, are
+	// asked whether a connection they hold ended: see [connectionEnded].
+	ended := o.ended
+	if ended != nil {
+		inScopes := map[int]bool{}
+		for _, k := range scopes {
+			for _, pid := range k.s.PIDs {
+				inScopes[pid] = true
+			}
+		}
+		all := ended
+		ended = func(pid int, fd string, c uint64) bool { return inScopes[pid] && all(pid, fd, c) }
+	}
 	var daemons map[string][]int
 	if o.DaemonsInScopes && o.Scopes != nil {
 		pids := []int{}
 		for _, k := range scopes {
 			pids = append(pids, k.s.PIDs...)
 		}
-		daemons = findDaemons(o.ProcRoot, pids, seen, conns, o.Known, true, false, o.ended)
+		daemons = findDaemons(o.ProcRoot, pids, seen, conns, o.Known, true, false, ended)
 		for _, m := range mounts {
 			if _, ok := scopes[boundary.MountKey(m.Target)]; ok && len(daemons[m.Target]) == 0 {
 				daemons = nil // a daemon gone or outside its scope: look everywhere
@@ -303,11 +324,11 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		}
 	}
 	if daemons == nil {
-		daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, o.SkipQuiet, o.ended)
+		daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, o.SkipQuiet, ended)
 		if o.SkipQuiet && slices.ContainsFunc(mounts, func(m Mount) bool { return len(daemons[m.Target]) == 0 }) {
 			// A daemon may be a quiet process that got its connection
 			// since (an exec in place): every process is read whole.
-			daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, false, o.ended)
+			daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, false, ended)
 		}
 	}
 	used := map[string]bool{}
