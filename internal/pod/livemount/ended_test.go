@@ -25,38 +25,45 @@ import (
 // not a's daemon, whether the survey reads it whole or through the
 // descriptors it was known to hold the connection through; a process
 // holding both an ended and a live connection of that number is, and so
-// is one in no scope, whose descriptors are not copied.
+// is one in no scope, whose descriptors are not copied. Only the holders
+// of a target that more than one process serves are checked.
 func TestEndedConnectionsServeNothing(t *testing.T) {
 	proc, a, b, targets, conns := twoMounts(t)
 	writeProc(t, proc, 101, rootProc([]int{30}, "/usr/sbin/glusterfs"))     // the old mount's daemon, stopped
 	writeProc(t, proc, 102, rootProc([]int{30, 30}, "/usr/sbin/glusterfs")) // descriptor 3 ended, 4 live
 	writeProc(t, proc, 103, rootProc([]int{31}, "/usr/sbin/glusterfs"))     // b's
 	writeProc(t, proc, 104, rootProc([]int{30}, "/usr/bin/other-fuse"))     // stopped too, in no scope
-	for pid, start := range map[int]int{101: 4000, 102: 4500, 103: 5001, 104: 3000} {
+	writeProc(t, proc, 105, rootProc([]int{32}, "/usr/sbin/glusterfs"))     // c's alone
+	for pid, start := range map[int]int{101: 4000, 102: 4500, 103: 5001, 104: 3000, 105: 5002} {
 		writeStat(t, proc, pid, start)
 	}
-	ended := map[string]bool{"101/3": true, "102/3": true, "104/3": true}
+	// 105's would be ended too, but it serves c alone: not asked.
+	ended := map[string]bool{"101/3": true, "102/3": true, "104/3": true, "105/3": true}
 	var asked []string
 	endedOf := func(pid int, fd string, c uint64) bool {
-		if c != 30 && pid != 103 {
-			t.Errorf("asked whether connection %d of %d's descriptor %s ended; the fake /proc names 30 there", c, pid, fd)
+		if c != 30 {
+			t.Errorf("asked whether connection %d of %d's descriptor %s ended; only 30 is held by more than one process", c, pid, fd)
 		}
 		asked = append(asked, fmt.Sprintf("%d/%s", pid, fd))
 		return ended[fmt.Sprintf("%d/%s", pid, fd)]
 	}
-	want := map[string][]int{a: {100, 102}, b: {103}}
+	c := "/var/lib/kubelet/pods/c/volumes/x~glusterfs/data"
+	targets[c], conns[32] = true, []string{c}
+	want := map[string][]int{a: {100, 102}, b: {103}, c: {105}}
 	// 104 is in no scope: its descriptor is not copied, and the number
 	// decides (see connectionEnded).
-	wantSurvey := map[string][]int{a: {100, 102, 104}, b: {103}}
+	wantSurvey := map[string][]int{a: {100, 102, 104}, b: {103}, c: {105}}
 	fs := &fakeScopes{scopes: map[string][]scope.Scope{"x.io/glusterfs": {
 		{Name: scope.Name(a), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(a), PIDs: []int{100, 101, 102}},
 		{Name: scope.Name(b), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(b), PIDs: []int{103}},
+		{Name: scope.Name(c), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(c), PIDs: []int{105}},
 	}}}
 
 	mi := writeMountInfo(t,
 		"20 1 0:20 / / rw - ext4 /dev/vda rw",
 		fmt.Sprintf("30 20 0:30 / %s rw - fuse.glusterfs srv:/gv0 rw", a),
-		fmt.Sprintf("31 20 0:31 / %s rw - fuse.glusterfs srv:/gv1 rw", b))
+		fmt.Sprintf("31 20 0:31 / %s rw - fuse.glusterfs srv:/gv1 rw", b),
+		fmt.Sprintf("32 20 0:32 / %s rw - fuse.glusterfs srv:/gv2 rw", c))
 	r, err := Survey(context.Background(), Options{KubeletDir: "/var/lib/kubelet", Plugins: []string{"x.io/glusterfs"}, Scopes: fs,
 		MountInfo: mi, ProcRoot: proc, ended: endedOf})
 	if err != nil {
@@ -74,20 +81,23 @@ func TestEndedConnectionsServeNothing(t *testing.T) {
 			t.Errorf("the survey did not ask whether %s's connection ended (asked %v)", fd, asked)
 		}
 	}
-	if slices.Contains(asked, "104/3") {
-		t.Errorf("the survey asked whether a connection of 104, in no scope, ended (asked %v)", asked)
+	for _, fd := range []string{"103/3", "104/3", "105/3"} {
+		if slices.Contains(asked, fd) {
+			t.Errorf("the survey asked whether %s's connection ended: in no scope, or the only holder of its target (asked %v)", fd, asked)
+		}
 	}
 
 	// Known from a survey before the connections ended, then read
 	// through the known descriptors only.
 	known := &Known{}
-	pids := []int{100, 101, 102, 103}
+	pids := []int{100, 101, 102, 103, 105}
 	asked = nil
 	before := findDaemons(proc, pids, targets, conns, known, true, false, nil)
 	if k, ok := known.get(101); !ok || !slices.Equal(k.fds, []string{"3"}) {
 		t.Fatalf("known of 101 before its connection ended: %+v, %v (daemons %v)", k, ok, before)
 	}
-	if got := findDaemons(proc, pids, targets, conns, known, true, false, endedOf); !mapsEqual(got, want) {
+	checks := func([]int) (endedFunc, func()) { return endedOf, func() {} }
+	if got := findDaemons(proc, pids, targets, conns, known, true, false, checks); !mapsEqual(got, want) {
 		t.Errorf("survey through the known descriptors: daemons %v, want %v", got, want)
 	}
 	if k, ok := known.get(101); ok {
@@ -216,17 +226,29 @@ func needFUSE(t testing.TB) {
 	}
 }
 
+// pidfdOf opens a pidfd of pid, closed when the test ends.
+func pidfdOf(t testing.TB, pid int) int {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pidfd_open %d: %v", pid, err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
 // TestConnectionEndedOfRealDescriptors asks of a real process's
 // descriptors: the one whose mount was unmounted holds an ended
 // connection; the one whose mount is there does not, nor does it when
 // asked about another connection than it holds, nor does a descriptor
-// the process does not have.
+// the process does not have, nor one that is not the FUSE device.
 func TestConnectionEndedOfRealDescriptors(t *testing.T) {
 	needFUSE(t)
 	pid, r := startStale(t)
 	if !r.EndedNamed {
 		t.Fatalf("stale child %d: fdinfo of its descriptor %d names no connection", pid, r.EndedFD)
 	}
+	pidfd := pidfdOf(t, pid)
 	fd := strconv.Itoa
 	for _, c := range []struct {
 		what string
@@ -240,27 +262,56 @@ func TestConnectionEndedOfRealDescriptors(t *testing.T) {
 		{"the unmounted one's, asked about the other connection", fd(r.EndedFD), r.Live, false},
 		{"a descriptor it does not have", "999", r.Live, false},
 		{"a descriptor that is not a number", "x", r.Live, false},
+		{"its standard input, a pipe", "0", r.Ended, false},
 	} {
-		if got := connectionEnded(pid, c.fd, c.conn); got != c.want {
+		if got := connectionEnded(pidfd, c.fd, c.conn); got != c.want {
 			t.Errorf("%s (%d's descriptor %s, connection %d): ended %t, want %t", c.what, pid, c.fd, c.conn, got, c.want)
 		}
 	}
+}
 
-	// Its standard input, a pipe: not the FUSE device.
-	if connectionEnded(pid, "0", r.Ended) {
-		t.Errorf("%d's standard input, a pipe: ended, want not", pid)
-	}
-
-	// As a survey reads it, where the kernel gave the unmounted mount's
-	// number to a mount at target: the number alone makes the stale
-	// child its daemon; the check does not.
+// TestRecheckOfRealHolders reads two real processes that both serve a
+// target as a survey finds them (the first through the connection of a
+// mount that is gone, whose number the kernel gave to the target's, the
+// second through a live one): by the number alone both are its daemons;
+// with the checks of processes still in the scopes, only the second is,
+// and a process that left the scopes before the checks is not checked.
+func TestRecheckOfRealHolders(t *testing.T) {
+	needFUSE(t)
+	stale, sr := startStale(t)
+	live, lr := startStale(t)
 	target := "/var/lib/kubelet/pods/a/volumes/x~fuse/data"
-	targets, conns := map[string]bool{target: true}, map[uint64][]string{r.Ended: {target}}
-	if got := findDaemons("/proc", []int{pid}, targets, conns, nil, false, false, nil); !slices.Equal(got[target], []int{pid}) {
-		t.Errorf("by the number alone: daemons %v, want the stale child %d", got, pid)
+	targets := map[string]bool{target: true}
+	conns := map[uint64][]string{sr.Ended: {target}, lr.Live: {target}}
+	if sr.Ended == lr.Live {
+		t.Fatalf("the stale child's ended connection and the other's live one have the same number %d", sr.Ended)
 	}
-	if got := findDaemons("/proc", []int{pid}, targets, conns, nil, false, false, connectionEnded); len(got[target]) != 0 {
-		t.Errorf("with the check: daemons %v, want none (the stale child %d holds connection %d, which ended)", got, pid, r.Ended)
+	pids := []int{stale, live}
+	inScopes := func(listed ...int) endedChecks {
+		return func(pids []int) (endedFunc, func()) {
+			return pinned(pids, func() (map[int]bool, error) {
+				m := map[int]bool{}
+				for _, pid := range listed {
+					m[pid] = true
+				}
+				return m, nil
+			})
+		}
+	}
+	for _, c := range []struct {
+		what   string
+		checks endedChecks
+		want   []int
+	}{
+		{"by the number alone", nil, []int{stale, live}},
+		{"both still in the scopes", inScopes(stale, live), []int{live}},
+		{"the stale child no longer in them", inScopes(live), []int{stale, live}},
+	} {
+		got := findDaemons("/proc", pids, targets, conns, nil, false, false, c.checks)
+		slices.Sort(c.want)
+		if !slices.Equal(got[target], c.want) {
+			t.Errorf("%s: daemons %v, want %v (stale child %d holds %d, which ended; %d holds %d, live)", c.what, got[target], c.want, stale, sr.Ended, live, lr.Live)
+		}
 	}
 }
 
@@ -271,25 +322,38 @@ func TestConnectionEndedOfRealDescriptors(t *testing.T) {
 func TestConnectionEndedWaitsBounded(t *testing.T) {
 	needFUSE(t)
 	pid, r := startStale(t)
+	pidfd := pidfdOf(t, pid)
+	if endedCheck.Load() {
+		t.Fatal("a check is running before the test")
+	}
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
-	t.Cleanup(func() { checkCopy = copyEnded })
-	checkCopy = func(pid, n int, c uint64) bool {
+	timeout := endedCheckTimeout
+	t.Cleanup(func() { checkCopy, endedCheckTimeout = copyEnded, timeout })
+	checkCopy = func(pidfd, n int, c uint64) bool {
 		entered <- struct{}{}
 		<-release
-		return copyEnded(pid, n, c)
+		return copyEnded(pidfd, n, c)
 	}
-	before := EndedChecksTimedOut.Load()
-	if connectionEnded(pid, strconv.Itoa(r.EndedFD), r.Ended) {
+	endedCheckTimeout = 10 * time.Millisecond
+	timedOut, skipped := EndedChecksTimedOut.Load(), EndedChecksSkipped.Load()
+	if connectionEnded(pidfd, strconv.Itoa(r.EndedFD), r.Ended) {
 		t.Errorf("a check that has not ended: ended, want not known (false)")
 	}
-	<-entered
-	if got := EndedChecksTimedOut.Load(); got != before+1 {
-		t.Errorf("checks timed out: %d, want %d", got, before+1)
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the check did not start in a minute")
 	}
-	checkCopy = copyEnded
-	if connectionEnded(pid, strconv.Itoa(r.EndedFD), r.Ended) {
+	if got := EndedChecksTimedOut.Load(); got != timedOut+1 {
+		t.Errorf("checks timed out: %d, want %d", got, timedOut+1)
+	}
+	checkCopy, endedCheckTimeout = copyEnded, timeout
+	if connectionEnded(pidfd, strconv.Itoa(r.EndedFD), r.Ended) {
 		t.Errorf("while the earlier check still runs: ended, want not known (false)")
+	}
+	if got := EndedChecksSkipped.Load(); got != skipped+1 {
+		t.Errorf("checks skipped: %d, want %d", got, skipped+1)
 	}
 	close(release)
 	for deadline := time.Now().Add(time.Minute); endedCheck.Load(); time.Sleep(time.Millisecond) {
@@ -297,7 +361,7 @@ func TestConnectionEndedWaitsBounded(t *testing.T) {
 			t.Fatal("the released check has not ended in a minute")
 		}
 	}
-	if !connectionEnded(pid, strconv.Itoa(r.EndedFD), r.Ended) {
+	if !connectionEnded(pidfd, strconv.Itoa(r.EndedFD), r.Ended) {
 		t.Errorf("after the earlier check ended: the unmounted mount's descriptor %d has not ended", r.EndedFD)
 	}
 }
@@ -308,9 +372,10 @@ func TestConnectionEndedWaitsBounded(t *testing.T) {
 func BenchmarkConnectionEnded(b *testing.B) {
 	needFUSE(b)
 	pid, r := startStale(b)
+	pidfd := pidfdOf(b, pid)
 	b.Run("check", func(b *testing.B) {
 		for b.Loop() {
-			if connectionEnded(pid, strconv.Itoa(r.LiveFD), r.Live) {
+			if connectionEnded(pidfd, strconv.Itoa(r.LiveFD), r.Live) {
 				b.Fatal("a live connection ended")
 			}
 		}

@@ -20,23 +20,28 @@
 // gives the device number of a mount that is gone to the next one, while
 // a process may still hold the old mount's connection (a daemon that
 // ignored its end, or was stopped). So the connection a descriptor holds
-// must also be live. Of a process in one of the plugins' scopes, which
-// the mount pod started, the survey takes a copy of the descriptor
-// (pidfd_getfd(2), which passes the ptrace access check as root with
-// CAP_SYS_PTRACE), checks that the copy is the FUSE device and names the
-// same connection, and polls it, which the kernel answers with POLLERR
-// once the connection has ended. The mount of a live connection is the
-// only one of its number, so a holder of a live connection of a mount's
-// number serves that mount. The number decides as before for every other
-// process: a copy of another process's descriptor could be a file of a
-// FUSE mount it serves itself (it may replace the descriptor between the
-// read of its fdinfo and the copy), whose close waits for its answer,
-// which it need never give, and makes the mount pod unkillable. An extra
-// daemon outside a mount's scope only makes the mount unscoped, which
-// keeps a rollout from replacing the mount pod in place. The number also
-// decides where the check tells nothing (no pidfd_getfd, an exiting
-// process, a security module or ptrace policy that refuses it, or an
-// earlier check still waiting on a process; see connectionEnded).
+// must also be live. Where more than one process serves a mount, the
+// survey checks the descriptors of those in the plugins' scopes (which
+// the mount pod started): it takes a copy of each (pidfd_getfd(2),
+// through a pidfd opened before the scopes are listed again, so that the
+// process is still a scope's), checks that the copy is the FUSE device
+// and names the same connection, and polls it, which the kernel answers
+// with POLLERR once the connection has ended. The mount of a live
+// connection is the only one of its number, and a live connection has a
+// holder, so a stale holder is found beside the mount's daemon, where
+// every process is read (`mountpod status`); a survey that reads the
+// scopes only may miss the daemon of a mount outside them.
+//
+// The number decides as before for every other process: a copy of
+// another process's descriptor could be a file of a FUSE mount it serves
+// itself (it may replace the descriptor between the read of its fdinfo
+// and the copy), whose close waits for its answer, which it need never
+// give, and makes the mount pod unkillable. An extra daemon outside a
+// mount's scope only makes the mount unscoped, which keeps a rollout from
+// replacing the mount pod in place. The number also decides where a
+// check tells nothing (no pidfd_getfd, an exiting process, a security
+// module or ptrace policy that refuses it, or an earlier check still
+// waiting on its process; see connectionEnded).
 //
 // A /dev/fuse descriptor whose fdinfo names no connection (an older
 // kernel, or a descriptor not yet mounted with) is matched as before by
@@ -129,9 +134,9 @@ type Options struct {
 	// keeper takes the recovery's; `mountpod status` stats every mount.
 	Answers *Answers
 
-	// ended tells the connections that ended; default, where ProcRoot is
-	// the proc file system of this process's PID namespace,
-	// [connectionEnded].
+	// ended, in tests of a fake ProcRoot, tells the connections that
+	// ended in place of [connectionEnded], which is used where ProcRoot
+	// is the proc file system of this process's PID namespace.
 	ended endedFunc
 }
 
@@ -245,9 +250,6 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 	if o.ProcRoot == "" {
 		o.ProcRoot = "/proc"
 	}
-	if o.ended == nil && ownProc(o.ProcRoot) {
-		o.ended = connectionEnded
-	}
 	if o.StatTimeout <= 0 {
 		o.StatTimeout = DefaultStatTimeout
 	}
@@ -298,16 +300,26 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 	}
 	// Only the processes of the scopes, which the mount pod started, are
 	// asked whether a connection they hold ended: see [connectionEnded].
-	ended := o.ended
-	if ended != nil {
+	var checks endedChecks
+	if o.ended != nil || ownProc(o.ProcRoot) {
 		inScopes := map[int]bool{}
 		for _, k := range scopes {
 			for _, pid := range k.s.PIDs {
 				inScopes[pid] = true
 			}
 		}
-		all := ended
-		ended = func(pid int, fd string, c uint64) bool { return inScopes[pid] && all(pid, fd, c) }
+		checks = func(pids []int) (endedFunc, func()) {
+			pids = slices.DeleteFunc(slices.Clone(pids), func(pid int) bool { return !inScopes[pid] })
+			switch {
+			case len(pids) == 0:
+				return nil, func() {}
+			case o.ended != nil:
+				return func(pid int, fd string, c uint64) bool {
+					return slices.Contains(pids, pid) && o.ended(pid, fd, c)
+				}, func() {}
+			}
+			return pinned(pids, func() (map[int]bool, error) { return scopePIDs(o.Scopes, o.Plugins) })
+		}
 	}
 	var daemons map[string][]int
 	if o.DaemonsInScopes && o.Scopes != nil {
@@ -315,7 +327,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		for _, k := range scopes {
 			pids = append(pids, k.s.PIDs...)
 		}
-		daemons = findDaemons(o.ProcRoot, pids, seen, conns, o.Known, true, false, ended)
+		daemons = findDaemons(o.ProcRoot, pids, seen, conns, o.Known, true, false, checks)
 		for _, m := range mounts {
 			if _, ok := scopes[boundary.MountKey(m.Target)]; ok && len(daemons[m.Target]) == 0 {
 				daemons = nil // a daemon gone or outside its scope: look everywhere
@@ -324,11 +336,11 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		}
 	}
 	if daemons == nil {
-		daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, o.SkipQuiet, ended)
+		daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, o.SkipQuiet, checks)
 		if o.SkipQuiet && slices.ContainsFunc(mounts, func(m Mount) bool { return len(daemons[m.Target]) == 0 }) {
 			// A daemon may be a quiet process that got its connection
 			// since (an exec in place): every process is read whole.
-			daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, false, ended)
+			daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, false, checks)
 		}
 	}
 	used := map[string]bool{}
@@ -403,8 +415,10 @@ func connection(major, minor int) uint64 {
 // through its known descriptors first when useKnown (a survey in the
 // scopes; see [Known]), and the processes read either way are what known
 // knows after. A read of every process counts the quiet ones in known,
-// and, when skipQuiet, skips those known quiet.
-func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map[uint64][]string, known *Known, useKnown, skipQuiet bool, ended endedFunc) map[string][]int {
+// and, when skipQuiet, skips those known quiet. With checks, the
+// processes found serving a target with another are read again, their
+// descriptors checked for ended connections (see [connectionEnded]).
+func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map[uint64][]string, known *Known, useKnown, skipQuiet bool, checks endedChecks) map[string][]int {
 	out := map[string][]int{}
 	if len(targets) == 0 {
 		if pids == nil {
@@ -448,10 +462,10 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 		var ts, fds []string
 		checked, none := false, false
 		if k, ok := known.get(pid); useKnown && ok && start != "" && k.start == start {
-			ts, fds, checked = servedThrough(dir, pid, k.fds, conns, ended)
+			ts, fds, checked = servedThrough(dir, k.fds, conns)
 		}
 		if !checked {
-			ts, fds, none = served(dir, pid, targets, conns, ended)
+			ts, fds, none = served(dir, pid, targets, conns, nil)
 		}
 		if start != "" && len(fds) > 0 {
 			next[pid] = knownProc{start: start, fds: fds}
@@ -466,6 +480,9 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 			}
 		}
 	}
+	if checks != nil {
+		recheck(procRoot, out, next, targets, conns, checks)
+	}
 	if known != nil {
 		known.replace(next, quiet)
 	}
@@ -473,6 +490,57 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 		sort.Ints(pids)
 	}
 	return out
+}
+
+// recheck reads again, with their descriptors checked for ended
+// connections, the processes that out finds serving a target with
+// another process, and corrects out and next (what Known will know) for
+// them. A process that holds the connection of a mount that is gone, whose
+// number the kernel gave to a mount since, is found serving that mount
+// with its daemon; a target served by one process alone needs no check.
+func recheck(procRoot string, out map[string][]int, next map[int]knownProc, targets map[string]bool, conns map[uint64][]string, checks endedChecks) {
+	var shared []int
+	for _, pids := range out {
+		if len(pids) > 1 {
+			for _, pid := range pids {
+				if !slices.Contains(shared, pid) {
+					shared = append(shared, pid)
+				}
+			}
+		}
+	}
+	if len(shared) == 0 {
+		return
+	}
+	sort.Ints(shared)
+	ended, release := checks(shared)
+	defer release()
+	if ended == nil {
+		return
+	}
+	for _, pid := range shared {
+		ts, fds, _ := served(filepath.Join(procRoot, strconv.Itoa(pid)), pid, targets, conns, ended)
+		for t, pids := range out {
+			if pids = slices.DeleteFunc(pids, func(p int) bool { return p == pid }); len(pids) > 0 {
+				out[t] = pids
+			} else {
+				delete(out, t)
+			}
+		}
+		for _, t := range ts {
+			if !slices.Contains(out[t], pid) {
+				out[t] = append(out[t], pid)
+			}
+		}
+		if k, ok := next[pid]; ok {
+			if len(fds) > 0 {
+				k.fds = fds
+				next[pid] = k
+			} else {
+				delete(next, pid)
+			}
+		}
+	}
 }
 
 // served returns the targets that process pid, whose /proc directory is
@@ -513,16 +581,16 @@ func served(dir string, pid int, targets map[string]bool, conns map[uint64][]str
 
 // servedThrough is served for a process known to hold its connections
 // through the descriptors fds: ok is false, and nothing else is returned,
-// when one of them no longer links to /dev/fuse, names no connection or
-// holds one that ended (the process is read as any other then). A process
-// that no longer runs as root serves none.
-func servedThrough(dir string, pid int, fds []string, conns map[uint64][]string, ended endedFunc) (ts, held []string, ok bool) {
+// when one of them no longer links to /dev/fuse or names no connection
+// (the process is read as any other then). A process that no longer runs
+// as root serves none.
+func servedThrough(dir string, fds []string, conns map[uint64][]string) (ts, held []string, ok bool) {
 	if !runsAsRoot(dir) {
 		return nil, nil, true
 	}
 	for _, fd := range fds {
 		c, named, ok := fuseConnection(dir, fd)
-		if !ok || !named || len(conns[c]) > 0 && ended.of(pid, fd, c) {
+		if !ok || !named {
 			return nil, nil, false
 		}
 		ts = append(ts, conns[c]...)
@@ -645,35 +713,112 @@ func (f endedFunc) of(pid int, fd string, c uint64) bool {
 	return f != nil && f(pid, fd, c)
 }
 
-// connectionEnded is the [endedFunc] of this machine's processes, read
-// through /proc: true only when a copy of the descriptor, taken through
-// a pidfd, is the FUSE device (a character device 10:229, as statx tells
-// without asking any file system), names connection c in its own fdinfo
-// and polls with POLLERR, which a /dev/fuse descriptor does once its
-// connection was aborted (as an unmount does). Anything else tells
-// nothing, false: a copy that cannot be taken (no pidfd_getfd, a process
-// gone, one the ptrace access check refuses) or is another file or
-// connection (the descriptor was replaced since it was read). The copy
-// is only polled, with no wait, and closed; the poll of a /dev/fuse
-// descriptor takes no request from its queue.
+// endedChecks returns, for processes pids, the [endedFunc] that tells of
+// their descriptors (nil: nothing), and the release of what it holds.
+type endedChecks func(pids []int) (ended endedFunc, release func())
+
+// scopePIDs returns the processes of the plugins' scopes.
+func scopePIDs(m scope.Manager, plugins []string) (map[int]bool, error) {
+	pids := map[int]bool{}
+	for _, p := range plugins {
+		list, err := m.List(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range list {
+			for _, pid := range s.PIDs {
+				pids[pid] = true
+			}
+		}
+	}
+	return pids, nil
+}
+
+// pinned is the [endedChecks] of the scopes' processes pids, which
+// listed returns (with the other processes of the scopes). A PID read
+// from a scope a moment ago may have gone to another process since,
+// outside every scope, whose descriptors must never be copied (see
+// connectionEnded). So each PID is opened as a pidfd first, which names
+// the process that has the number then and only ever that one, and the
+// scopes are listed again: a PID still listed belongs to a process of a
+// scope, and if that is not its pidfd's, the pidfd's process has exited
+// and nothing can be copied from it. The checks are made through the
+// pidfds of the PIDs still listed.
+func pinned(pids []int, listed func() (map[int]bool, error)) (endedFunc, func()) {
+	fds := map[int]int{}
+	release := func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	for _, pid := range pids {
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			fds[pid] = fd
+		}
+	}
+	now, err := listed()
+	if err != nil {
+		release()
+		return nil, func() {}
+	}
+	for pid, fd := range fds {
+		if !now[pid] {
+			unix.Close(fd)
+			delete(fds, pid)
+		}
+	}
+	return func(pid int, fd string, c uint64) bool {
+		pidfd, ok := fds[pid]
+		return ok && connectionEnded(pidfd, fd, c)
+	}, release
+}
+
+// connectionEnded reports whether descriptor fd of the process of pidfd,
+// a process of a scope (the mount pod started it), holds a FUSE
+// connection c that ended: true only when a copy of the descriptor,
+// taken through the pidfd, is the FUSE device (a character device
+// 10:229, as statx tells without asking the file system), names
+// connection c in its own fdinfo and polls with POLLERR, which a
+// /dev/fuse descriptor does once its connection was aborted (as an
+// unmount does). Anything else tells nothing, false: a copy that cannot
+// be taken (no pidfd_getfd, a process gone, one the ptrace access check
+// refuses) or is another file or connection (the descriptor was replaced
+// since it was read). The copy is only polled, with no wait, and closed;
+// the poll of a /dev/fuse descriptor takes no request from its queue.
 //
-// A check can wait on the process checked: pidfd_getfd waits while the
-// process execs, which closes its close-on-exec files, and the close of
-// a file of a FUSE mount waits for its daemon's answer; so does the
-// close of a copy that turned out to be such a file. So a check runs in
-// a goroutine of its own, one at a time, and is waited for at most
-// [endedCheckTimeout]: a check not done by then tells nothing, and so
-// does every check while it is still running (the number decides, as
-// before pidfd_getfd existed). A process that never lets it end holds
-// one goroutine, never the survey.
-func connectionEnded(pid int, fd string, c uint64) bool {
+// Only a scope's processes are copied from: another process could put
+// there, between the read of its fdinfo and the copy, a file of a FUSE
+// mount it serves itself, and the close of the copy would ask it to
+// flush that file and wait, without end and unkillably, for an answer it
+// need never give. Still, a check can wait on its process: pidfd_getfd
+// waits while the process execs (which closes its close-on-exec files,
+// each close waiting on its file system). So a check runs in a goroutine
+// of its own, one at a time, and is waited for at most
+// endedCheckTimeout: a check not done by then tells nothing
+// ([EndedChecksTimedOut]), and neither does any check while it still
+// runs ([EndedChecksSkipped]); the connection's number decides, as
+// before such checks. A process that never lets a check end holds that
+// check's goroutine, never the survey.
+func connectionEnded(pidfd int, fd string, c uint64) bool {
 	n, err := strconv.Atoi(fd)
-	if err != nil || n < 0 || !endedCheck.CompareAndSwap(false, true) {
+	if err != nil || n < 0 {
+		return false
+	}
+	if !endedCheck.CompareAndSwap(false, true) {
+		EndedChecksSkipped.Add(1)
+		return false
+	}
+	// The goroutine's own pidfd: the caller's may be closed before the
+	// goroutine is done.
+	own, err := unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		endedCheck.Store(false)
 		return false
 	}
 	done := make(chan bool, 1)
 	go func() {
-		ended := checkCopy(pid, n, c)
+		ended := checkCopy(own, n, c)
+		unix.Close(own)
 		endedCheck.Store(false)
 		done <- ended
 	}()
@@ -688,16 +833,18 @@ func connectionEnded(pid int, fd string, c uint64) bool {
 	}
 }
 
-// endedCheckTimeout bounds the wait for one check of [connectionEnded].
-const endedCheckTimeout = time.Second
+// endedCheckTimeout bounds the wait for one check of [connectionEnded];
+// tests whose checks must end raise it.
+var endedCheckTimeout = time.Second
 
 var (
 	// endedCheck is held while a check of [connectionEnded] runs.
 	endedCheck atomic.Bool
 	// EndedChecksTimedOut counts the checks of whether a FUSE
-	// connection ended that were not done within their bound; the
-	// keeper's metrics report it.
-	EndedChecksTimedOut atomic.Int64
+	// connection ended that were not done within their bound, and
+	// EndedChecksSkipped those not made because an earlier one was still
+	// running; the mount pod's metrics report both.
+	EndedChecksTimedOut, EndedChecksSkipped atomic.Int64
 )
 
 // checkCopy is [copyEnded], but in tests of a check that does not end.
@@ -706,15 +853,10 @@ var checkCopy = copyEnded
 // fuseDeviceNumber is the FUSE device's number, 10:229.
 var fuseDeviceNumber = unix.Mkdev(10, 229)
 
-// copyEnded is [connectionEnded]'s check, of descriptor n of process
-// pid.
-func copyEnded(pid, n int, c uint64) bool {
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return false
-	}
+// copyEnded is [connectionEnded]'s check, of descriptor n of the process
+// of pidfd.
+func copyEnded(pidfd, n int, c uint64) bool {
 	own, err := unix.PidfdGetfd(pidfd, n, 0)
-	unix.Close(pidfd)
 	if err != nil {
 		return false
 	}

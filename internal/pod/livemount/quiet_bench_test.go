@@ -18,12 +18,12 @@ func BenchmarkReadEveryProcess(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			known := &Known{}
 			for range quietReads {
-				findDaemons("/proc", nil, targets, nil, known, false, false, connectionEnded)
+				findDaemons("/proc", nil, targets, nil, known, false, false, nil)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				findDaemons("/proc", nil, targets, nil, known, false, c.skipQuiet, connectionEnded)
+				findDaemons("/proc", nil, targets, nil, known, false, c.skipQuiet, nil)
 			}
 		})
 	}

@@ -142,12 +142,16 @@ func New(o Options) *Metrics {
 		Namespace: Namespace, Name: "fuse_connection_checks_timed_out_total",
 		Help: "Checks of whether a FUSE connection a process holds ended that were not done within their bound (the connection's number decided).",
 	}, func() float64 { return float64(livemount.EndedChecksTimedOut.Load()) })
+	checksSkipped := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "fuse_connection_checks_skipped_total",
+		Help: "Checks of whether a FUSE connection a process holds ended that were not made, an earlier one still running (the connection's number decided).",
+	}, func() float64 { return float64(livemount.EndedChecksSkipped.Load()) })
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "build_info",
 		Help: "Always 1; the labels name the build.",
 	}, []string{"version", "revision", "goversion"})
 	buildInfo.WithLabelValues(orUnknown(o.Version), orUnknown(o.Revision), runtime.Version()).Set(1)
-	m.reg.MustRegister(buildInfo, checksTimedOut, m.regState, m.regEvents, m.execCommands, m.execDuration, m.execInFlight,
+	m.reg.MustRegister(buildInfo, checksTimedOut, checksSkipped, m.regState, m.regEvents, m.execCommands, m.execDuration, m.execInFlight,
 		m.liveMounts, m.liveMountsUnhealthy, m.liveMountsUnscoped, m.scopes, m.scopesRemoved, m.deadMounts, m.recoveries)
 	if !o.NoProcessCollectors {
 		m.reg.MustRegister(
