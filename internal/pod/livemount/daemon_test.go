@@ -179,7 +179,9 @@ func startNaming(t *testing.T, uid uint32, target string) int {
 // user and a root process without /dev/fuse, both naming the mount point,
 // are not, nor is a process in the mount's scope holding the connection
 // of a mount unmounted just before (whose number the kernel gives to the
-// next mount made on the machine, most often this one).
+// next mount made on the machine, most often this one: where it gave it
+// to another mount, the stale child's assertion holds trivially, and
+// TestRecheckOfRealHolders proves the case whatever the numbers).
 func TestDaemonOfARealFUSEMount(t *testing.T) {
 	needFUSE(t)
 	stale, sr := startStale(t)

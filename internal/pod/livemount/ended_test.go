@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,11 +30,11 @@ import (
 // of a target that more than one process serves are checked.
 func TestEndedConnectionsServeNothing(t *testing.T) {
 	proc, a, b, targets, conns := twoMounts(t)
-	writeProc(t, proc, 101, rootProc([]int{30}, "/usr/sbin/glusterfs"))     // the old mount's daemon, stopped
-	writeProc(t, proc, 102, rootProc([]int{30, 30}, "/usr/sbin/glusterfs")) // descriptor 3 ended, 4 live
-	writeProc(t, proc, 103, rootProc([]int{31}, "/usr/sbin/glusterfs"))     // b's
-	writeProc(t, proc, 104, rootProc([]int{30}, "/usr/bin/other-fuse"))     // stopped too, in no scope
-	writeProc(t, proc, 105, rootProc([]int{32}, "/usr/sbin/glusterfs"))     // c's alone
+	writeProc(t, proc, 101, rootProc([]int{30}, "/usr/sbin/glusterfs"))         // the old mount's daemon, stopped
+	writeProc(t, proc, 102, rootProc([]int{30, 30, 33}, "/usr/sbin/glusterfs")) // descriptor 3 ended, 4 live; 5 d's, alone
+	writeProc(t, proc, 103, rootProc([]int{31}, "/usr/sbin/glusterfs"))         // b's
+	writeProc(t, proc, 104, rootProc([]int{30}, "/usr/bin/other-fuse"))         // stopped too, in no scope
+	writeProc(t, proc, 105, rootProc([]int{32}, "/usr/sbin/glusterfs"))         // c's alone
 	for pid, start := range map[int]int{101: 4000, 102: 4500, 103: 5001, 104: 3000, 105: 5002} {
 		writeStat(t, proc, pid, start)
 	}
@@ -42,17 +43,19 @@ func TestEndedConnectionsServeNothing(t *testing.T) {
 	var asked []string
 	endedOf := func(pid int, fd string, c uint64) bool {
 		if c != 30 {
-			t.Errorf("asked whether connection %d of %d's descriptor %s ended; only 30 is held by more than one process", c, pid, fd)
+			t.Errorf("asked whether connection %d of %d's descriptor %s ended; only 30's target is served by more than one process", c, pid, fd)
 		}
 		asked = append(asked, fmt.Sprintf("%d/%s", pid, fd))
 		return ended[fmt.Sprintf("%d/%s", pid, fd)]
 	}
 	c := "/var/lib/kubelet/pods/c/volumes/x~glusterfs/data"
+	d := "/var/lib/kubelet/pods/d/volumes/x~glusterfs/data"
 	targets[c], conns[32] = true, []string{c}
-	want := map[string][]int{a: {100, 102}, b: {103}, c: {105}}
+	targets[d], conns[33] = true, []string{d}
+	want := map[string][]int{a: {100, 102}, b: {103}, c: {105}, d: {102}}
 	// 104 is in no scope: its descriptor is not copied, and the number
 	// decides (see connectionEnded).
-	wantSurvey := map[string][]int{a: {100, 102, 104}, b: {103}, c: {105}}
+	wantSurvey := map[string][]int{a: {100, 102, 104}, b: {103}, c: {105}, d: {102}}
 	fs := &fakeScopes{scopes: map[string][]scope.Scope{"x.io/glusterfs": {
 		{Name: scope.Name(a), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(a), PIDs: []int{100, 101, 102}},
 		{Name: scope.Name(b), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(b), PIDs: []int{103}},
@@ -63,7 +66,8 @@ func TestEndedConnectionsServeNothing(t *testing.T) {
 		"20 1 0:20 / / rw - ext4 /dev/vda rw",
 		fmt.Sprintf("30 20 0:30 / %s rw - fuse.glusterfs srv:/gv0 rw", a),
 		fmt.Sprintf("31 20 0:31 / %s rw - fuse.glusterfs srv:/gv1 rw", b),
-		fmt.Sprintf("32 20 0:32 / %s rw - fuse.glusterfs srv:/gv2 rw", c))
+		fmt.Sprintf("32 20 0:32 / %s rw - fuse.glusterfs srv:/gv2 rw", c),
+		fmt.Sprintf("33 20 0:33 / %s rw - fuse.glusterfs srv:/gv3 rw", d))
 	r, err := Survey(context.Background(), Options{KubeletDir: "/var/lib/kubelet", Plugins: []string{"x.io/glusterfs"}, Scopes: fs,
 		MountInfo: mi, ProcRoot: proc, ended: endedOf})
 	if err != nil {
@@ -96,15 +100,15 @@ func TestEndedConnectionsServeNothing(t *testing.T) {
 	if k, ok := known.get(101); !ok || !slices.Equal(k.fds, []string{"3"}) {
 		t.Fatalf("known of 101 before its connection ended: %+v, %v (daemons %v)", k, ok, before)
 	}
-	checks := func([]int) (endedFunc, func()) { return endedOf, func() {} }
+	checks := func(pids []int) ([]int, endedFunc, func()) { return pids, endedOf, func() {} }
 	if got := findDaemons(proc, pids, targets, conns, known, true, false, checks); !mapsEqual(got, want) {
 		t.Errorf("survey through the known descriptors: daemons %v, want %v", got, want)
 	}
 	if k, ok := known.get(101); ok {
 		t.Errorf("101 is still known to hold a connection through %v, which ended", k.fds)
 	}
-	if k, ok := known.get(102); !ok || !slices.Equal(k.fds, []string{"4"}) {
-		t.Errorf("known of 102: %+v, %v; want descriptor 4 only", k, ok)
+	if k, ok := known.get(102); !ok || !slices.Equal(k.fds, []string{"4", "5"}) {
+		t.Errorf("known of 102: %+v, %v; want descriptors 4 and 5", k, ok)
 	}
 }
 
@@ -264,7 +268,7 @@ func TestConnectionEndedOfRealDescriptors(t *testing.T) {
 		{"a descriptor that is not a number", "x", r.Live, false},
 		{"its standard input, a pipe", "0", r.Ended, false},
 	} {
-		if got := connectionEnded(pidfd, c.fd, c.conn); got != c.want {
+		if got := connectionEnded(pidfd, c.fd, c.conn, time.Now().Add(time.Minute)); got != c.want {
 			t.Errorf("%s (%d's descriptor %s, connection %d): ended %t, want %t", c.what, pid, c.fd, c.conn, got, c.want)
 		}
 	}
@@ -284,11 +288,11 @@ func TestRecheckOfRealHolders(t *testing.T) {
 	targets := map[string]bool{target: true}
 	conns := map[uint64][]string{sr.Ended: {target}, lr.Live: {target}}
 	if sr.Ended == lr.Live {
-		t.Fatalf("the stale child's ended connection and the other's live one have the same number %d", sr.Ended)
+		t.Logf("the kernel gave the number %d of the stale child's unmounted mount to the other's", sr.Ended)
 	}
 	pids := []int{stale, live}
 	inScopes := func(listed ...int) endedChecks {
-		return func(pids []int) (endedFunc, func()) {
+		return func(pids []int) ([]int, endedFunc, func()) {
 			return pinned(pids, func() (map[int]bool, error) {
 				m := map[int]bool{}
 				for _, pid := range listed {
@@ -316,9 +320,9 @@ func TestRecheckOfRealHolders(t *testing.T) {
 }
 
 // TestConnectionEndedWaitsBounded: a check that does not end (a process
-// in an exec that waits on a FUSE daemon) tells nothing once its bound
-// passed, and neither does any check while it still runs; once it ended,
-// checks tell again.
+// in an exec that waits on a FUSE daemon) tells nothing once its
+// survey's deadline passed, and neither does any check while it still
+// runs, nor one made after the deadline; once it ended, checks tell again.
 func TestConnectionEndedWaitsBounded(t *testing.T) {
 	needFUSE(t)
 	pid, r := startStale(t)
@@ -327,17 +331,23 @@ func TestConnectionEndedWaitsBounded(t *testing.T) {
 		t.Fatal("a check is running before the test")
 	}
 	release := make(chan struct{})
+	var once sync.Once
 	entered := make(chan struct{}, 1)
-	timeout := endedCheckTimeout
-	t.Cleanup(func() { checkCopy, endedCheckTimeout = copyEnded, timeout })
+	t.Cleanup(func() {
+		once.Do(func() { close(release) })
+		for deadline := time.Now().Add(time.Minute); endedCheck.Load() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		checkCopy = copyEnded
+	})
 	checkCopy = func(pidfd, n int, c uint64) bool {
 		entered <- struct{}{}
 		<-release
 		return copyEnded(pidfd, n, c)
 	}
-	endedCheckTimeout = 10 * time.Millisecond
+	fd := strconv.Itoa(r.EndedFD)
 	timedOut, skipped := EndedChecksTimedOut.Load(), EndedChecksSkipped.Load()
-	if connectionEnded(pidfd, strconv.Itoa(r.EndedFD), r.Ended) {
+	if connectionEnded(pidfd, fd, r.Ended, time.Now().Add(10*time.Millisecond)) {
 		t.Errorf("a check that has not ended: ended, want not known (false)")
 	}
 	select {
@@ -348,20 +358,26 @@ func TestConnectionEndedWaitsBounded(t *testing.T) {
 	if got := EndedChecksTimedOut.Load(); got != timedOut+1 {
 		t.Errorf("checks timed out: %d, want %d", got, timedOut+1)
 	}
-	checkCopy, endedCheckTimeout = copyEnded, timeout
-	if connectionEnded(pidfd, strconv.Itoa(r.EndedFD), r.Ended) {
+	if connectionEnded(pidfd, fd, r.Ended, time.Now().Add(time.Hour)) {
 		t.Errorf("while the earlier check still runs: ended, want not known (false)")
 	}
 	if got := EndedChecksSkipped.Load(); got != skipped+1 {
 		t.Errorf("checks skipped: %d, want %d", got, skipped+1)
 	}
-	close(release)
+	once.Do(func() { close(release) })
 	for deadline := time.Now().Add(time.Minute); endedCheck.Load(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the released check has not ended in a minute")
 		}
 	}
-	if !connectionEnded(pidfd, strconv.Itoa(r.EndedFD), r.Ended) {
+	checkCopy = copyEnded
+	if connectionEnded(pidfd, fd, r.Ended, time.Now().Add(-time.Second)) {
+		t.Errorf("after the survey's deadline: ended, want not known (false)")
+	}
+	if got := EndedChecksSkipped.Load(); got != skipped+2 {
+		t.Errorf("checks skipped: %d, want %d (one after the deadline)", got, skipped+2)
+	}
+	if !connectionEnded(pidfd, fd, r.Ended, time.Now().Add(time.Hour)) {
 		t.Errorf("after the earlier check ended: the unmounted mount's descriptor %d has not ended", r.EndedFD)
 	}
 }
@@ -375,7 +391,7 @@ func BenchmarkConnectionEnded(b *testing.B) {
 	pidfd := pidfdOf(b, pid)
 	b.Run("check", func(b *testing.B) {
 		for b.Loop() {
-			if connectionEnded(pidfd, strconv.Itoa(r.LiveFD), r.Live) {
+			if connectionEnded(pidfd, strconv.Itoa(r.LiveFD), r.Live, time.Now().Add(time.Minute)) {
 				b.Fatal("a live connection ended")
 			}
 		}

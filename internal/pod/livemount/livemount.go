@@ -158,8 +158,7 @@ type Options struct {
 //
 // Known also counts, of each root process (known by its PID, start time
 // and name), the reads of every process in a row that found it holding no
-// /dev/fuse descriptor, but for those of a mount's number whose
-// connection ended. After two, a process is quiet: a read of every
+// /dev/fuse descriptor. After two, a process is quiet: a read of every
 // process with [Options.SkipQuiet] reads only its stat, to know it is the
 // same process. A process that does not run as root is read every time
 // (its status, no dearer than its stat): an exec of a set-user-ID program
@@ -301,22 +300,24 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 	// Only the processes of the scopes, which the mount pod started, are
 	// asked whether a connection they hold ended: see [connectionEnded].
 	var checks endedChecks
-	if o.ended != nil || ownProc(o.ProcRoot) {
+	if o.Scopes != nil {
 		inScopes := map[int]bool{}
 		for _, k := range scopes {
 			for _, pid := range k.s.PIDs {
 				inScopes[pid] = true
 			}
 		}
-		checks = func(pids []int) (endedFunc, func()) {
+		checks = func(pids []int) ([]int, endedFunc, func()) {
 			pids = slices.DeleteFunc(slices.Clone(pids), func(pid int) bool { return !inScopes[pid] })
 			switch {
 			case len(pids) == 0:
-				return nil, func() {}
+				return nil, nil, func() {}
 			case o.ended != nil:
-				return func(pid int, fd string, c uint64) bool {
+				return pids, func(pid int, fd string, c uint64) bool {
 					return slices.Contains(pids, pid) && o.ended(pid, fd, c)
 				}, func() {}
+			case !ownProc(o.ProcRoot):
+				return nil, nil, func() {}
 			}
 			return pinned(pids, func() (map[int]bool, error) { return scopePIDs(o.Scopes, o.Plugins) })
 		}
@@ -500,8 +501,10 @@ func findDaemons(procRoot string, pids []int, targets map[string]bool, conns map
 // with its daemon; a target served by one process alone needs no check.
 func recheck(procRoot string, out map[string][]int, next map[int]knownProc, targets map[string]bool, conns map[uint64][]string, checks endedChecks) {
 	var shared []int
-	for _, pids := range out {
+	sharedTargets := map[string]bool{}
+	for t, pids := range out {
 		if len(pids) > 1 {
+			sharedTargets[t] = true
 			for _, pid := range pids {
 				if !slices.Contains(shared, pid) {
 					shared = append(shared, pid)
@@ -513,13 +516,18 @@ func recheck(procRoot string, out map[string][]int, next map[int]knownProc, targ
 		return
 	}
 	sort.Ints(shared)
-	ended, release := checks(shared)
+	checked, ended, release := checks(shared)
 	defer release()
 	if ended == nil {
 		return
 	}
-	for _, pid := range shared {
-		ts, fds, _ := served(filepath.Join(procRoot, strconv.Itoa(pid)), pid, targets, conns, ended)
+	// Only the connections of the targets served together are asked
+	// about.
+	askOf := func(pid int, fd string, c uint64) bool {
+		return slices.ContainsFunc(conns[c], func(t string) bool { return sharedTargets[t] }) && ended(pid, fd, c)
+	}
+	for _, pid := range checked {
+		ts, fds, _ := served(filepath.Join(procRoot, strconv.Itoa(pid)), pid, targets, conns, askOf)
 		for t, pids := range out {
 			if pids = slices.DeleteFunc(pids, func(p int) bool { return p == pid }); len(pids) > 0 {
 				out[t] = pids
@@ -550,8 +558,8 @@ func recheck(procRoot string, out map[string][]int, next map[int]knownProc, targ
 // that named a live connection, when none named none (else nil: the
 // command line may have counted, which the descriptors alone do not
 // tell). none is whether the process runs as root and holds no /dev/fuse
-// descriptor but those of ended connections: a process that does not run
-// as root is read again every time (a read of its status, as cheap as the
+// descriptor (but those of ended connections, where ended is given): a
+// process that does not run as root is read again every time (a read of its status, as cheap as the
 // skip's read of its stat), since an exec of a set-user-ID program can
 // make it root.
 func served(dir string, pid int, targets map[string]bool, conns map[uint64][]string, ended endedFunc) (ts, fds []string, none bool) {
@@ -713,9 +721,10 @@ func (f endedFunc) of(pid int, fd string, c uint64) bool {
 	return f != nil && f(pid, fd, c)
 }
 
-// endedChecks returns, for processes pids, the [endedFunc] that tells of
-// their descriptors (nil: nothing), and the release of what it holds.
-type endedChecks func(pids []int) (ended endedFunc, release func())
+// endedChecks returns, of processes pids, those it can check, the
+// [endedFunc] that tells of their descriptors (nil: none), and the
+// release of what it holds.
+type endedChecks func(pids []int) (checked []int, ended endedFunc, release func())
 
 // scopePIDs returns the processes of the plugins' scopes.
 func scopePIDs(m scope.Manager, plugins []string) (map[int]bool, error) {
@@ -744,11 +753,12 @@ func scopePIDs(m scope.Manager, plugins []string) (map[int]bool, error) {
 // scope, and if that is not its pidfd's, the pidfd's process has exited
 // and nothing can be copied from it. The checks are made through the
 // pidfds of the PIDs still listed.
-func pinned(pids []int, listed func() (map[int]bool, error)) (endedFunc, func()) {
+func pinned(pids []int, listed func() (map[int]bool, error)) ([]int, endedFunc, func()) {
 	fds := map[int]int{}
 	release := func() {
-		for _, fd := range fds {
+		for pid, fd := range fds {
 			unix.Close(fd)
+			delete(fds, pid)
 		}
 	}
 	for _, pid := range pids {
@@ -759,17 +769,22 @@ func pinned(pids []int, listed func() (map[int]bool, error)) (endedFunc, func())
 	now, err := listed()
 	if err != nil {
 		release()
-		return nil, func() {}
+		return nil, nil, func() {}
 	}
-	for pid, fd := range fds {
-		if !now[pid] {
+	var checked []int
+	for _, pid := range pids {
+		if fd, ok := fds[pid]; ok && !now[pid] {
 			unix.Close(fd)
 			delete(fds, pid)
+		} else if ok {
+			checked = append(checked, pid)
 		}
 	}
-	return func(pid int, fd string, c uint64) bool {
+	// One bound for every check of a survey: see connectionEnded.
+	deadline := time.Now().Add(endedCheckTimeout)
+	return checked, func(pid int, fd string, c uint64) bool {
 		pidfd, ok := fds[pid]
-		return ok && connectionEnded(pidfd, fd, c)
+		return ok && connectionEnded(pidfd, fd, c, deadline)
 	}, release
 }
 
@@ -793,18 +808,24 @@ func pinned(pids []int, listed func() (map[int]bool, error)) (endedFunc, func())
 // need never give. Still, a check can wait on its process: pidfd_getfd
 // waits while the process execs (which closes its close-on-exec files,
 // each close waiting on its file system). So a check runs in a goroutine
-// of its own, one at a time, and is waited for at most
-// endedCheckTimeout: a check not done by then tells nothing
-// ([EndedChecksTimedOut]), and neither does any check while it still
-// runs ([EndedChecksSkipped]); the connection's number decides, as
-// before such checks. A process that never lets a check end holds that
-// check's goroutine, never the survey.
-func connectionEnded(pidfd int, fd string, c uint64) bool {
+// of its own, one at a time, and is waited for until deadline, one for
+// all the checks of a survey (endedCheckTimeout after their pidfds were
+// pinned): a check not done by then tells nothing
+// ([EndedChecksTimedOut]), and neither does any check after the deadline
+// or while an earlier one still runs ([EndedChecksSkipped]); the
+// connection's number decides, as before such checks. A process that
+// never lets a check end holds that check's goroutine, never the survey.
+//
+// The PIDs of the scopes are those of the host's PID namespace, which
+// the mount pod shares (hostPID); the survey makes no check where its
+// proc file system is not its own namespace's.
+func connectionEnded(pidfd int, fd string, c uint64, deadline time.Time) bool {
 	n, err := strconv.Atoi(fd)
 	if err != nil || n < 0 {
 		return false
 	}
-	if !endedCheck.CompareAndSwap(false, true) {
+	wait := time.Until(deadline)
+	if wait <= 0 || !endedCheck.CompareAndSwap(false, true) {
 		EndedChecksSkipped.Add(1)
 		return false
 	}
@@ -822,7 +843,7 @@ func connectionEnded(pidfd int, fd string, c uint64) bool {
 		endedCheck.Store(false)
 		done <- ended
 	}()
-	t := time.NewTimer(endedCheckTimeout)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case ended := <-done:
@@ -833,8 +854,8 @@ func connectionEnded(pidfd int, fd string, c uint64) bool {
 	}
 }
 
-// endedCheckTimeout bounds the wait for one check of [connectionEnded];
-// tests whose checks must end raise it.
+// endedCheckTimeout bounds the wait for the checks of [connectionEnded]
+// in one survey; tests whose checks must end raise it.
 var endedCheckTimeout = time.Second
 
 var (

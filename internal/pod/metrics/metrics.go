@@ -140,11 +140,11 @@ func New(o Options) *Metrics {
 	}
 	checksTimedOut := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "fuse_connection_checks_timed_out_total",
-		Help: "Checks of whether a FUSE connection a process holds ended that were not done within their bound (the connection's number decided).",
+		Help: "Checks of whether a FUSE connection a process of a scope holds ended that were not done within their survey's bound (the connection's number decided).",
 	}, func() float64 { return float64(livemount.EndedChecksTimedOut.Load()) })
 	checksSkipped := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "fuse_connection_checks_skipped_total",
-		Help: "Checks of whether a FUSE connection a process holds ended that were not made, an earlier one still running (the connection's number decided).",
+		Help: "Checks of whether a FUSE connection a process of a scope holds ended that were not made, an earlier one still running or the survey's bound spent (the connection's number decided).",
 	}, func() float64 { return float64(livemount.EndedChecksSkipped.Load()) })
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "build_info",
