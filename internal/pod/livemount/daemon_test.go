@@ -160,6 +160,14 @@ func startNaming(t *testing.T, uid uint32, target string) int {
 	cmd := exec.Command("sh", "-c", "read x; :", "sh", target)
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	startHeld(t, cmd)
+	return cmd.Process.Pid
+}
+
+// startHeld starts cmd, which lives until its standard input ends: when
+// the test ends.
+func startHeld(t testing.TB, cmd *exec.Cmd) {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +179,6 @@ func startNaming(t *testing.T, uid uint32, target string) int {
 		stdin.Close()
 		cmd.Wait()
 	})
-	return cmd.Process.Pid
 }
 
 // TestDaemonOfARealFUSEMount mounts a FUSE file system and checks that the

@@ -191,21 +191,11 @@ func startStale(t testing.TB) (int, staleReport) {
 	cmd.Env = append(os.Environ(), staleEnv+"="+t.TempDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		cmd.Wait()
-	})
+	startHeld(t, cmd)
 	var r staleReport
 	if err := json.NewDecoder(stdout).Decode(&r); err != nil {
 		t.Fatalf("stale child: %v", err)
