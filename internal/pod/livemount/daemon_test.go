@@ -101,11 +101,7 @@ func TestOnlyFUSEHoldersAreDaemons(t *testing.T) {
 		if !names {
 			want[a] = []int{100, 101, 102}
 		}
-		got := map[string][]int{}
-		for _, m := range r.Mounts {
-			got[m.Target] = m.Daemons
-		}
-		if !reflect.DeepEqual(got, want) {
+		if got := daemonsOf(r); !reflect.DeepEqual(got, want) {
 			t.Errorf("kernel names connections %t: daemons %v, want %v", names, got, want)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,11 +74,7 @@ func TestEndedConnectionsServeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string][]int{}
-	for _, m := range r.Mounts {
-		got[m.Target] = m.Daemons
-	}
-	if !mapsEqual(got, wantSurvey) {
+	if got := daemonsOf(r); !maps.EqualFunc(got, wantSurvey, slices.Equal[[]int]) {
 		t.Errorf("survey: daemons %v, want %v (101 and 102's descriptor 3 hold ended connections; 104 is in no scope)", got, wantSurvey)
 	}
 	for _, fd := range []string{"100/3", "101/3", "102/3", "102/4"} {
@@ -101,7 +98,7 @@ func TestEndedConnectionsServeNothing(t *testing.T) {
 		t.Fatalf("known of 101 before its connection ended: %+v, %v (daemons %v)", k, ok, before)
 	}
 	checks := func(pids []int) ([]int, endedFunc, func()) { return pids, endedOf, func() {} }
-	if got := findDaemons(proc, pids, targets, conns, known, true, false, checks); !mapsEqual(got, want) {
+	if got := findDaemons(proc, pids, targets, conns, known, true, false, checks); !maps.EqualFunc(got, want, slices.Equal[[]int]) {
 		t.Errorf("survey through the known descriptors: daemons %v, want %v", got, want)
 	}
 	if k, ok := known.get(101); ok {
@@ -112,17 +109,13 @@ func TestEndedConnectionsServeNothing(t *testing.T) {
 	}
 }
 
-// mapsEqual compares daemons by target.
-func mapsEqual(a, b map[string][]int) bool {
-	if len(a) != len(b) {
-		return false
+// daemonsOf returns the daemons of r's mounts by target.
+func daemonsOf(r Report) map[string][]int {
+	got := map[string][]int{}
+	for _, m := range r.Mounts {
+		got[m.Target] = m.Daemons
 	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || !slices.Equal(v, w) {
-			return false
-		}
-	}
-	return true
+	return got
 }
 
 // staleEnv, set, makes the test binary a process that holds an ended FUSE

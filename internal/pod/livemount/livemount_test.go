@@ -221,11 +221,7 @@ func TestSurveyDaemonsInScopes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string][]int{}
-		for _, m := range r.Mounts {
-			got[m.Target] = m.Daemons
-		}
-		return got
+		return daemonsOf(r)
 	}
 	all := map[string][]int{a: {100, 500}, other: {200}}
 	if got := survey(false, []int{100}); !reflect.DeepEqual(got, all) {
