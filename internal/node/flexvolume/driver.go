@@ -84,7 +84,8 @@ type Driver struct {
 	// of a resolver. An unmount is umount2(2) on the node
 	// ([volume.Mounter.Unmount]).
 	Exec mcexec.Executor
-	// Mounts answers mount-point queries on the node; default mount.New("").
+	// Mounts answers mount-point queries on the node; default
+	// mount-utils' check (see [Driver.volumes]).
 	Mounts volume.MountChecker
 	// Umount2 is umount2(2); default unix.Unmount. Tests replace it.
 	Umount2 func(target string, flags int) error
@@ -268,7 +269,13 @@ func (d *Driver) volumes() *volume.Mounter {
 		// mount-utils' mount-point check, which the Flexvolume driver's
 		// end-to-end tests prove; the CSI driver's bounded probe (statx,
 		// a statfs with a deadline) is not proven through this driver.
-		mounts = mount.New("")
+		// Its zero Mounter, not mount.New: New runs umount(8) on a
+		// temporary directory to learn how umount reports a path that
+		// is not mounted, which only Mounter's own unmounts use; this
+		// driver unmounts with umount2(2). That fork and exec, and
+		// umount's read of the mount table, came with every call the
+		// kubelet makes (BENCHMARKS.md, "A node under load").
+		mounts = &mount.Mounter{}
 	}
 	return &volume.Mounter{
 		Plugin: d.Plugin, Exec: d.Exec, Mounts: mounts, Umount2: d.Umount2, Timeout: d.Timeout,

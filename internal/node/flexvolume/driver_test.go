@@ -226,6 +226,36 @@ func TestMountUnmountOnHost(t *testing.T) {
 	}
 }
 
+// TestDefaultMountCheckRunsNothing: the driver's own mount-point check
+// (Mounts nil) answers by statx and runs no program. mount-utils' New runs
+// umount(8) on a temporary directory to learn how it reports a path that
+// is not mounted; every call of the kubelet's paid that fork and umount's
+// read of the node's mount table.
+func TestDefaultMountCheckRunsNothing(t *testing.T) {
+	tools := newFakeTools(t)
+	d := hostDriver(t)
+	d.Mounts = nil
+	dir := filepath.Join(t.TempDir(), "pods", "uid", "volumes", "mountcontainers.io~glusterfs", "data")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	// Not a mount point: nothing to unmount, and nothing run.
+	if s, _, _ := call(t, d, "unmount", dir); s.Status != flexvolume.StatusSuccess {
+		t.Fatalf("unmount of a plain directory: %+v", s)
+	}
+	if got := tools.calls(t); len(got) != 0 {
+		t.Errorf("the unmount of a directory that is no mount point ran %q, want nothing", got)
+	}
+	// A mount point is one: /proc is a mount of its own on every node
+	// these tests run on.
+	if s, _, _ := call(t, d, "mount", "/proc", goodOpts); s.Status != flexvolume.StatusSuccess || !strings.Contains(s.Message, "already mounted") {
+		t.Errorf("mount at /proc: %+v, want it found mounted", s)
+	}
+	if got := tools.calls(t); len(got) != 0 {
+		t.Errorf("the mount-point checks ran %q, want nothing", got)
+	}
+}
+
 func TestBadOptions(t *testing.T) {
 	tools := newFakeTools(t)
 	d := hostDriver(t)

@@ -54,7 +54,8 @@ type Mounter struct {
 	// Exec runs mount (and umount to undo a mount the node does not see),
 	// and keeps the mount records: the plugin's executor of a resolver.
 	Exec mcexec.Executor
-	// Mounts answers mount-point queries on the node; default mount.New("").
+	// Mounts answers mount-point queries on the node; nil: the bounded
+	// probe of [Mounter.StateContext].
 	Mounts MountChecker
 	// Timeout bounds each mount or umount; default [DefaultTimeout].
 	Timeout time.Duration
