@@ -85,7 +85,7 @@ type Driver struct {
 	// ([volume.Mounter.Unmount]).
 	Exec mcexec.Executor
 	// Mounts answers mount-point queries on the node; default
-	// mount-utils' check (see [Driver.volumes]).
+	// mount-utils' check (a zero mount.Mounter: see volumes).
 	Mounts volume.MountChecker
 	// Umount2 is umount2(2); default unix.Unmount. Tests replace it.
 	Umount2 func(target string, flags int) error
@@ -271,10 +271,11 @@ func (d *Driver) volumes() *volume.Mounter {
 		// a statfs with a deadline) is not proven through this driver.
 		// Its zero Mounter, not mount.New: New runs umount(8) on a
 		// temporary directory to learn how umount reports a path that
-		// is not mounted, which only Mounter's own unmounts use; this
-		// driver unmounts with umount2(2). That fork and exec, and
-		// umount's read of the mount table, came with every call the
-		// kubelet makes (BENCHMARKS.md, "A node under load").
+		// is not mounted, which only Mounter's own unmounts and
+		// CanSafelySkipMountPointCheck read; this driver unmounts with
+		// umount2(2) and asks only IsLikelyNotMountPoint (statx). That
+		// fork and exec came with every mount and unmount call
+		// (BENCHMARKS.md, "A node under load").
 		mounts = &mount.Mounter{}
 	}
 	return &volume.Mounter{
