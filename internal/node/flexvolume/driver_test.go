@@ -229,8 +229,10 @@ func TestMountUnmountOnHost(t *testing.T) {
 // TestDefaultMountCheckRunsNothing: the driver's own mount-point check
 // (Mounts nil) answers by statx and runs no program. mount-utils' New runs
 // umount(8) on a temporary directory to learn how it reports a path that
-// is not mounted; every call of the kubelet's paid that fork and umount's
-// read of the node's mount table.
+// is not mounted; every mount and unmount call paid that fork and exec.
+// The check runs before the call's executor is asked, so it is the same
+// whichever path (the exec socket, CRI ExecSync or the host) the mount
+// then takes; this driver's plugin is not registered: the host.
 func TestDefaultMountCheckRunsNothing(t *testing.T) {
 	tools := newFakeTools(t)
 	d := hostDriver(t)
