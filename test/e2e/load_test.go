@@ -55,7 +55,9 @@ const (
 // time until all is cleaned up) are logged for BENCHMARKS.md. An emptyDir
 // wave, the raw operation, runs before the first wave and after each, and
 // each wave's ratios are against the two around it (the bed drifts within
-// a run); the emptyDir waves take the same looks as the others (memory
+// a run; E2E_LOAD_ROUNDS repeats each wave and its emptyDir wave and
+// gives the median of the rounds' ratios); the emptyDir waves take the
+// same looks as the others (memory
 // samples, the look at what is left), so that what the test's own looks
 // cost the CPUs is on both sides of every ratio.
 //
@@ -93,15 +95,28 @@ func TestLoad(t *testing.T) {
 	}
 	type measured struct {
 		key, what string
+		round     int
 		f         waveFigures
 		before    int // index of the emptyDir wave before it
 	}
 	var waves []measured
+	// One wave's ratios are as noisy as one emptyDir wave against the
+	// next (5 to 15 % on these machines), so E2E_LOAD_ROUNDS runs each
+	// wave that many times, an emptyDir wave after each (KEY, emptyDir-
+	// after-KEY, KEY-2, emptyDir-after-KEY-2, ...), and the ratios are
+	// also given as their median over the rounds.
+	rounds := loadRounds(t)
 	wave := func(key, what string, run func(t *testing.T) waveFigures) {
-		m := measured{key: key, what: what, before: len(baselines) - 1}
-		t.Run(key, func(t *testing.T) { m.f = run(t) })
-		waves = append(waves, m)
-		emptyDir("emptyDir-after-" + key)
+		for r := 1; r <= rounds; r++ {
+			name := key
+			if r > 1 {
+				name = fmt.Sprintf("%s-%d", key, r)
+			}
+			m := measured{key: key, what: what, round: r, before: len(baselines) - 1}
+			t.Run(name, func(t *testing.T) { m.f = run(t) })
+			waves = append(waves, m)
+			emptyDir("emptyDir-after-" + name)
+		}
 	}
 	emptyDir("emptyDir")
 	running := map[string]waveFigures{}
@@ -149,6 +164,9 @@ func TestLoad(t *testing.T) {
 		t.Logf("the emptyDir waves took %s to be Running, in order; the last against the first: %.2fx",
 			strings.Join(runs, ", "), ratio(baselines[n-1].running, baselines[0].running))
 	}
+	// Each wave's ratios against its emptyDir waves, by key and round.
+	against := map[string][]waveRatios{}
+	var keys []string
 	for _, w := range waves {
 		running[w.key] = w.f
 		if w.f.running == 0 || w.before < 0 || w.before+1 >= len(baselines) {
@@ -161,12 +179,45 @@ func TestLoad(t *testing.T) {
 		b := waveFigures{running: (b0.running + b1.running) / 2, cpu: (b0.cpu + b1.cpu) / 2,
 			deleted: (b0.deleted + b1.deleted) / 2, deleteCPU: (b0.deleteCPU + b1.deleteCPU) / 2}
 		f := w.f
+		what := w.what
+		if rounds > 1 {
+			what = fmt.Sprintf("%s (round %d)", w.what, w.round)
+		}
 		t.Logf("%s against the emptyDir waves before and after it (their mean): all %d Running in %s against %s (%.2fx; %.2fx and %.2fx against each), machine CPU %s against %s (%.2fx); all deleted in %s against %s (%.2fx), machine CPU %s against %s (%.2fx)",
-			w.what, loadPods, f.running.Round(time.Millisecond), b.running.Round(time.Millisecond), ratio(f.running, b.running),
+			what, loadPods, f.running.Round(time.Millisecond), b.running.Round(time.Millisecond), ratio(f.running, b.running),
 			ratio(f.running, b0.running), ratio(f.running, b1.running),
 			f.cpu.Round(100*time.Millisecond), b.cpu.Round(100*time.Millisecond), ratio(f.cpu, b.cpu),
 			f.deleted.Round(time.Millisecond), b.deleted.Round(time.Millisecond), ratio(f.deleted, b.deleted),
 			f.deleteCPU.Round(100*time.Millisecond), b.deleteCPU.Round(100*time.Millisecond), ratio(f.deleteCPU, b.deleteCPU))
+		if _, ok := against[w.key]; !ok {
+			keys = append(keys, w.key)
+		}
+		against[w.key] = append(against[w.key], waveRatios{ratio(f.running, b.running), ratio(f.cpu, b.cpu), ratio(f.deleted, b.deleted), ratio(f.deleteCPU, b.deleteCPU)})
+	}
+	medians := map[string]waveRatios{}
+	for _, k := range keys {
+		rs := against[k]
+		medians[k] = medianRatios(rs)
+		if len(rs) > 1 {
+			t.Logf("%s, the median of %d rounds: Running %s, machine CPU %s; deleted %s, machine CPU %s",
+				k, len(rs), medianOf(rs, func(r waveRatios) float64 { return r.running }), medianOf(rs, func(r waveRatios) float64 { return r.cpu }),
+				medianOf(rs, func(r waveRatios) float64 { return r.deleted }), medianOf(rs, func(r waveRatios) float64 { return r.deleteCPU }))
+		}
+	}
+	// What a volume costs beyond its mount: each wave's ratios divided
+	// by the memory-backed emptyDir's, whose tmpfs mounts are as many as
+	// a wave's volume mounts, made by the kubelet alone. What is left is
+	// the driver, the mount pod, the file system's client daemons and
+	// server, and the pods' own reads and writes through them.
+	if m, ok := medians["emptyDir-memory"]; ok {
+		for _, k := range keys {
+			r := medians[k]
+			if k == "emptyDir-memory" {
+				continue
+			}
+			t.Logf("%s, its ratios against the memory-backed emptyDir's (%.2fx, %.2fx, %.2fx, %.2fx): Running %.2fx, machine CPU %.2fx; deleted %.2fx, machine CPU %.2fx",
+				k, m.running, m.cpu, m.deleted, m.deleteCPU, r.running/m.running, r.cpu/m.cpu, r.deleted/m.deleted, r.deleteCPU/m.deleteCPU)
+		}
 	}
 	if s, c := running[string(mcexec.ModeSocket)], running[string(mcexec.ModeCRI)]; s.running > 0 && c.running > 0 {
 		t.Logf("time until all %d pods are Running: %s through the exec socket, %s through CRI ExecSync (%.2fx)",
@@ -182,6 +233,51 @@ type waveFigures struct {
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }
+
+// waveRatios are a wave's figures against the emptyDir waves around it.
+type waveRatios struct{ running, cpu, deleted, deleteCPU float64 }
+
+// medianRatios is the median of each of rs's ratios, taken one by one.
+func medianRatios(rs []waveRatios) waveRatios {
+	m := func(f func(waveRatios) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		return median(v)
+	}
+	return waveRatios{
+		running:   m(func(r waveRatios) float64 { return r.running }),
+		cpu:       m(func(r waveRatios) float64 { return r.cpu }),
+		deleted:   m(func(r waveRatios) float64 { return r.deleted }),
+		deleteCPU: m(func(r waveRatios) float64 { return r.deleteCPU }),
+	}
+}
+
+// medianOf says the median of f over rs and, in brackets, each round's.
+func medianOf(rs []waveRatios, f func(waveRatios) float64) string {
+	v := make([]string, len(rs))
+	all := make([]float64, len(rs))
+	for i, r := range rs {
+		all[i] = f(r)
+		v[i] = fmt.Sprintf("%.2fx", all[i])
+	}
+	return fmt.Sprintf("%.2fx (%s)", median(all), strings.Join(v, ", "))
+}
+
+// loadRounds is E2E_LOAD_ROUNDS, how many times TestLoad runs each wave:
+// 1 unless set, at most 10.
+func loadRounds(t *testing.T) int {
+	s := os.Getenv("E2E_LOAD_ROUNDS")
+	if s == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 10 {
+		t.Fatalf("E2E_LOAD_ROUNDS=%q: want a number from 1 to 10", s)
+	}
+	return n
+}
 
 // loadWave runs one wave in mode and returns the time until all its pods
 // were Running.
