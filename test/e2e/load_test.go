@@ -71,6 +71,7 @@ const (
 // (BENCHMARKS.md, "A node under load"). The batches are logged. Unmounts
 // are umount2 on the node on every path (no exec).
 func TestLoad(t *testing.T) {
+	rounds := loadRounds(t)
 	bed := framework.Current(t)
 	vols := []string{glusterVolume}
 	for i := 1; i < loadVolumes; i++ {
@@ -101,11 +102,10 @@ func TestLoad(t *testing.T) {
 	}
 	var waves []measured
 	// One wave's ratios are as noisy as one emptyDir wave against the
-	// next (5 to 15 % on these machines), so E2E_LOAD_ROUNDS runs each
-	// wave that many times, an emptyDir wave after each (KEY, emptyDir-
-	// after-KEY, KEY-2, emptyDir-after-KEY-2, ...), and the ratios are
-	// also given as their median over the rounds.
-	rounds := loadRounds(t)
+	// next (5 to 15 % on these machines), so E2E_LOAD_ROUNDS (rounds)
+	// runs each wave that many times, an emptyDir wave after each (KEY,
+	// emptyDir-after-KEY, KEY-2, emptyDir-after-KEY-2, ...), and the
+	// ratios are also given as their median over the rounds.
 	wave := func(key, what string, run func(t *testing.T) waveFigures) {
 		for r := 1; r <= rounds; r++ {
 			name := key
@@ -237,7 +237,9 @@ func ratio(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) 
 // waveRatios are a wave's figures against the emptyDir waves around it.
 type waveRatios struct{ running, cpu, deleted, deleteCPU float64 }
 
-// medianRatios is the median of each of rs's ratios, taken one by one.
+// medianRatios is the median of each of rs's ratios, taken one by one;
+// of an even number of rounds, the upper of the two middle ones (see
+// median), the less flattering.
 func medianRatios(rs []waveRatios) waveRatios {
 	m := func(f func(waveRatios) float64) float64 {
 		v := make([]float64, len(rs))
@@ -266,7 +268,8 @@ func medianOf(rs []waveRatios, f func(waveRatios) float64) string {
 }
 
 // loadRounds is E2E_LOAD_ROUNDS, how many times TestLoad runs each wave:
-// 1 unless set, at most 10.
+// 1 unless set, at most 10. Another value fails the test before it
+// makes anything on the bed.
 func loadRounds(t *testing.T) int {
 	s := os.Getenv("E2E_LOAD_ROUNDS")
 	if s == "" {
