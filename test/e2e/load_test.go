@@ -102,7 +102,7 @@ func TestLoad(t *testing.T) {
 	}
 	var waves []measured
 	// One wave's ratios are as noisy as one emptyDir wave against the
-	// next (5 to 15 % on these machines), so E2E_LOAD_ROUNDS (rounds)
+	// next (up to 25 % on these machines), so E2E_LOAD_ROUNDS (rounds)
 	// runs each wave that many times, an emptyDir wave after each (KEY,
 	// emptyDir-after-KEY, KEY-2, emptyDir-after-KEY-2, ...), and the
 	// ratios are also given as their median over the rounds.
@@ -197,11 +197,21 @@ func TestLoad(t *testing.T) {
 	medians := map[string]waveRatios{}
 	for _, k := range keys {
 		rs := against[k]
-		medians[k] = medianRatios(rs)
+		var m waveRatios
+		var said [len(m)]string // each median, and in brackets each round's
+		for i := range m {
+			col := make([]float64, len(rs))
+			each := make([]string, len(rs))
+			for j, r := range rs {
+				col[j], each[j] = r[i], fmt.Sprintf("%.2fx", r[i])
+			}
+			m[i] = median(col)
+			said[i] = fmt.Sprintf("%.2fx (%s)", m[i], strings.Join(each, ", "))
+		}
+		medians[k] = m
 		if len(rs) > 1 {
 			t.Logf("%s, the median of %d rounds: Running %s, machine CPU %s; deleted %s, machine CPU %s",
-				k, len(rs), medianOf(rs, func(r waveRatios) float64 { return r.running }), medianOf(rs, func(r waveRatios) float64 { return r.cpu }),
-				medianOf(rs, func(r waveRatios) float64 { return r.deleted }), medianOf(rs, func(r waveRatios) float64 { return r.deleteCPU }))
+				k, len(rs), said[ratioRunning], said[ratioCPU], said[ratioDeleted], said[ratioDeleteCPU])
 		}
 	}
 	// What a volume costs beyond its mount: each wave's ratios divided
@@ -216,7 +226,8 @@ func TestLoad(t *testing.T) {
 				continue
 			}
 			t.Logf("%s, its ratios against the memory-backed emptyDir's (%.2fx, %.2fx, %.2fx, %.2fx): Running %.2fx, machine CPU %.2fx; deleted %.2fx, machine CPU %.2fx",
-				k, m.running, m.cpu, m.deleted, m.deleteCPU, r.running/m.running, r.cpu/m.cpu, r.deleted/m.deleted, r.deleteCPU/m.deleteCPU)
+				k, m[ratioRunning], m[ratioCPU], m[ratioDeleted], m[ratioDeleteCPU],
+				r[ratioRunning]/m[ratioRunning], r[ratioCPU]/m[ratioCPU], r[ratioDeleted]/m[ratioDeleted], r[ratioDeleteCPU]/m[ratioDeleteCPU])
 		}
 	}
 	if s, c := running[string(mcexec.ModeSocket)], running[string(mcexec.ModeCRI)]; s.running > 0 && c.running > 0 {
@@ -234,38 +245,19 @@ type waveFigures struct {
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(max(b, 1)) }
 
-// waveRatios are a wave's figures against the emptyDir waves around it.
-type waveRatios struct{ running, cpu, deleted, deleteCPU float64 }
+// waveRatios are a wave's figures against the emptyDir waves around it,
+// indexed by the ratio* constants. Their medians over rounds are taken
+// one ratio at a time; of an even number of rounds, the upper of the two
+// middle values (see median), the less flattering.
+type waveRatios [4]float64
 
-// medianRatios is the median of each of rs's ratios, taken one by one;
-// of an even number of rounds, the upper of the two middle ones (see
-// median), the less flattering.
-func medianRatios(rs []waveRatios) waveRatios {
-	m := func(f func(waveRatios) float64) float64 {
-		v := make([]float64, len(rs))
-		for i, r := range rs {
-			v[i] = f(r)
-		}
-		return median(v)
-	}
-	return waveRatios{
-		running:   m(func(r waveRatios) float64 { return r.running }),
-		cpu:       m(func(r waveRatios) float64 { return r.cpu }),
-		deleted:   m(func(r waveRatios) float64 { return r.deleted }),
-		deleteCPU: m(func(r waveRatios) float64 { return r.deleteCPU }),
-	}
-}
-
-// medianOf says the median of f over rs and, in brackets, each round's.
-func medianOf(rs []waveRatios, f func(waveRatios) float64) string {
-	v := make([]string, len(rs))
-	all := make([]float64, len(rs))
-	for i, r := range rs {
-		all[i] = f(r)
-		v[i] = fmt.Sprintf("%.2fx", all[i])
-	}
-	return fmt.Sprintf("%.2fx (%s)", median(all), strings.Join(v, ", "))
-}
+// The ratios of a waveRatios.
+const (
+	ratioRunning   = iota // time until all Running
+	ratioCPU              // machine CPU until then
+	ratioDeleted          // time until all deleted, nothing left
+	ratioDeleteCPU        // machine CPU until then
+)
 
 // loadRounds is E2E_LOAD_ROUNDS, how many times TestLoad runs each wave:
 // 1 unless set, at most 10. Another value fails the test before it
