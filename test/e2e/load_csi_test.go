@@ -99,7 +99,7 @@ spec:
 
 	mp := g.mountPod(t)
 	mpPID := mountpodPID(t, mp.UID)
-	anonIdle := procStatusBytes(mpPID, "RssAnon")
+	anonIdle, threadsIdle := procStatusBytes(mpPID, "RssAnon"), procStatusNumber(mpPID, "Threads")
 	cpu0 := podCPU(t, mp.UID)
 	var peak loadPeak
 	stop := peak.start(mp.UID, mpPID, parent, filepath.Join(bed.Env.KubeletRoot, "plugins/kubernetes.io/csi", csiGlusterDriver))
@@ -191,8 +191,8 @@ spec:
 		}
 		t.Logf("through CRI: %d commands went in %d batches (sizes %v)", n, len(sizes), sizes)
 	}
-	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB (working set %.1f MiB; at that peak %s; %.1f MiB right after), CPU %s during the wave; in scopes at the end of the wave, %d FUSE daemons using %.1f MiB",
-		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), mib(peak.podMemory), mib(peak.podWorkingSet), peak.atPeak, mib(podMemoryUsage(mp.UID).usage), cpu.Round(time.Millisecond),
+	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after; its threads %d before, %d after), peak memory of its cgroup %.1f MiB (working set %.1f MiB; at that peak %s; %.1f MiB right after), CPU %s during the wave; in scopes at the end of the wave, %d FUSE daemons using %.1f MiB",
+		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), threadsIdle, procStatusNumber(mpPID, "Threads"), mib(peak.podMemory), mib(peak.podWorkingSet), peak.atPeak, mib(podMemoryUsage(mp.UID).usage), cpu.Round(time.Millisecond),
 		peak.daemons, mib(peak.daemonRSS))
 
 	// All deleted at once: every volume unpublished and unstaged, nothing

@@ -283,7 +283,7 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	mpPID := mountpodPID(t, mp.UID)
 	cpu0 := podCPU(t, mp.UID)
 	label := "e2e-load=" + string(mode)
-	anonIdle := procStatusBytes(mpPID, "RssAnon")
+	anonIdle, threadsIdle := procStatusBytes(mpPID, "RssAnon"), procStatusNumber(mpPID, "Threads")
 
 	// What the node holds while the pods start, sampled: FUSE daemons of
 	// the wave and their memory, the mount pod's memory. The daemons are
@@ -397,8 +397,8 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 		}
 		t.Logf("through CRI: %d commands went in %d batches (sizes %v), %d alone", n, len(sizes), sizes, len(calls)-n)
 	}
-	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after), peak memory of its cgroup %.1f MiB (working set %.1f MiB; at that peak %s; %.1f MiB right after), CPU %s during the wave; %d FUSE daemons using %.1f MiB RSS in all (%.1f MiB each); in scopes at the end of the wave, %d using %.1f MiB",
-		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), mib(peak.podMemory), mib(peak.podWorkingSet), peak.atPeak, mib(podMemoryUsage(mp.UID).usage), cpu.Round(time.Millisecond), daemons, mib(daemonRSS), mib(daemonRSS)/float64(max(daemons, 1)),
+	t.Logf("mount pod: peak RSS of mountpod %.1f MiB (its own, RssAnon: %.1f MiB before the wave, peak %.1f MiB, %.1f MiB after; its threads %d before, %d after), peak memory of its cgroup %.1f MiB (working set %.1f MiB; at that peak %s; %.1f MiB right after), CPU %s during the wave; %d FUSE daemons using %.1f MiB RSS in all (%.1f MiB each); in scopes at the end of the wave, %d using %.1f MiB",
+		mib(peak.mountpodHWM), mib(anonIdle), mib(peak.mountpodAnon), mib(procStatusBytes(mpPID, "RssAnon")), threadsIdle, procStatusNumber(mpPID, "Threads"), mib(peak.podMemory), mib(peak.podWorkingSet), peak.atPeak, mib(podMemoryUsage(mp.UID).usage), cpu.Round(time.Millisecond), daemons, mib(daemonRSS), mib(daemonRSS)/float64(max(daemons, 1)),
 		peak.daemons, mib(peak.daemonRSS))
 
 	// All deleted at once: every volume unmounted, nothing left behind.
@@ -718,15 +718,19 @@ func mountpodPID(t *testing.T, uid types.UID) int {
 }
 
 // procStatusBytes returns a "kB" field of /proc/PID/status in bytes.
-func procStatusBytes(pid int, field string) int64 {
+func procStatusBytes(pid int, field string) int64 { return procStatusNumber(pid, field) << 10 }
+
+// procStatusNumber returns the number of a field of /proc/PID/status (a
+// "kB" field's in kB), 0 when it cannot be read.
+func procStatusNumber(pid int, field string) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
 		}
 	}
 	return 0

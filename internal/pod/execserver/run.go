@@ -99,7 +99,7 @@ func (r *run) do() error {
 	exited := make(chan struct{})
 	go r.serveRequests(p.feedStdin(), k, exited)
 
-	werr := cmd.Wait()
+	werr := startgate.Wait(cmd)
 	k.markReaped()
 	close(exited)
 	// Input for a command that has exited is dropped; a daemon it left

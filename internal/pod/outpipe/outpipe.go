@@ -140,7 +140,7 @@ func Run(newCmd func() *exec.Cmd, stdout, stderr io.Writer, grace time.Duration,
 			Copy(r, make([]byte, 32<<10), func(b []byte) { _, _ = w.Write(b) })
 		})
 	}
-	err = cmd.Wait()
+	err = startgate.Wait(cmd)
 	copied := make(chan struct{})
 	go func() {
 		copies.Wait()

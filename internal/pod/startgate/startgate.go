@@ -98,9 +98,48 @@ func startOnce(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 		gate(cmd.Process.Pid)
 		return false, nil
 	}
-	// The tracer is the thread that forks; only it may detach the child.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	return onThreadOfItsOwn(func() (bool, error) { return tracedStart(cmd, gate) })
+}
+
+// onThreadOfItsOwn runs f on a goroutine locked to its OS thread, which
+// ends with it, and returns what f returns; a panic of f's goes on in the
+// caller. The tracer is the thread that forks, and only it may detach the
+// child, so a traced start holds its thread from the fork to the detach.
+// A thread unlocked after that stays with the runtime, idle, for the rest
+// of the process's life: under a wave of a hundred mounts the mount pod
+// kept 94 threads, one for each start under way at the busiest moment,
+// and some 5 MiB of anonymous memory with them (BENCHMARKS.md, "A node
+// under load"). A goroutine that ends locked takes its thread with it.
+func onThreadOfItsOwn(f func() (bool, error)) (bool, error) {
+	type result struct {
+		ok       bool
+		err      error
+		panicked bool
+		value    any
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // for good: the thread ends with the goroutine
+		r := result{panicked: true}
+		defer func() {
+			if r.panicked {
+				r.value = recover()
+			}
+			done <- r
+		}()
+		r.ok, r.err = f()
+		r.panicked = false
+	}()
+	r := <-done
+	if r.panicked {
+		panic(r.value)
+	}
+	return r.ok, r.err
+}
+
+// tracedStart is startOnce's traced start, on the thread that will trace
+// the child (see [onThreadOfItsOwn]).
+func tracedStart(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 	given := cmd.SysProcAttr
 	attr := syscall.SysProcAttr{}
 	if given != nil {

@@ -41,25 +41,50 @@ func ParseFile(path string) ([]mount.MountInfo, error) {
 // space, tab or newline, which keeps them one field wherever they are
 // written down again (Unescape them to show them).
 func Parse(data []byte) ([]mount.MountInfo, error) {
-	var infos []mount.MountInfo
-	for n, line := range strings.Split(string(data), "\n") {
+	s := string(data) // the one copy: every field is a part of it
+	lines := strings.Count(s, "\n") + 1
+	infos := make([]mount.MountInfo, 0, lines)
+	p := parser{strs: make([]string, 0, 8*lines)}
+	for n := 1; s != ""; n++ {
+		line, rest, _ := strings.Cut(s, "\n")
+		s = rest
 		if line == "" {
 			continue
 		}
-		mi, err := parseLine(line)
+		mi, err := p.line(line)
 		if err != nil {
-			return nil, fmt.Errorf("mountinfo line %d: %w: %q", n+1, err, line)
+			return nil, fmt.Errorf("mountinfo line %d: %w: %q", n, err, line)
 		}
 		infos = append(infos, mi)
 	}
 	return infos, nil
 }
 
-// parseLine parses one line:
+// parser holds what [Parse] reuses from line to line, so that a table of
+// hundreds of mounts, which the recovery reads again after every change,
+// costs a few allocations rather than a few for each line.
+type parser struct {
+	fields []string // the fields of the line being parsed
+	// strs backs the entries' lists (options, optional fields): each
+	// takes its part, its capacity cut to its length, so that appending
+	// to one never writes into the next.
+	strs []string
+}
+
+// line parses one line:
 //
 //	ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS
-func parseLine(line string) (mount.MountInfo, error) {
-	f := strings.Split(line, " ")
+func (p *parser) line(line string) (mount.MountInfo, error) {
+	f := p.fields[:0]
+	for { // strings.Split(line, " ")
+		i := strings.IndexByte(line, ' ')
+		if i < 0 {
+			f = append(f, line)
+			break
+		}
+		f, line = append(f, line[:i]), line[i+1:]
+	}
+	p.fields = f
 	sep := -1
 	for i := 6; i < len(f); i++ {
 		if f[i] == "-" {
@@ -87,7 +112,7 @@ func parseLine(line string) (mount.MountInfo, error) {
 	}
 	var optional []string
 	if sep > 6 {
-		optional = f[6:sep]
+		optional = p.take(len(p.strs), append(p.strs, f[6:sep]...))
 	}
 	return mount.MountInfo{
 		ID:             id,
@@ -96,24 +121,46 @@ func parseLine(line string) (mount.MountInfo, error) {
 		Minor:          minor,
 		Root:           Unescape(f[3]),
 		MountPoint:     Unescape(f[4]),
-		MountOptions:   splitOptions(f[5]),
+		MountOptions:   p.take(len(p.strs), appendOptions(p.strs, f[5])),
 		OptionalFields: optional,
 		FsType:         f[sep+1],
 		Source:         f[sep+2],
-		SuperOptions:   splitOptions(f[sep+3]),
+		SuperOptions:   p.take(len(p.strs), appendOptions(p.strs, f[sep+3])),
 	}, nil
 }
 
-// splitOptions splits a list of options at the commas outside double
-// quotes (an SELinux context="a,b" is one option), as mount-utils does.
-func splitOptions(s string) []string {
+// take keeps strs, p.strs with a list appended from index from on (in a
+// new array if it had to grow), as p.strs, and returns the list with its
+// capacity cut to its length.
+func (p *parser) take(from int, strs []string) []string {
+	p.strs = strs
+	return strs[from:len(strs):len(strs)]
+}
+
+// appendOptions appends to dst the options of a list, split at the commas
+// outside double quotes (an SELinux context="a,b" is one option), as
+// mount-utils does; empty ones are dropped.
+func appendOptions(dst []string, s string) []string {
 	inQuotes := false
-	return strings.FieldsFunc(s, func(r rune) bool {
-		if r == '"' {
+	start := -1 // of the option being read
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == ',' && !inQuotes:
+			if start >= 0 {
+				dst, start = append(dst, s[start:i]), -1
+			}
+			continue
+		case c == '"':
 			inQuotes = !inQuotes
 		}
-		return r == ',' && !inQuotes
-	})
+		if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		dst = append(dst, s[start:])
+	}
+	return dst
 }
 
 // Unescape undoes the octal escapes (a backslash and three octal digits,

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -157,5 +159,129 @@ func TestThisMachinesTables(t *testing.T) {
 	}
 	if read == 0 {
 		t.Fatal("no mount table could be read")
+	}
+}
+
+// referenceParse is Parse as it was written first, a line and its fields
+// at a time (strings.Split, strings.FieldsFunc): what FuzzParse holds the
+// allocation-sparing Parse to.
+func referenceParse(data []byte) ([]mountInfo, error) {
+	var infos []mountInfo
+	for n, line := range strings.Split(string(data), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.Split(line, " ")
+		sep := slices.Index(f[min(6, len(f)):], "-")
+		if sep >= 0 {
+			sep += 6
+		}
+		if sep < 0 || len(f) != sep+4 {
+			return nil, fmt.Errorf("line %d: fields", n+1)
+		}
+		for i, s := range f {
+			if s == "" && i != sep+2 {
+				return nil, fmt.Errorf("line %d: field %d is empty", n+1, i+1)
+			}
+		}
+		var nums [4]int
+		majmin := strings.SplitN(f[2], ":", 2)
+		for i, s := range append([]string{f[0], f[1]}, majmin...) {
+			v, err := strconv.Atoi(s)
+			if err != nil || v < 0 || len(majmin) != 2 {
+				return nil, fmt.Errorf("line %d: numbers", n+1)
+			}
+			nums[i] = v
+		}
+		split := func(s string) []string {
+			q := false
+			return strings.FieldsFunc(s, func(r rune) bool {
+				if r == '"' {
+					q = !q
+				}
+				return r == ',' && !q
+			})
+		}
+		var optional []string
+		if sep > 6 {
+			optional = f[6:sep]
+		}
+		infos = append(infos, mountInfo{nums[0], nums[1], nums[2], nums[3], Unescape(f[3]), Unescape(f[4]),
+			split(f[5]), optional, f[sep+1], f[sep+2], split(f[sep+3])})
+	}
+	return infos, nil
+}
+
+// mountInfo is mount.MountInfo's fields, compared with reflect.DeepEqual.
+type mountInfo struct {
+	ID, ParentID, Major, Minor   int
+	Root, MountPoint             string
+	MountOptions, OptionalFields []string
+	FsType, Source               string
+	SuperOptions                 []string
+}
+
+// FuzzParse: Parse accepts what the reference parser accepts, with the
+// same entries, and refuses the rest naming the same line; appending to
+// one entry's lists changes no other entry.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 shared:2 - ext3 /dev/root rw,errors=continue,context=\"a,b\"\n" +
+		"40 1 0:71 / /m rw - tmpfs  rw\n\n41 1 0:72 /d\v/data\vrw /data ro,,relatime - fuse.glusterfs srv:/v rw,user_id=0,group_id=0"))
+	f.Add([]byte("40 1 0:71 / /m , - fuse.glusterfs srv:/v \",\"\n"))
+	f.Add([]byte("40 1 071 / /m rw - fuse.glusterfs srv:/v rw\n"))
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want, werr := referenceParse(data)
+		infos, err := Parse(data)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("Parse: %v; the reference: %v", err, werr)
+		}
+		if err != nil {
+			line, _, _ := strings.Cut(werr.Error(), ":")
+			if !strings.Contains(err.Error(), "mountinfo "+line+":") {
+				t.Fatalf("Parse: %v; the reference refused %s", err, line)
+			}
+			return
+		}
+		var got []mountInfo // nil when empty, as the reference's
+		for _, mi := range infos {
+			got = append(got, mountInfo{mi.ID, mi.ParentID, mi.Major, mi.Minor, mi.Root, mi.MountPoint,
+				mi.MountOptions, mi.OptionalFields, mi.FsType, mi.Source, mi.SuperOptions})
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("Parse:\n%#v\nthe reference:\n%#v", got, want)
+		}
+		for i := range infos {
+			infos[i].MountOptions = append(infos[i].MountOptions, "appended")
+			infos[i].OptionalFields = append(infos[i].OptionalFields, "appended")
+			infos[i].SuperOptions = append(infos[i].SuperOptions, "appended")
+		}
+		for i, mi := range infos {
+			w := want[i]
+			if !slices.Equal(mi.MountOptions, append(slices.Clip(w.MountOptions), "appended")) ||
+				!slices.Equal(mi.OptionalFields, append(slices.Clip(w.OptionalFields), "appended")) ||
+				!slices.Equal(mi.SuperOptions, append(slices.Clip(w.SuperOptions), "appended")) {
+				t.Fatalf("entry %d after appending to every entry's lists: %+v; want %+v with one more in each", i, mi, w)
+			}
+		}
+	})
+}
+
+// BenchmarkParse parses a table of 245 mounts, as a mount pod's is while
+// a hundred pods each have a memory-backed emptyDir: what the recovery
+// reads again after each change of its table.
+func BenchmarkParse(b *testing.B) {
+	var tb strings.Builder
+	for i := range 245 {
+		fmt.Fprintf(&tb, "%d 25 0:%d / /var/lib/kubelet/pods/0d3c1f6e-5b8a-4f7e-9a51-%012d/volumes/kubernetes.io~empty-dir/data rw,relatime shared:%d master:1 - tmpfs tmpfs rw,size=1048576k,inode64\n", 100+i, 60+i, i, 200+i)
+	}
+	data := []byte(tb.String())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

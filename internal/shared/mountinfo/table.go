@@ -1,6 +1,7 @@
 package mountinfo
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +30,7 @@ type Table struct {
 	mu     sync.Mutex
 	f      *os.File // the open proc file; nil until the first Read, or for another file
 	infos  []mount.MountInfo
+	buf    bytes.Buffer // what the file read, kept for the next read
 	readAt time.Time
 	reads  int           // the times the file was read and parsed (tests)
 	maxAge time.Duration // defaultMaxAge but in tests
@@ -102,14 +104,15 @@ func (t *Table) reset(err error) error {
 	return err
 }
 
-// parse reads r to its end and parses it.
+// parse reads r to its end, into the buffer kept from read to read (the
+// table's entries hold a copy: see [Parse]), and parses it.
 func (t *Table) parse(r io.Reader) ([]mount.MountInfo, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
+	t.buf.Reset()
+	if _, err := t.buf.ReadFrom(r); err != nil {
 		return nil, fmt.Errorf("read %s: %w", t.path, err)
 	}
 	t.reads++
-	infos, err := Parse(data)
+	infos, err := Parse(t.buf.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t.path, err)
 	}
