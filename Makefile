@@ -71,7 +71,7 @@ FUZZ_TARGETS := \
 	./internal/node/shim:FuzzDecodeMapping:12000x \
 	./internal/pod/execserver:FuzzCheckStart:30000x \
 	./internal/shared/mountinfo:FuzzUnescape:100000x \
-	./internal/shared/mountinfo:FuzzParse:50000x \
+	./internal/shared/mountinfo:FuzzParse:100000x \
 	./internal/shared/fs/glusterfs/clientargs:FuzzArgs:50000x \
 	./pkg/execbatch:FuzzDecodeRequest:50000x \
 	./internal/shared/oldnames:FuzzFlags:100000x
