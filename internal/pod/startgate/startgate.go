@@ -32,7 +32,6 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -99,41 +98,8 @@ func startOnce(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 		gate(cmd.Process.Pid)
 		return false, nil
 	}
-	t := time.NewTimer(tracedSlotWait)
-	defer t.Stop()
-	select {
-	case tracedSlots <- struct{}{}:
-		defer func() { <-tracedSlots }()
-	case <-t.C:
-		// Started untraced and placed right after, as where the tracing
-		// is refused.
-		if err := cmd.Start(); err != nil {
-			return false, err
-		}
-		gate(cmd.Process.Pid)
-		return false, nil
-	}
 	return onThreadOfItsOwn(func() (bool, error) { return tracedStart(cmd, gate) })
 }
-
-// tracedAtOnce bounds the traced starts under way at once in a process.
-// Each holds an OS thread from its fork until its child is let run (see
-// [onThreadOfItsOwn]), through the child's execve and the gate, tens of
-// milliseconds on a loaded node; and while a thread is held, the runtime
-// starts another to run the rest, which it keeps, idle, for the rest of
-// the process's life. Unbounded, a wave of a hundred mounts left the mount
-// pod with about 90 threads and some 5 MiB of anonymous memory more than
-// before it (BENCHMARKS.md, "A node under load"). Eight at once start
-// more than a hundred commands a second on a node of 2 CPUs under that
-// wave, whose execs take the CPUs anyway.
-const tracedAtOnce = 8
-
-// tracedSlotWait bounds a start's wait for its turn; past it, the command
-// starts untraced and the gate runs right after its start.
-const tracedSlotWait = time.Second
-
-// tracedSlots holds a token for each traced start under way.
-var tracedSlots = make(chan struct{}, tracedAtOnce)
 
 // onThreadOfItsOwn runs f on a goroutine locked to its OS thread, which
 // ends with it, and returns what f returns; a panic of f's goes on in the

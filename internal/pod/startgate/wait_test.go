@@ -2,7 +2,6 @@ package startgate
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -11,8 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // threads is this process's number of OS threads.
@@ -95,113 +92,53 @@ func TestWaitHoldsNoThread(t *testing.T) {
 	}
 }
 
-// TestTracedStartsAtOnce: 24 gated starts at once, each gate held until
-// no more come in, are traced at most tracedAtOnce at a time, and all
-// traced (none waits past tracedSlotWait here); the process keeps no more
-// threads after them than that bound adds (without it: one per start).
-func TestTracedStartsAtOnce(t *testing.T) {
+// TestGatedStartsLeaveNoThread: 32 gated starts at once, each held at its
+// gate until all are there, hold 32 threads meanwhile (each traces its
+// child); once they are over, the threads are gone, not kept idle by the
+// runtime for the rest of the process's life.
+func TestGatedStartsLeaveNoThread(t *testing.T) {
 	if !tracingWorks() {
-		t.Skip("tracing refused here: no start is traced")
+		t.Skip("tracing refused here: no gated start holds a thread")
 	}
-	const n = 24
+	const n = 32
 	before := threads(t)
-	var mu sync.Mutex
-	in, most := 0, 0
-	hold := make(chan struct{})
-	gate := func(int) {
-		mu.Lock()
-		in++
-		most = max(most, in)
-		mu.Unlock()
-		<-hold
-		mu.Lock()
-		in--
-		mu.Unlock()
-	}
-	count := func() (int, int) {
-		mu.Lock()
-		defer mu.Unlock()
-		return in, most
-	}
+	var atGate sync.WaitGroup
+	atGate.Add(n)
+	var most atomic.Int64
 	cmds := make([]*exec.Cmd, n)
-	gated := make([]bool, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			cmds[i] = exec.Command("/bin/sh", "-c", "exit 0")
-			gated[i], errs[i] = startOnce(cmds[i], gate)
+			cmds[i], errs[i] = Start(func() *exec.Cmd { return exec.Command("/bin/sh", "-c", "exit 0") }, func(int) {
+				atGate.Done()
+				atGate.Wait()
+				if m, err := countThreads(); err == nil && int64(m) > most.Load() {
+					most.Store(int64(m))
+				}
+			}, nil)
 		})
 	}
-	// Every slot taken; then a moment for more to come in, were there no
-	// bound (the others wait for a slot meanwhile, up to tracedSlotWait).
-	for c, _ := count(); c < tracedAtOnce; c, _ = count() {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
-	held, _ := count()
-	close(hold)
 	wg.Wait()
 	for i, cmd := range cmds {
-		if errs[i] != nil || !gated[i] {
-			t.Errorf("start %d: gated %v, %v; want gated", i, gated[i], errs[i])
-			continue
+		if errs[i] != nil {
+			t.Fatalf("start %d: %v", i, errs[i])
 		}
 		if err := Wait(cmd); err != nil {
 			t.Errorf("command %d: %v", i, err)
 		}
 	}
-	_, most = count()
-	if held != tracedAtOnce || most != tracedAtOnce {
-		t.Errorf("%d at their gates at once while the first were held, at most %d; want %d", held, most, tracedAtOnce)
-	}
-	// A locked thread ends as its goroutine does; a hang guard of 5 s for
-	// the kernel to show it.
+	// A thread ends as its goroutine does; a hang guard of 5 s for the
+	// kernel to show it.
 	after := threads(t)
-	for end := time.Now().Add(5 * time.Second); after > before+tracedAtOnce && time.Now().Before(end); after = threads(t) {
+	for end := time.Now().Add(5 * time.Second); after >= before+n/2 && time.Now().Before(end); after = threads(t) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Logf("threads: %d before %d gated starts, %d after", before, n, after)
-	if after > before+tracedAtOnce {
-		t.Errorf("threads: %d before %d gated starts, %d after; want at most %d more", before, n, after, tracedAtOnce)
+	t.Logf("threads: %d before, %d while %d starts were at their gates, %d after", before, most.Load(), n, after)
+	if most.Load() < n {
+		t.Errorf("threads: %d while %d starts were at their gates; want one for each start at least", most.Load(), n)
 	}
-}
-
-// TestThreadOfItsOwnEnds: the thread a traced start ran on ends with it,
-// and a panic goes on in the caller.
-func TestThreadOfItsOwnEnds(t *testing.T) {
-	var tid int
-	// Go never ends the process's main thread: a goroutine that ends
-	// locked to it parks it for good instead, and the next runs elsewhere.
-	for range 3 {
-		ok, err := onThreadOfItsOwn(func() (bool, error) {
-			tid = unix.Gettid()
-			return true, errors.New("its error")
-		})
-		if !ok || err == nil || err.Error() != "its error" {
-			t.Fatalf("onThreadOfItsOwn = %v, %v; want f's true, its error", ok, err)
-		}
-		if tid != os.Getpid() {
-			break
-		}
-		t.Logf("the start ran on the main thread")
+	if after >= before+n/2 {
+		t.Errorf("threads: %d before, %d after %d gated starts: the runtime kept theirs", before, after, n)
 	}
-	task := fmt.Sprintf("/proc/self/task/%d", tid)
-	// The kernel shows the thread gone soon after; a hang guard of 5 s.
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(task); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-	}
-	if _, err := os.Stat(task); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("thread %d of the start is still there (%v): the runtime kept it", tid, err)
-	}
-	func() {
-		defer func() {
-			if r := recover(); r != "f's" {
-				t.Errorf("recovered %v; want f's panic", r)
-			}
-		}()
-		_, _ = onThreadOfItsOwn(func() (bool, error) { panic("f's") })
-	}()
 }
