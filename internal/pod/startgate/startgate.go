@@ -106,10 +106,10 @@ func startOnce(cmd *exec.Cmd, gate func(pid int)) (gated bool, err error) {
 // caller. The tracer is the thread that forks, and only it may detach the
 // child, so a traced start holds its thread from the fork to the detach.
 // A thread unlocked after that stays with the runtime, idle, for the rest
-// of the process's life: under a wave of a hundred mounts the mount pod
-// kept 94 threads, one for each start under way at the busiest moment,
-// and some 5 MiB of anonymous memory with them (BENCHMARKS.md, "A node
-// under load"). A goroutine that ends locked takes its thread with it.
+// of the process's life (Go never ends the threads it started), one more
+// for each start under way at the busiest moment; a goroutine that ends
+// locked takes its thread with it (but the process's main thread, which
+// the runtime parks for good instead).
 func onThreadOfItsOwn(f func() (bool, error)) (bool, error) {
 	type result struct {
 		ok       bool

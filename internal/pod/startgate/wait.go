@@ -12,12 +12,9 @@ import (
 // parks the goroutine in Go's poller, on a pidfd of the process (readable
 // once it has exited), instead of in the kernel's waitid: a goroutine
 // blocked in a system call holds an OS thread, the runtime starts another
-// for the rest, and it never ends the threads it started. Under a wave of
-// a hundred mounts the mount pod ran that many commands at once and kept
-// about 90 threads, and a few MiB of anonymous memory with them (their
-// stacks), for the rest of its life (BENCHMARKS.md, "A node under load").
-// Where no pidfd can be had (a kernel before 5.3) or polled, the wait is
-// exec.Cmd.Wait's own.
+// for the rest, and it never ends the threads it started; a command under
+// way is one thread fewer. Where no pidfd can be had (a kernel before 5.3)
+// or polled, the wait is exec.Cmd.Wait's own.
 func Wait(cmd *exec.Cmd) error {
 	if cmd.Process != nil {
 		awaitExit(cmd.Process.Pid)
