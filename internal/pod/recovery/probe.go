@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -73,15 +74,49 @@ func (r *Recoverer) startProbe(ctx context.Context, path string) (<-chan error, 
 	if stat == nil {
 		stat = osStat
 	}
+	if r.probeSlots == nil {
+		r.probeSlots = make(chan struct{}, probesAtOnce)
+	}
+	slots := r.probeSlots
 	c := make(chan error, 1)
 	go func() {
-		err := stat(ctx, path)
+		err := statInTurn(ctx, slots, stat, path)
 		r.probeMu.Lock()
 		delete(r.probing, path)
 		r.probeMu.Unlock()
 		c <- err
 	}()
 	return c, true
+}
+
+// probesAtOnce bounds the stats of a Recoverer under way at once within
+// their pass's bound. A stat of a FUSE mount waits in the kernel until its
+// daemon answers, and a wait in a system call holds an OS thread, which Go
+// keeps, idle, for the rest of the process's life: stats of a hundred
+// mounts at once, while a hundred new daemons start, were the most
+// frequent place where the mount pod's threads blocked through a wave of
+// mounts, after which it kept about 90 threads (BENCHMARKS.md, "A node
+// under load"). A stat still under way when its pass's bound passes gives
+// its place up (its mount is hung, left alone, as before).
+const probesAtOnce = 8
+
+// statInTurn waits for a place among slots, then stats path; the place is
+// given up when the stat returns or ctx ends, whichever is first. A place
+// not had before ctx ends is a stat that did not answer in time.
+func statInTurn(ctx context.Context, slots chan struct{}, stat func(context.Context, string) error, path string) error {
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("stat %s: %w: its turn did not come within the bound", path, errHung)
+	}
+	var once sync.Once
+	giveUp := func() { once.Do(func() { <-slots }) }
+	stop := context.AfterFunc(ctx, giveUp)
+	defer func() {
+		stop()
+		giveUp()
+	}()
+	return stat(ctx, path)
 }
 
 func (r *Recoverer) statTimeout() time.Duration {

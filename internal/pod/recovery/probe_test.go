@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -515,4 +516,87 @@ func TestRunUntilRests(t *testing.T) {
 	n = passes.Load()
 	ev.c <- struct{}{}
 	await("a pass after an event", func() bool { return passes.Load() > n })
+}
+
+// TestProbesAtOnce: a pass's stats of 24 mounts run probesAtOnce at a
+// time, and each answers; stats still under way when their pass's bound
+// passes give their places up (their mounts hung), and the next pass's
+// stats run.
+func TestProbesAtOnce(t *testing.T) {
+	var mu sync.Mutex
+	in, most := 0, 0
+	count := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return in, most
+	}
+	release := make(chan struct{})
+	hung := make(chan struct{}) // the second pass's stats wait for it
+	defer close(hung)
+	r := &Recoverer{statLimit: hangGuard}
+	r.stat = func(_ context.Context, p string) error {
+		mu.Lock()
+		in++
+		most = max(most, in)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			in--
+			mu.Unlock()
+		}()
+		switch {
+		case strings.HasPrefix(p, "/hung/"):
+			<-hung
+		case strings.HasPrefix(p, "/slow/"):
+			<-release
+		}
+		return nil
+	}
+	paths := func(prefix string, n int) []string {
+		var ps []string
+		for i := range n {
+			ps = append(ps, fmt.Sprintf("%s%d", prefix, i))
+		}
+		return ps
+	}
+	done := make(chan map[string]error, 1)
+	go func() { done <- r.probeAll(context.Background(), paths("/slow/", 24)) }()
+	// Every place taken; then a moment for more to come in, were there no
+	// bound (the 16 others wait for a place meanwhile).
+	for n, _ := count(); n < probesAtOnce; n, _ = count() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	held, _ := count()
+	close(release)
+	var out map[string]error
+	select {
+	case out = <-done:
+	case <-time.After(hangGuard):
+		t.Fatalf("the pass did not return within %s", hangGuard)
+	}
+	if _, most := count(); held != probesAtOnce || most != probesAtOnce {
+		t.Errorf("%d stats at once while the first were held, at most %d; want %d", held, most, probesAtOnce)
+	}
+	for p, err := range out {
+		if err != nil {
+			t.Errorf("stat %s: %v", p, err)
+		}
+	}
+	if len(out) != 24 {
+		t.Errorf("%d answers, want 24", len(out))
+	}
+
+	// Stats that hang hold every place until their pass's bound passes.
+	r.statLimit = 100 * time.Millisecond
+	for p, err := range r.probeAll(context.Background(), paths("/hung/", probesAtOnce)) {
+		if !errors.Is(err, errHung) {
+			t.Errorf("stat %s: %v; want hung", p, err)
+		}
+	}
+	for p, err := range r.probeAll(context.Background(), paths("/next/", probesAtOnce)) {
+		if err != nil {
+			t.Errorf("stat %s after the hung ones' pass: %v; want an answer (the hung ones gave their places up)", p, err)
+		}
+	}
 }

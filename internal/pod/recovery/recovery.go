@@ -186,6 +186,9 @@ type Recoverer struct {
 
 	probeMu sync.Mutex
 	probing map[string]bool // targets whose stat has not returned
+	// probeSlots holds a token for each stat under way within its
+	// pass's bound (see probesAtOnce).
+	probeSlots chan struct{}
 
 	// answered is when each target last answered its stat (see
 	// ProbeEvery); a target whose stat failed or hung is not in it.
