@@ -14,8 +14,10 @@ import (
 // left alone.
 var errHung = errors.New("no answer")
 
-// probeAll stats each of paths, all at once, and returns what each
-// answered. Each stat runs in a goroutine of its own, one at most per path:
+// probeAll stats each of paths, at most [probesAtOnce] at a time within the
+// pass's bound, and returns what each answered. A stat that finds no place
+// before the bound passes answers errHung, as a late one does. Each stat
+// runs in a goroutine of its own, one at most per path:
 // a path whose earlier stat has not returned yet is not stat again and
 // answers errHung at once, as does one whose stat does not answer within
 // the bound (its goroutine is left to finish, and is the one at most).
