@@ -32,8 +32,9 @@
 //     never in a hot loop. A mount that dies again within [StableAfter] of
 //     coming back waits the same back-off, as a failed attempt.
 //   - stat does not answer within [StatTimeout]: hung, left alone. The
-//     stats of a pass run at once, and a mount whose earlier stat has not
-//     returned is not stat again until it does (see [Recoverer.probeAll]).
+//     stats of a pass run at most [probesAtOnce] at a time, and a mount
+//     whose earlier stat has not returned is not stat again until it does
+//     (see [Recoverer.probeAll]).
 //
 // Detection is event-driven where the kernel offers it: with a cgroup v2
 // hierarchy, the "cgroup.events" file of the mount's scope changes when its
