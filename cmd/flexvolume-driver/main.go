@@ -69,7 +69,7 @@ func run(ctx context.Context) int {
 	if err != nil {
 		return fail(err)
 	}
-	d := &flexvolume.Driver{FS: s.FS(), Plugin: s.Plugin, Exec: e, Timeout: s.TimeoutDuration(), Servers: s.ServerPolicy(), SecretsDir: s.SecretsDir, Log: log, Notice: notice}
+	d := &flexvolume.Driver{FS: s.FS(), Plugin: s.Plugin, Exec: e, Timeout: s.TimeoutDuration(), Servers: s.ServerPolicy(), SecretsDir: s.SecretsDir, SharedMounts: s.SharedMounts, Log: log, Notice: notice}
 	return d.Run(ctx, os.Args[1:], os.Stdout)
 }
 

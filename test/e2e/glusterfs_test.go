@@ -77,6 +77,11 @@ func TestGlusterfs(t *testing.T) {
 	t.Run("BadOptionsNameTheField", g.testBadOptions)
 	t.Run("ServersOutsideTheAllowListRefused", g.testAllowedServers)
 	t.Run("YieldAndTakeBackAreEvents", g.testYieldEvents)
+	t.Run("SharedMountsOnePerVolumeAndNode", func(t *testing.T) {
+		for _, mode := range execModes {
+			t.Run(string(mode), func(t *testing.T) { g.testSharedMounts(t, mode) })
+		}
+	})
 	// What a mount pod's end does to a live mount, with scopes and without
 	// (the negative control), is TestScopes'.
 }
@@ -663,26 +668,35 @@ func setDriverMode(t *testing.T, driver string, mode mcexec.ExecMode) string {
 	}
 	s.ExecMode = string(mode)
 	s.LogFile = filepath.Join(nodeTempDir(t), filepath.Base(driver)+"-flexvolume.log")
-	data, _ := json.MarshalIndent(s, "", "  ")
-	write := func(data []byte) error {
-		return atomicfile.Write(path, 0o644, func(w io.Writer) error {
-			_, err := w.Write(data)
-			return err
-		})
-	}
-	if err := write(append(data, '\n')); err != nil {
-		t.Fatal(err)
-	}
+	writeDriverSettings(t, path, s)
 	t.Cleanup(func() {
 		if t.Failed() {
 			log, _ := os.ReadFile(s.LogFile)
 			t.Logf("driver log %s:\n%s", s.LogFile, log)
 		}
-		if err := write(orig); err != nil {
+		if err := writeFile(path, orig); err != nil {
 			t.Errorf("restore %s: %v", path, err)
 		}
 	})
 	return s.LogFile
+}
+
+// writeDriverSettings writes s to the driver's settings file path, as the
+// mount pod does (a file renamed into place).
+func writeDriverSettings(t *testing.T, path string, s flexvolume.Settings) {
+	t.Helper()
+	data, _ := json.MarshalIndent(s, "", "  ")
+	if err := writeFile(path, append(data, '\n')); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeFile writes data to path atomically, 0644.
+func writeFile(path string, data []byte) error {
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 }
 
 // driverRecord is a record of the driver's JSON log.
@@ -694,6 +708,35 @@ type driverRecord struct {
 	Message  string
 	Err      string
 	Decision struct{ Where, Via, Reason string }
+}
+
+// driverCall is one "flexvolume call" line of the driver's log.
+type driverCall struct {
+	driverRecord
+	Time   time.Time
+	TookMs float64
+	took   time.Duration
+}
+
+// driverCalls returns the driver's logged calls of kind call.
+func driverCalls(t *testing.T, path, call string) []driverCall {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []driverCall
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var c driverCall
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("driver log line %q: %v", line, err)
+		}
+		if c.Msg == "flexvolume call" && c.Call == call {
+			c.took = time.Duration(c.TookMs * float64(time.Millisecond))
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // checkDriverLog checks the driver's log: a successful mount (its reply

@@ -8,7 +8,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,7 +22,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/mount-utils"
 
+	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
 	"github.com/mountcontainers/mountcontainers/internal/pod/scope"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
@@ -129,17 +130,22 @@ func TestLoad(t *testing.T) {
 		return g.baselineWave(t, corev1.StorageMediumMemory)
 	})
 	wave(string(mcexec.ModeSocket), "with a GlusterFS volume through the exec socket", func(t *testing.T) waveFigures {
-		return g.loadWave(t, mcexec.ModeSocket, vols, parent, false)
+		return g.loadWave(t, mcexec.ModeSocket, vols, parent, false, false)
+	})
+	// The same with the driver's shared mounts: one mount and daemon per
+	// volume and node, bound at each pod's directory.
+	wave("socket-shared", "with a GlusterFS volume through the exec socket, one mount per volume and node (sharedMounts)", func(t *testing.T) waveFigures {
+		return g.loadWave(t, mcexec.ModeSocket, vols, parent, false, true)
 	})
 	// The before, in the same run: the distribution's mount.glusterfs
 	// script instead of mount-scope's translation.
 	wave("socket-script", "with a GlusterFS volume through the exec socket, with the distribution's mount.glusterfs script", func(t *testing.T) waveFigures {
 		g.setMountpodEnv(t, scope.EnvScripts, "mount.glusterfs")
 		defer g.setMountpodEnv(t, scope.EnvScripts, "")
-		return g.loadWave(t, mcexec.ModeSocket, vols, parent, true)
+		return g.loadWave(t, mcexec.ModeSocket, vols, parent, true, false)
 	})
 	wave(string(mcexec.ModeCRI), "with a GlusterFS volume through CRI ExecSync", func(t *testing.T) waveFigures {
-		return g.loadWave(t, mcexec.ModeCRI, vols, parent, false)
+		return g.loadWave(t, mcexec.ModeCRI, vols, parent, false, false)
 	})
 	// The same pods on PersistentVolumes of the GlusterFS CSI driver, on
 	// both paths.
@@ -276,9 +282,9 @@ func loadRounds(t *testing.T) int {
 
 // loadWave runs one wave in mode and returns the time until all its pods
 // were Running.
-func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string, parent string, script bool) waveFigures {
+func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string, parent string, script, shared bool) waveFigures {
 	bed := g.bed
-	logPath := g.setDriverMode(t, mode)
+	logPath := setDriverSettings(t, g.driver, mode, func(s *flexvolume.Settings) { s.SharedMounts = shared })
 	mp := g.mountPod(t)
 	mpPID := mountpodPID(t, mp.UID)
 	cpu0 := podCPU(t, mp.UID)
@@ -350,13 +356,23 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	for i := range pods {
 		dirs[i] = g.volumeDir(&pods[i])
 	}
-	daemons, daemonRSS := fuseDaemonsOf(dirs)
-	if daemons != len(pods) {
-		t.Errorf("%d FUSE daemons serve the %d pods' volumes, want one each", daemons, len(pods))
+	// Shared mounts: one mount per volume (the pods use len(vols)), and
+	// the daemons serve those, the pods' directories being binds of them.
+	served, wantDaemons := dirs, len(pods)
+	if shared {
+		served = sharedMountsOf(t, dirs)
+		wantDaemons = min(len(vols), len(pods))
+		if len(served) != wantDaemons {
+			t.Errorf("the %d pods' volumes are binds of %d mounts of the node, want %d (one per volume)", len(pods), len(served), wantDaemons)
+		}
+	}
+	daemons, daemonRSS := fuseDaemonsOf(served)
+	if daemons != wantDaemons {
+		t.Errorf("%d FUSE daemons serve the %d pods' volumes, want %d", daemons, len(pods), wantDaemons)
 	}
 	// Who started them: the script runs /usr/sbin/glusterfs, mount-scope
 	// glusterfs from PATH under its plain name.
-	started := daemonsStartedAs(dirs)
+	started := daemonsStartedAs(served)
 	want := "glusterfs"
 	if script {
 		want = "/usr/sbin/glusterfs"
@@ -368,14 +384,23 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	// The driver's own timing of each mount, and how many ran at once.
 	calls := driverCalls(t, logPath, "mount")
 	var took []time.Duration
+	through := 0
 	for _, c := range calls {
 		if c.Status != "Success" {
 			t.Errorf("driver mount of %s: %s: %s", c.Dir, c.Status, c.Message)
 		}
-		if !strings.Contains(c.Message, "via "+string(viaOf(t, mode))) {
+		switch {
+		case strings.Contains(c.Message, "via "+string(viaOf(t, mode))):
+			through++
+		case shared && strings.Contains(c.Message, " is already mounted)"):
+			// A bind of the volume's mount made by an earlier call.
+		default:
 			t.Errorf("driver mount of %s did not go through %s: %s", c.Dir, viaOf(t, mode), c.Message)
 		}
 		took = append(took, c.took)
+	}
+	if shared && through != wantDaemons {
+		t.Errorf("%d of the driver's mounts went through the mount pod, want %d: one per volume", through, wantDaemons)
 	}
 	if len(calls) != len(pods) {
 		t.Errorf("the driver logged %d mounts, want %d (one per pod, none retried)", len(calls), len(pods))
@@ -1108,30 +1133,30 @@ func leftovers(t *testing.T, dirs []string, parent, regDir string) loadLeft {
 	return l
 }
 
-// driverCall is one "flexvolume call" line of the driver's log.
-type driverCall struct {
-	driverRecord
-	Time   time.Time
-	TookMs float64
-	took   time.Duration
-}
-
-// driverCalls returns the driver's logged calls of kind call.
-func driverCalls(t *testing.T, path, call string) []driverCall {
+// sharedMountsOf returns the node's mounts of which the mounts at dirs
+// are binds: mounts beneath a driver's shared mounts' directory
+// (flexvolume.SharedRoot) of the same device.
+func sharedMountsOf(t *testing.T, dirs []string) []string {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	infos, err := mount.ParseMountInfo(framework.NodeProcOf() + "/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []driverCall
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var c driverCall
-		if err := json.Unmarshal([]byte(line), &c); err != nil {
-			t.Fatalf("driver log line %q: %v", line, err)
+	want := map[string]bool{}
+	for _, d := range dirs {
+		want[d] = true
+	}
+	devs := map[string]bool{}
+	for _, mi := range infos {
+		if want[mi.MountPoint] {
+			devs[fmt.Sprintf("%d:%d", mi.Major, mi.Minor)] = true
 		}
-		if c.Msg == "flexvolume call" && c.Call == call {
-			c.took = time.Duration(c.TookMs * float64(time.Millisecond))
-			out = append(out, c)
+	}
+	var out []string
+	for _, mi := range infos {
+		root, ok := flexvolume.SharedRoot(dirs[0])
+		if ok && filepath.Dir(mi.MountPoint) == root && devs[fmt.Sprintf("%d:%d", mi.Major, mi.Minor)] {
+			out = append(out, mi.MountPoint)
 		}
 	}
 	return out

@@ -35,9 +35,9 @@ func TestPublishLookupDoesNotHoldTheCall(t *testing.T) {
 	bindVolume = func(staging, sub, target string, ro bool) error {
 		close(started)
 		<-release
-		return bind(staging, sub, target, ro)
+		return volume.Bind(staging, sub, target, ro)
 	}
-	t.Cleanup(func() { bindVolume = bind })
+	t.Cleanup(func() { bindVolume = volume.Bind })
 	released := false
 	t.Cleanup(func() {
 		if !released {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -107,6 +108,10 @@ type Driver struct {
 	// Log receives one record per call (the call, its target directory and
 	// its reply); nil discards it. See [Settings].LogFile.
 	Log *slog.Logger
+	// SharedMounts makes one mount of each volume per node, bound at
+	// every pod's directory ([volume.Shared]), for the volumes that need
+	// no secret; see [Settings].SharedMounts.
+	SharedMounts bool
 	// Notice, when set, is added to the message of every Success and
 	// Failure reply: a problem that did not stop the call, such as a log
 	// file that could not be opened. The kubelet reads standard error
@@ -296,6 +301,13 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 	if err != nil {
 		return failure("mount: %v", err)
 	}
+	if root, ok := SharedRoot(dir); ok && d.SharedMounts && m.Secret == nil {
+		msg, err := volume.Shared{V: d.volumes(), Root: root}.Mount(ctx, m, dir)
+		if err != nil {
+			return failure("%v", err)
+		}
+		return Status{Status: StatusSuccess, Message: msg}
+	}
 	msg, err := d.volumes().Mount(ctx, m, dir)
 	if err != nil {
 		return failure("%v", err)
@@ -304,9 +316,43 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 }
 
 func (d *Driver) unmount(ctx context.Context, dir string) Status {
+	// A bind of the node's shared mount of a volume is unmounted as such
+	// whatever SharedMounts says now: it may have been made before.
+	if root, ok := SharedRoot(dir); ok {
+		msg, shared, err := volume.Shared{V: d.volumes(), Root: root}.Unmount(ctx, dir)
+		switch {
+		case err != nil:
+			return failure("%v", err)
+		case shared:
+			return Status{Status: StatusSuccess, Message: msg}
+		}
+	}
 	msg, err := d.volumes().Unmount(ctx, dir)
 	if err != nil {
 		return failure("%v", err)
 	}
 	return Status{Status: StatusSuccess, Message: msg}
+}
+
+// SharedRoot returns the directory of the node's shared mounts of the
+// driver whose pod volume directory dir is, <kubelet>/pods/<pod
+// UID>/volumes/<vendor>~<driver>/<volume> as the kubelet names it:
+// <kubelet>/plugins/<vendor>~<driver>/shared, beneath the kubelet's
+// directory, which the mount pod sees. ok is false for a directory not so
+// named: its volume is mounted for itself.
+func SharedRoot(dir string) (root string, ok bool) {
+	kubelet, rest, found := strings.Cut(dir, "/pods/")
+	if !found || kubelet == "" {
+		return "", false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 4 || parts[1] != "volumes" || !strings.Contains(parts[2], "~") {
+		return "", false
+	}
+	for _, p := range parts {
+		if p == "" || p == "." || p == ".." {
+			return "", false
+		}
+	}
+	return filepath.Join(kubelet, "plugins", parts[2], "shared"), true
 }

@@ -555,3 +555,26 @@ func TestRecordKeepsOnlyTheTargetsPod(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedRoot: the shared mounts of a driver are beneath the kubelet's
+// directory of the pod volume directory the kubelet passes, and only a
+// directory named as the kubelet names one has them.
+func TestSharedRoot(t *testing.T) {
+	for dir, want := range map[string]string{
+		"/var/lib/kubelet/pods/u-1/volumes/mountcontainers.io~glusterfs/data": "/var/lib/kubelet/plugins/mountcontainers.io~glusterfs/shared",
+		"/k/pods/u/volumes/a~b/v":                "/k/plugins/a~b/shared",
+		"/var/lib/kubelet/pods/u/volumes/ab/v":   "", // no vendor~driver
+		"/var/lib/kubelet/pods/u/volume/a~b/v":   "",
+		"/var/lib/kubelet/pods/u/volumes/a~b":    "",
+		"/var/lib/kubelet/pods/u/volumes/a~b/v/": "",
+		"/var/lib/kubelet/pods/u/volumes/a~b/..": "",
+		"/var/lib/kubelet/pods/../volumes/a~b/v": "",
+		"/pods/u/volumes/a~b/v":                  "",
+		"/var/lib/kubelet/data":                  "",
+	} {
+		got, ok := flexvolume.SharedRoot(dir)
+		if got != want || ok != (want != "") {
+			t.Errorf("SharedRoot(%q) = %q, %t; want %q", dir, got, ok, want)
+		}
+	}
+}

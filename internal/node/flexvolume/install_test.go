@@ -152,6 +152,21 @@ func TestLoadSettings(t *testing.T) {
 	if err != nil || s.ServerPolicy().String() != "a.example, 10.0.0.0/8" {
 		t.Fatalf("allowed servers from the environment: %+v %v", s, err)
 	}
+	if s.SharedMounts {
+		t.Fatal("shared mounts on by default")
+	}
+	writeFile(t, exe+".json", `{"sharedMounts":true}`, 0o644)
+	if s, err = flexvolume.LoadSettings(exe, noEnv); err != nil || !s.SharedMounts {
+		t.Fatalf("shared mounts from the file: %+v %v", s, err)
+	}
+	env = map[string]string{flexvolume.EnvSharedMounts: "false"}
+	if s, err = flexvolume.LoadSettings(exe, func(k string) string { return env[k] }); err != nil || s.SharedMounts {
+		t.Fatalf("shared mounts off from the environment over the file's: %+v %v", s, err)
+	}
+	env[flexvolume.EnvSharedMounts] = "yes please"
+	if _, err = flexvolume.LoadSettings(exe, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), flexvolume.EnvSharedMounts) {
+		t.Fatalf("a bad %s: %v, want an error naming it", flexvolume.EnvSharedMounts, err)
+	}
 	env = map[string]string{"MOUNTCONTAINERS_FLEXVOLUME_EXEC_MODE": "cri", "MOUNTCONTAINERS_FLEXVOLUME_LOG_FILE": "/env.log"}
 	s, err = flexvolume.LoadSettings(exe, func(k string) string { return env[k] })
 	if err != nil || s.Mode() != mcexec.ModeCRI || s.LogFile != "/env.log" {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -60,6 +61,8 @@ const (
 	EnvLogFile         = "MOUNTCONTAINERS_FLEXVOLUME_LOG_FILE"
 	EnvFilesystem      = "MOUNTCONTAINERS_FLEXVOLUME_FILESYSTEM"
 	EnvSecretsDir      = "MOUNTCONTAINERS_FLEXVOLUME_SECRETS_DIR"
+	// EnvSharedMounts replaces SharedMounts: true or false.
+	EnvSharedMounts = "MOUNTCONTAINERS_FLEXVOLUME_SHARED_MOUNTS"
 	// EnvAllowedServers replaces AllowedServers: entries separated by
 	// commas.
 	EnvAllowedServers = "MOUNTCONTAINERS_FLEXVOLUME_ALLOWED_SERVERS"
@@ -115,6 +118,14 @@ type Settings struct {
 	// only, removed at unmount; it must be on a tmpfs, and the mount pod
 	// must see it at the same path. Default [volume.DefaultSecretsDir].
 	SecretsDir string `json:"secretsDir,omitempty"`
+	// SharedMounts makes one mount of each volume per node, bound at the
+	// directory of every pod of the node that mounts the same volume with
+	// the same options ([volume.Shared]): one FUSE daemon and one mount(8)
+	// through the mount pod per volume and node, instead of per pod. A
+	// volume that needs a secret (a CephFS user's key) is still mounted
+	// per pod. Off by default: with it, the pods of a volume on a node
+	// share its daemon, and so its failures and its load.
+	SharedMounts bool `json:"sharedMounts,omitempty"`
 	// ExecBatchDir is where the driver's calls meet to send the commands
 	// that wait for the mount container at once in one CRI ExecSync
 	// (mcexec.Options.BatchDir); "none" sends each in an exec of its own.
@@ -274,7 +285,7 @@ func (s Settings) TimeoutDuration() time.Duration {
 // refuses every server: see [Settings.ServerPolicy]), applies the
 // environment overrides ([EnvFilesystem], [EnvPlugin], [EnvRegistrationDir],
 // [EnvTimeout], [EnvExecMode], [EnvLogFile], [EnvAllowedServers],
-// [EnvSecretsDir], cri.EnvEndpoint;
+// [EnvSecretsDir], [EnvSharedMounts], cri.EnvEndpoint;
 // getenv is os.Getenv when nil), validates the result and
 // fills in the defaults. The file is trusted only when it is a regular file
 // (not a symbolic link) owned by root or by the driver's own user and not
@@ -314,6 +325,13 @@ func LoadSettings(exe string, getenv func(string) string) (Settings, error) {
 	}
 	if v := getenv(EnvAllowedServers); v != "" {
 		s.AllowedServers = strings.Split(v, ",")
+	}
+	if v := getenv(EnvSharedMounts); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return s, fmt.Errorf("%s=%q: want true or false", EnvSharedMounts, v)
+		}
+		s.SharedMounts = b
 	}
 	if err := s.Validate(); err != nil {
 		return s, fmt.Errorf("settings %s: %w", path, err)

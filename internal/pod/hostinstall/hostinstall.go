@@ -81,6 +81,9 @@ type Config struct {
 	// empty allows any server whose addresses are not loopback,
 	// link-local or unspecified. See fs.ServerPolicy (internal/shared/fs).
 	FlexvolumeAllowedServers []string
+	// FlexvolumeSharedMounts, recorded for the driver, mounts each volume
+	// once per node and binds it per pod (flexvolume.Settings.SharedMounts).
+	FlexvolumeSharedMounts bool
 
 	// ShimDir receives kubelet-exec-shim and links named after the tools of
 	// every registered plugin ([ShimTools]); empty installs no shim.
@@ -185,6 +188,7 @@ func (c Config) installFlexvolume(plugins []string, registrationDir string, log 
 			ExecMode:        c.FlexvolumeExecMode,
 			LogFile:         c.FlexvolumeLogFile,
 			AllowedServers:  c.FlexvolumeAllowedServers,
+			SharedMounts:    c.FlexvolumeSharedMounts,
 		},
 	})
 	if err != nil {

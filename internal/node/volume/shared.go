@@ -1,0 +1,344 @@
+package volume
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/mount-utils"
+
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
+)
+
+// Shared makes one mount of each volume per node and binds it at the
+// directory of every pod that mounts the volume, as the CSI node plugin
+// stages a volume once and publishes it per pod: a hundred pods of one
+// volume on a node cost one FUSE daemon, one mount(8) through the mount
+// pod and a hundred binds, instead of a hundred of each. The node's mount
+// of a volume (its shared mount) is at Root/<key>, where key names the
+// mount(8) call (plugin, type, source and options, see [SharedKey]): pods
+// share a mount only when the mount they asked for is the same one. It
+// is recorded as any other, so the mount pod's recovery brings it back
+// when its daemon dies and gives every bind of it, on the node and in the
+// containers, the new mount (recovery.Reattach). The last unmount of a bind
+// unmounts it.
+//
+// A mount with a secret ([fs.Mount].Secret) is never shared: a pod would
+// reach the volume with another pod's credentials. Callers mount those
+// per pod ([Mounter.Mount]).
+//
+// The calls of one volume are serialised by a lock file, Root/<key>.lock
+// (flock), since each call of the Flexvolume driver is a process of its
+// own; the wait for it is bounded by the Mounter's timeout.
+type Shared struct {
+	// V makes and removes the shared mounts.
+	V *Mounter
+	// Root holds the shared mounts; it is made when missing, and must be a
+	// directory root owns that nobody else may write, on the node and, at
+	// the same path, in the mount pod (beneath the kubelet's directory,
+	// which the mount pod shares both ways).
+	Root string
+}
+
+// ErrSecretNotShared refuses to share a mount that needs a secret.
+var ErrSecretNotShared = errors.New("a mount with a secret is not shared between pods")
+
+// SharedKey names the shared mount of m of plugin: the first 128 bits, in
+// hex, of the SHA-256 of the plugin, type, source and options (in order).
+// Nothing of a pod is in it: the options hold none (fs.Mount.Pod is apart).
+func SharedKey(plugin string, m fs.Mount) string {
+	h := sha256.New()
+	for _, s := range append([]string{plugin, m.FSType, m.Source}, m.Options...) {
+		fmt.Fprintf(h, "%d:%s", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// Mount binds the node's shared mount of m at dir, making the shared
+// mount first when the node has none. dir is a clean absolute path,
+// created when missing; a mount there already is left as it is (the
+// message says so). The bind is nosuid and nodev, and read-only when m's
+// options say ro.
+func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, error) {
+	if m.Secret != nil {
+		return "", fmt.Errorf("mount %s at %s: %w", m.Describe(), dir, ErrSecretNotShared)
+	}
+	if err := CheckDir(dir); err != nil {
+		return "", fmt.Errorf("mount: %w", err)
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return "", fmt.Errorf("mount %s at %s: %w", m.Describe(), dir, err)
+	}
+	defer root.Close()
+	key := SharedKey(s.V.Plugin, m)
+	unlock, err := s.lock(ctx, root, key)
+	if err != nil {
+		return "", fmt.Errorf("mount %s at %s: %w", m.Describe(), dir, err)
+	}
+	defer unlock()
+	if err := unix.Mkdirat(int(root.Fd()), key, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return "", fmt.Errorf("mount %s at %s: create %s: %w", m.Describe(), dir, filepath.Join(s.Root, key), err)
+	}
+	node := filepath.Join(s.Root, key)
+	// The node's mount serves many pods: it names none (the recovery's
+	// Events and the record's pod are of one pod).
+	m.Pod = nil
+	made, err := s.V.MountWith(ctx, m, node, MountOptions{})
+	if err != nil {
+		return "", err
+	}
+	// The target's state before creating it: creating dir stats it,
+	// which the daemon of a mount there would answer, or hang.
+	st, err := s.V.StateContext(ctx, dir)
+	if err == nil && st == Missing {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return "", fmt.Errorf("mount: create target directory: %w", err)
+		}
+		st, err = s.V.StateContext(ctx, dir)
+	}
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("mount: %w", err)
+	case st == Mounted:
+		return dir + " is already mounted", nil
+	case st == Corrupted:
+		return "", fmt.Errorf("mount: %s is a broken mount (transport endpoint is not connected): unmount it first", dir)
+	}
+	if err := Bind(node, "/", dir, slices.Contains(m.Options, "ro")); err != nil {
+		return "", fmt.Errorf("mount %s at %s: bind the node's mount %s: %w", m.Describe(), dir, node, err)
+	}
+	return fmt.Sprintf("bound %s at %s: the node's mount of it at %s (%s)", m.Describe(), dir, node, made), nil
+}
+
+// Unmount removes the bind at dir of a shared mount (a dead one too), and
+// the shared mount after its last bind on the node, with its record. ok is
+// false when dir is no bind of a shared mount: the caller unmounts it as
+// any other ([Mounter.Unmount]).
+func (s Shared) Unmount(ctx context.Context, dir string) (msg string, ok bool, err error) {
+	if err := CheckDir(dir); err != nil {
+		return "", false, nil
+	}
+	bind, node, err := s.bindAt(dir)
+	if err != nil || node.ID == 0 {
+		return "", false, nil
+	}
+	nodePath := mountinfo.Unescape(node.MountPoint)
+	key := filepath.Base(nodePath)
+	msg, err = s.V.Unmount(ctx, dir)
+	if err != nil {
+		return "", true, err
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return "", true, fmt.Errorf("%s; the node's mount %s: %w", msg, nodePath, err)
+	}
+	defer root.Close()
+	unlock, err := s.lock(ctx, root, key)
+	if err != nil {
+		return "", true, fmt.Errorf("%s; the node's mount %s: %w", msg, nodePath, err)
+	}
+	defer unlock()
+	mis, err := s.mountTable()
+	if err != nil {
+		return "", true, fmt.Errorf("%s; the node's mount %s: %w", msg, nodePath, err)
+	}
+	var others int
+	stillThere := false
+	for _, mi := range mis {
+		switch {
+		case mi.ID == node.ID:
+			stillThere = true
+		case mi.ID != bind.ID && sameDevice(mi, node):
+			others++
+		}
+	}
+	switch {
+	case !stillThere:
+		// Unmounted meanwhile by an earlier call.
+		return msg, true, nil
+	case others > 0:
+		return fmt.Sprintf("%s; the node's mount %s stays (%d other binds of it)", msg, nodePath, others), true, nil
+	}
+	out, err := s.V.Unmount(ctx, nodePath)
+	if err != nil {
+		return "", true, fmt.Errorf("%s; its last bind: %w", msg, err)
+	}
+	if err := unix.Unlinkat(int(root.Fd()), key, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		out += fmt.Sprintf(" (remove %s: %v)", nodePath, err)
+	}
+	return msg + "; its last bind: " + out, true, nil
+}
+
+// bindAt returns the mount at dir (the topmost) and, when it is a bind of
+// the root of a shared mount, that shared mount (else a zero one). A bind
+// is one of a shared mount when both show the same device, file-system
+// type, source and root, and the shared mount is directly beneath Root
+// under a key's name; a FUSE mount must be root's (user_id=0) too, as
+// any node user may make one naming any source.
+func (s Shared) bindAt(dir string) (bind, node mount.MountInfo, err error) {
+	id, err := mountID(dir)
+	if err != nil {
+		return bind, node, err
+	}
+	mis, err := s.mountTable()
+	if err != nil {
+		return bind, node, err
+	}
+	for _, mi := range mis {
+		if uint64(mi.ID) == id {
+			bind = mi
+		}
+	}
+	if bind.ID == 0 || bind.Root != "/" || mountinfo.Unescape(bind.MountPoint) != dir {
+		return bind, node, nil
+	}
+	if strings.HasPrefix(bind.FsType, "fuse") && !slices.Contains(bind.SuperOptions, "user_id=0") {
+		return bind, node, nil
+	}
+	for _, mi := range mis {
+		p := mountinfo.Unescape(mi.MountPoint)
+		if mi.ID != bind.ID && filepath.Dir(p) == s.Root && isKey(filepath.Base(p)) && sameDevice(mi, bind) {
+			node = mi
+		}
+	}
+	return bind, node, nil
+}
+
+// sameDevice tells whether a and b are mounts of the same file system at
+// the same root: device, type, source and root alike.
+func sameDevice(a, b mount.MountInfo) bool {
+	return a.Major == b.Major && a.Minor == b.Minor && a.FsType == b.FsType && a.Source == b.Source && a.Root == b.Root
+}
+
+func isKey(name string) bool {
+	if len(name) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(name)
+	return err == nil
+}
+
+func (s Shared) mountTable() ([]mount.MountInfo, error) {
+	read := s.V.MountTable
+	if read == nil {
+		read = func() ([]mount.MountInfo, error) { return mountinfo.ParseFile("/proc/self/mountinfo") }
+	}
+	mis, err := read()
+	if err != nil {
+		return nil, fmt.Errorf("read the mount table: %w", err)
+	}
+	return mis, nil
+}
+
+// openRoot makes Root when missing (its parents too) and opens it,
+// following no symbolic link at its last component, and checks that root
+// owns it and that nobody else may write it: the lock files and the
+// shared mounts' directories are made beneath the descriptor.
+func (s Shared) openRoot() (*os.File, error) {
+	if !filepath.IsAbs(s.Root) || filepath.Clean(s.Root) != s.Root {
+		return nil, fmt.Errorf("the shared mounts' directory %q is not a clean absolute path", s.Root)
+	}
+	if err := os.MkdirAll(s.Root, 0o700); err != nil {
+		return nil, fmt.Errorf("create the shared mounts' directory: %w", err)
+	}
+	fd, err := unix.Open(s.Root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the shared mounts' directory %s: %w", s.Root, err)
+	}
+	f := os.NewFile(uintptr(fd), s.Root)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("stat %s: %w", s.Root, err)
+	}
+	if st.Uid != 0 || st.Mode&0o022 != 0 {
+		f.Close()
+		return nil, fmt.Errorf("the shared mounts' directory %s is owned by uid %d with mode %#o: want root's, written by nobody else", s.Root, st.Uid, st.Mode&0o7777)
+	}
+	return f, nil
+}
+
+// lockPoll is how often a call looks whether the lock of its volume is
+// free.
+const lockPoll = 20 * time.Millisecond
+
+// lock takes the lock of key's volume, beneath root (opened by openat2,
+// following no symbolic link), within ctx and the Mounter's timeout. The
+// file is made when missing and never removed, so that two calls never
+// lock two files of one name.
+func (s Shared) lock(ctx context.Context, root *os.File, key string) (func(), error) {
+	name := key + ".lock"
+	fd, err := unix.Openat2(int(root.Fd()), name, &unix.OpenHow{
+		Flags:   unix.O_RDWR | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
+		Mode:    0o600,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open the lock %s: %w", filepath.Join(s.Root, name), err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != 0 {
+		unix.Close(fd)
+		return nil, fmt.Errorf("the lock %s is not a regular file of root's", filepath.Join(s.Root, name))
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.V.TimeoutOrDefault())
+	defer cancel()
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { unix.Close(fd) }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("lock %s: %w", filepath.Join(s.Root, name), err)
+		}
+		select {
+		case <-ctx.Done():
+			unix.Close(fd)
+			return nil, fmt.Errorf("another call on the volume holds %s: not free within %s", filepath.Join(s.Root, name), s.V.TimeoutOrDefault())
+		case <-time.After(lockPoll):
+		}
+	}
+}
+
+// Bind clones the mount at node, showing sub (resolved beneath it by
+// descriptors, see [mountfd.CloneBeneath]), sets it nosuid and nodev, and
+// read-only when ro, and moves it onto target, opened without following a
+// symbolic link.
+func Bind(node, sub, target string, ro bool) error {
+	tree, err := mountfd.CloneBeneath(node, sub)
+	if err != nil {
+		return err
+	}
+	defer tree.Close()
+	// No set-user-ID program or device node of the volume's writers
+	// takes effect through the bind (nor in the containers, whose binds
+	// of the target inherit its flags).
+	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE, Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if ro {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
+	if err := unix.MountSetattr(int(tree.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("mount_setattr: %w", err)
+	}
+	fd, err := unix.Open(target, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open target %s: %w", target, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.MoveMount(int(tree.Fd()), "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount onto %s: %w", target, err)
+	}
+	return nil
+}

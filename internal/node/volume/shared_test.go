@@ -1,0 +1,295 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd/mountfdtest"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
+	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
+)
+
+// nodeCommands runs its commands on the node (here: the test's private
+// mount namespace) and keeps the records it is given in memory.
+type nodeCommands struct {
+	mu       sync.Mutex
+	mounts   []string // the argv of each mount it ran
+	records  map[string]mcexec.MountRecord
+	forgoten []string
+}
+
+var _ mcexec.Executor = (*nodeCommands)(nil)
+
+func (e *nodeCommands) Command(name string, args ...string) utilexec.Cmd {
+	return e.CommandContext(context.Background(), name, args...)
+}
+
+func (e *nodeCommands) CommandContext(ctx context.Context, name string, args ...string) utilexec.Cmd {
+	if name == "mount" {
+		e.mu.Lock()
+		e.mounts = append(e.mounts, strings.Join(args, " "))
+		e.mu.Unlock()
+	}
+	return utilexec.New().CommandContext(ctx, name, args...)
+}
+
+func (e *nodeCommands) LookPath(file string) (string, error) { return utilexec.New().LookPath(file) }
+func (e *nodeCommands) DecisionOf(utilexec.Cmd) (mcexec.Decision, bool) {
+	return mcexec.Decision{}, false
+}
+func (e *nodeCommands) RecordsDir() string { return "" }
+func (e *nodeCommands) RecordMount(_ utilexec.Cmd, r mcexec.MountRecord) (error, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.records == nil {
+		e.records = map[string]mcexec.MountRecord{}
+	}
+	e.records[r.Target] = r
+	return nil, nil
+}
+
+func (e *nodeCommands) ForgetMount(target string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.records, target)
+	e.forgoten = append(e.forgoten, target)
+	return nil
+}
+
+// sharedBed is a node's kubelet directory on a tmpfs, with a Shared of a
+// Mounter whose commands run on the node.
+func sharedBed(t *testing.T) (Shared, *nodeCommands, string) {
+	t.Helper()
+	base := mountfdtest.Base(t)
+	exec := &nodeCommands{}
+	v := &Mounter{Plugin: "kubernetes.io/glusterfs", Exec: exec, Timeout: 10 * time.Second}
+	return Shared{V: v, Root: filepath.Join(base, "plugins", "mountcontainers.io~glusterfs", "shared")}, exec, base
+}
+
+// podDir is the volume directory of pod uid, as the kubelet names it.
+func podDir(base, uid string) string {
+	return filepath.Join(base, "pods", uid, "volumes", "mountcontainers.io~glusterfs", "data")
+}
+
+// tmpfsMount is a volume of a "file system" every node has: a tmpfs named
+// after the volume, so that mounts of two volumes differ in source.
+func tmpfsMount(volume string, opts ...string) fs.Mount {
+	return fs.Mount{FSType: "tmpfs", Source: "vol-" + volume, Options: append([]string{"size=1m"}, opts...), Pod: &mountrecord.Pod{Namespace: "ns", Name: "p-" + volume, UID: "u"}}
+}
+
+// mountsOf returns the node's mounts whose source is source.
+func mountsOf(t *testing.T, source string) []string {
+	t.Helper()
+	mis, err := mountinfo.ParseFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mi := range mis {
+		if mi.Source == source {
+			out = append(out, mountinfo.Unescape(mi.MountPoint))
+		}
+	}
+	return out
+}
+
+// TestSharedMountsOnePerVolume: the pods of one volume get binds of one
+// mount of the node, made once (one mount(8), recorded, naming no pod);
+// each pod's directory shows what another pod writes; pods of another
+// volume, or of the same volume with other options, get a mount of their
+// own. Unmounting a bind leaves the node's mount while other binds remain;
+// the last one unmounts it and forgets its record. Unmount answers "not
+// mine" for a mount that is no bind of a shared one.
+func TestSharedMountsOnePerVolume(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	s, exec, base := sharedBed(t)
+	ctx := context.Background()
+	a, b, c, d := podDir(base, "a"), podDir(base, "b"), podDir(base, "c"), podDir(base, "d")
+	for _, dir := range []string{a, b} {
+		msg, err := s.Mount(ctx, tmpfsMount("one"), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(msg, "bound vol-one at "+dir) {
+			t.Errorf("mount at %s: message %q", dir, msg)
+		}
+	}
+	if _, err := s.Mount(ctx, tmpfsMount("two"), c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Mount(ctx, tmpfsMount("one", "ro"), d); err != nil {
+		t.Fatal(err)
+	}
+	if len(exec.mounts) != 3 {
+		t.Fatalf("mount(8) ran %d times (%q), want 3: once per volume and options", len(exec.mounts), exec.mounts)
+	}
+	node := filepath.Join(s.Root, SharedKey(s.V.Plugin, tmpfsMount("one")))
+	if got, want := mountsOf(t, "vol-one"), []string{node, a, b}; !slices.Equal(got[:3], want) {
+		t.Errorf("mounts of vol-one: %q, want %q first", got, want)
+	}
+	r, ok := exec.records[node]
+	if !ok || r.Pod != nil || len(exec.records) != 3 {
+		t.Errorf("records %+v: want one per node mount, %s's naming no pod", exec.records, node)
+	}
+	if err := os.WriteFile(filepath.Join(a, "f"), []byte("from a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(b, "f")); err != nil || string(got) != "from a" {
+		t.Errorf("pod b reads %q (%v), want what pod a wrote", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(c, "f")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pod c, of another volume, sees a's file: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "g"), nil, 0o644); !errors.Is(err, unix.EROFS) {
+		t.Errorf("a write through the read-only volume's bind: %v, want EROFS", err)
+	}
+	// Mount again at a: already there.
+	if msg, err := s.Mount(ctx, tmpfsMount("one"), a); err != nil || !strings.Contains(msg, "already mounted") {
+		t.Errorf("a second mount at %s: %q, %v", a, msg, err)
+	}
+
+	msg, ok, err := s.Unmount(ctx, a)
+	if err != nil || !ok || !strings.Contains(msg, "stays (1 other binds of it)") {
+		t.Fatalf("unmount %s: %q, %t, %v: want the node's mount kept for b", a, msg, ok, err)
+	}
+	nodeRO := filepath.Join(s.Root, SharedKey(s.V.Plugin, tmpfsMount("one", "ro")))
+	if got := mountsOf(t, "vol-one"); !slices.Equal(got, []string{node, b, nodeRO, d}) {
+		t.Errorf("after a's unmount, mounts of vol-one: %q, want %q", got, []string{node, b, nodeRO, d})
+	}
+	msg, ok, err = s.Unmount(ctx, b)
+	if err != nil || !ok || !strings.Contains(msg, "its last bind: unmounted "+node) {
+		t.Fatalf("unmount %s: %q, %t, %v: want the node's mount gone with it", b, msg, ok, err)
+	}
+	if got := mountsOf(t, "vol-one"); !slices.Equal(got, []string{nodeRO, d}) {
+		t.Errorf("after b's unmount, mounts of vol-one: %q, want the read-only one's only", got)
+	}
+	if _, ok := exec.records[node]; ok {
+		t.Errorf("the record of %s is still there", node)
+	}
+	if _, err := os.Lstat(node); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s: %v, want it removed", node, err)
+	}
+	// Unmounted already: not a bind of a shared mount any more.
+	if _, ok, err := s.Unmount(ctx, a); ok || err != nil {
+		t.Errorf("unmount of %s again: %t, %v: want it left to the per-pod unmount", a, ok, err)
+	}
+	// A mount of the volume's source that is not the node's: not shared.
+	own := podDir(base, "own")
+	mountfdtest.MountTmpfs(t, own)
+	if _, ok, err := s.Unmount(ctx, own); ok || err != nil {
+		t.Errorf("unmount of a plain tmpfs at %s: %t, %v: want it left to the per-pod unmount", own, ok, err)
+	}
+}
+
+// TestSharedMountRefusesSecrets: a mount with a secret is never shared,
+// and nothing is made.
+func TestSharedMountRefusesSecrets(t *testing.T) {
+	s := Shared{V: &Mounter{Exec: &noCommands{t: t}}, Root: filepath.Join(t.TempDir(), "shared")}
+	m := tmpfsMount("one")
+	m.Secret = &fs.Secret{Option: "secretfile", Data: []byte("k")}
+	if _, err := s.Mount(context.Background(), m, "/var/lib/kubelet/pods/x/volumes/v/data"); !errors.Is(err, ErrSecretNotShared) {
+		t.Fatalf("Mount with a secret: %v, want ErrSecretNotShared", err)
+	}
+	if _, err := os.Lstat(s.Root); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s: %v, want nothing made", s.Root, err)
+	}
+}
+
+// TestSharedRootTrusted: a shared mounts' directory that another user
+// owns, or that others may write, is refused, and nothing is mounted; so
+// is a symbolic link there.
+func TestSharedRootTrusted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to own the directory")
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func(root string) error
+		want  string
+	}{
+		{"writable by others", func(root string) error {
+			if err := os.MkdirAll(root, 0o700); err != nil {
+				return err
+			}
+			return os.Chmod(root, 0o777)
+		}, "written by nobody else"},
+		{"another user's", func(root string) error {
+			if err := os.MkdirAll(root, 0o700); err != nil {
+				return err
+			}
+			return os.Chown(root, 1000, 0)
+		}, "owned by uid 1000"},
+		{"a symbolic link", func(root string) error {
+			dir := filepath.Join(filepath.Dir(root), "elsewhere")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+			return os.Symlink(dir, root)
+		}, "not a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Shared{V: &Mounter{Exec: &noCommands{t: t}}, Root: filepath.Join(t.TempDir(), "shared")}
+			if err := tc.setup(s.Root); err != nil {
+				t.Fatal(err)
+			}
+			_, err := s.Mount(context.Background(), tmpfsMount("one"), "/var/lib/kubelet/pods/x/volumes/v/data")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Mount: %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestSharedMountsRace: many pods of one volume mounting and unmounting at
+// once, each call a goroutine as each driver call is a process: the
+// volume's lock file serialises them; one mount(8) per time the node had
+// no mount, and nothing left at the end.
+func TestSharedMountsRace(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	s, exec, base := sharedBed(t)
+	ctx := context.Background()
+	const pods = 16
+	var wg sync.WaitGroup
+	errs := make([]error, pods)
+	for i := range pods {
+		wg.Go(func() {
+			dir := podDir(base, string(rune('a'+i)))
+			if _, err := s.Mount(ctx, tmpfsMount("one"), dir); err != nil {
+				errs[i] = err
+				return
+			}
+			if err := os.WriteFile(filepath.Join(dir, "f"+string(rune('a'+i))), nil, 0o644); err != nil {
+				errs[i] = err
+				return
+			}
+			_, _, errs[i] = s.Unmount(ctx, dir)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if got := mountsOf(t, "vol-one"); len(got) != 0 {
+		t.Errorf("mounts of vol-one left: %q", got)
+	}
+	if len(exec.records) != 0 {
+		t.Errorf("records left: %+v", exec.records)
+	}
+	t.Logf("%d pods, mount(8) ran %d times", pods, len(exec.mounts))
+}
