@@ -91,6 +91,9 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 		return "", fmt.Errorf("mount %s at %s: create %s: %w", m.Describe(), dir, filepath.Join(s.Root, key), err)
 	}
 	node := filepath.Join(s.Root, key)
+	if st, err := s.V.StateContext(ctx, node); err == nil && st == Corrupted {
+		return "", fmt.Errorf("mount %s at %s: the node's mount of it at %s, which the node's pods of the volume share, is dead (its FUSE daemon ended): the mount pod's recovery mounts it again, and a retry then binds it", m.Describe(), dir, node)
+	}
 	// The node's mount serves many pods: it names none (the recovery's
 	// Events and the record's pod are of one pod).
 	m.Pod = nil
@@ -159,7 +162,9 @@ func (s Shared) Unmount(ctx context.Context, dir string) (msg string, ok bool, e
 		switch {
 		case mi.ID == node.ID:
 			stillThere = true
-		case mi.ID != bind.ID && sameDevice(mi, node):
+		case mi.ID != bind.ID && (sameDevice(mi, node) || sameDevice(mi, bind)):
+			// A bind of the node's mount, or of the mount it replaced
+			// if the recovery has not given that bind the new one yet.
 			others++
 		}
 	}
@@ -206,11 +211,24 @@ func (s Shared) bindAt(dir string) (bind, node mount.MountInfo, err error) {
 	if strings.HasPrefix(bind.FsType, "fuse") && !slices.Contains(bind.SuperOptions, "user_id=0") {
 		return bind, node, nil
 	}
+	// By its device; else, while the recovery replaces a dead node's
+	// mount (the bind still shows the dead one's device), the one node's
+	// mount of the same type and source.
+	var bySource []mount.MountInfo
 	for _, mi := range mis {
 		p := mountinfo.Unescape(mi.MountPoint)
-		if mi.ID != bind.ID && filepath.Dir(p) == s.Root && isKey(filepath.Base(p)) && sameDevice(mi, bind) {
-			node = mi
+		if mi.ID == bind.ID || filepath.Dir(p) != s.Root || !isKey(filepath.Base(p)) {
+			continue
 		}
+		if sameDevice(mi, bind) {
+			return bind, mi, nil
+		}
+		if mi.FsType == bind.FsType && mi.Source == bind.Source && mi.Root == bind.Root {
+			bySource = append(bySource, mi)
+		}
+	}
+	if len(bySource) == 1 {
+		node = bySource[0]
 	}
 	return bind, node, nil
 }

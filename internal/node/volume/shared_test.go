@@ -293,3 +293,42 @@ func TestSharedMountsRace(t *testing.T) {
 	}
 	t.Logf("%d pods, mount(8) ran %d times", pods, len(exec.mounts))
 }
+
+// TestSharedUnmountWhileReplaced: while the recovery replaces a node's
+// mount (a new one at its place, the pods' binds still of the old one),
+// an unmount of a bind still finds the node's mount by its type and
+// source, counts the other bind of the old one, and keeps the node's
+// mount; the last bind's unmount removes it.
+func TestSharedUnmountWhileReplaced(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	s, _, base := sharedBed(t)
+	ctx := context.Background()
+	a, b := podDir(base, "a"), podDir(base, "b")
+	for _, dir := range []string{a, b} {
+		if _, err := s.Mount(ctx, tmpfsMount("one"), dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := filepath.Join(s.Root, SharedKey(s.V.Plugin, tmpfsMount("one")))
+	// What the recovery does to the node's mount (the binds are left to
+	// its Reattach, which has not run).
+	if err := unix.Unmount(node, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("vol-one", node, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	msg, ok, err := s.Unmount(ctx, a)
+	if err != nil || !ok || !strings.Contains(msg, "stays (1 other binds of it)") {
+		t.Fatalf("unmount %s: %q, %t, %v: want the node's mount kept for b's bind of the old one", a, msg, ok, err)
+	}
+	msg, ok, err = s.Unmount(ctx, b)
+	if err != nil || !ok || !strings.Contains(msg, "its last bind: unmounted "+node) {
+		t.Fatalf("unmount %s: %q, %t, %v: want the node's mount gone with it", b, msg, ok, err)
+	}
+	if got := mountsOf(t, "vol-one"); len(got) != 0 {
+		t.Errorf("mounts of vol-one left: %q", got)
+	}
+}
