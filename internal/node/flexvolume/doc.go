@@ -91,8 +91,8 @@
 // the node sees it, the timeout of each mount or unmount, the exec mode
 // (how mount and umount reach the mount pod: its exec socket or CRI
 // ExecSync), an optional log file, the administrator's allow-list of
-// servers (GlusterFS servers, Ceph monitors), the file system and the
-// secrets directory. See [Settings] and [LoadSettings] for how the
+// servers (GlusterFS servers, Ceph monitors), the file system, the
+// secrets directory and whether mounts are shared. See [Settings] and [LoadSettings] for how the
 // environment overrides them. A key the settings do not have is an error,
 // as in a volume's options: a misspelt allowedServers must not leave every
 // server allowed.
@@ -172,6 +172,18 @@
 //     script, and options such as log-file would let a pod author write
 //     files as root in the mount pod).
 //
+// # One mount per volume and node
+//
+// By default each pod's volume directory is a mount of its own, with a
+// FUSE daemon of its own. With [Settings].SharedMounts the driver mounts
+// a volume once per node, beneath the kubelet's directory
+// ([SharedRoot]), and binds that mount at the directory of each pod that
+// asks for the same mount (the same file system, source and options):
+// see [volume.Shared]. The mount pod's recovery brings the node's mount
+// back and gives every bind of it the new one. A volume that needs a
+// secret is mounted per pod regardless. An unmount handles a bind of a
+// node's mount whatever the setting says now.
+//
 // # Caveats
 //
 // The FUSE daemon of a mount runs in a scope of its own (docs/scopes.md):
@@ -182,6 +194,7 @@
 // OnDelete and is upgraded with mountpod-rollout (docs/upgrade.md).
 //
 // [mcexec.Resolver]: github.com/mountcontainers/mountcontainers/pkg/exec.Resolver
+// [volume.Shared]: github.com/mountcontainers/mountcontainers/internal/node/volume.Shared
 // [fs.Filesystem]: github.com/mountcontainers/mountcontainers/internal/shared/fs.Filesystem
 // [fs.ServerPolicy]: github.com/mountcontainers/mountcontainers/internal/shared/fs.ServerPolicy
 // [glusterfs.FS]: github.com/mountcontainers/mountcontainers/internal/shared/fs/glusterfs.FS
