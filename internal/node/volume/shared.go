@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -119,7 +120,8 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 		return "", fmt.Errorf("mount: %s is a broken mount (transport endpoint is not connected): unmount it first", dir)
 	}
 	if err := Bind(node, "/", dir, slices.Contains(m.Options, "ro")); err != nil {
-		return "", fmt.Errorf("mount %s at %s: bind the node's mount %s: %w", m.Describe(), dir, node, err)
+		undo, uerr := s.release(ctx, root, node)
+		return "", fmt.Errorf("mount %s at %s: bind the node's mount %s: %w (%s)", m.Describe(), dir, node, err, cmp.Or(undo, fmt.Sprint(uerr)))
 	}
 	return fmt.Sprintf("bound %s at %s: the node's mount of it at %s (%s)", m.Describe(), dir, node, made), nil
 }
@@ -152,37 +154,54 @@ func (s Shared) Unmount(ctx context.Context, dir string) (msg string, ok bool, e
 		return "", true, fmt.Errorf("%s; the node's mount %s: %w", msg, nodePath, err)
 	}
 	defer unlock()
-	mis, err := s.mountTable()
+	out, err := s.release(ctx, root, nodePath, node, bind)
 	if err != nil {
 		return "", true, fmt.Errorf("%s; the node's mount %s: %w", msg, nodePath, err)
 	}
-	var others int
-	stillThere := false
+	return msg + "; " + out, true, nil
+}
+
+// release unmounts the node's mount at nodePath (and forgets its record,
+// and removes its directory) unless the node still has a bind of it, with
+// the lock of its volume held. The mount is found again at nodePath: the
+// recovery may have replaced it since the caller looked. A mount of the
+// same file system as one of also (the one the caller found, the bind it
+// removed: one that the recovery has not given the new mount yet) counts
+// as a bind too.
+func (s Shared) release(ctx context.Context, root *os.File, nodePath string, also ...mount.MountInfo) (string, error) {
+	mis, err := s.mountTable()
+	if err != nil {
+		return "", err
+	}
+	var node mount.MountInfo
 	for _, mi := range mis {
-		switch {
-		case mi.ID == node.ID:
-			stillThere = true
-		case mi.ID != bind.ID && (sameDevice(mi, node) || sameDevice(mi, bind)):
-			// A bind of the node's mount, or of the mount it replaced
-			// if the recovery has not given that bind the new one yet.
+		if mountinfo.Unescape(mi.MountPoint) == nodePath {
+			node = mi // the last one is the topmost
+		}
+	}
+	if node.ID == 0 {
+		return "the node's mount " + nodePath + " is gone already", nil
+	}
+	others := 0
+	for _, mi := range mis {
+		if mi.ID == node.ID || mountinfo.Unescape(mi.MountPoint) == nodePath {
+			continue
+		}
+		if sameDevice(mi, node) || slices.ContainsFunc(also, func(o mount.MountInfo) bool { return o.ID != 0 && o.ID != mi.ID && sameDevice(mi, o) }) {
 			others++
 		}
 	}
-	switch {
-	case !stillThere:
-		// Unmounted meanwhile by an earlier call.
-		return msg, true, nil
-	case others > 0:
-		return fmt.Sprintf("%s; the node's mount %s stays (%d other binds of it)", msg, nodePath, others), true, nil
+	if others > 0 {
+		return fmt.Sprintf("the node's mount %s stays (%d other binds of it)", nodePath, others), nil
 	}
 	out, err := s.V.Unmount(ctx, nodePath)
 	if err != nil {
-		return "", true, fmt.Errorf("%s; its last bind: %w", msg, err)
+		return "", err
 	}
-	if err := unix.Unlinkat(int(root.Fd()), key, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := unix.Unlinkat(int(root.Fd()), filepath.Base(nodePath), unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 		out += fmt.Sprintf(" (remove %s: %v)", nodePath, err)
 	}
-	return msg + "; its last bind: " + out, true, nil
+	return "its last bind: " + out, nil
 }
 
 // bindAt returns the mount at dir (the topmost) and, when it is a bind of

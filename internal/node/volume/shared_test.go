@@ -332,3 +332,40 @@ func TestSharedUnmountWhileReplaced(t *testing.T) {
 		t.Errorf("mounts of vol-one left: %q", got)
 	}
 }
+
+// TestSharedMountUndone: when the bind fails (a file where the pod's
+// directory should be), the node's mount made for it goes again, record
+// and all; one that other pods' binds hold stays.
+func TestSharedMountUndone(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	s, exec, base := sharedBed(t)
+	ctx := context.Background()
+	bad := podDir(base, "bad")
+	if err := os.MkdirAll(filepath.Dir(bad), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Mount(ctx, tmpfsMount("one"), bad)
+	if err == nil || !strings.Contains(err.Error(), "its last bind: unmounted") {
+		t.Fatalf("Mount at a file: %v, want the bind's error and the node's mount undone", err)
+	}
+	if got := mountsOf(t, "vol-one"); len(got) != 0 || len(exec.records) != 0 {
+		t.Fatalf("after a failed bind: mounts %q, records %+v; want none", got, exec.records)
+	}
+	good := podDir(base, "good")
+	if _, err := s.Mount(ctx, tmpfsMount("one"), good); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Mount(ctx, tmpfsMount("one"), bad)
+	if err == nil || !strings.Contains(err.Error(), "stays (1 other binds of it)") {
+		t.Fatalf("Mount at a file beside a good pod: %v, want the node's mount kept", err)
+	}
+	node := filepath.Join(s.Root, SharedKey(s.V.Plugin, tmpfsMount("one")))
+	if got := mountsOf(t, "vol-one"); !slices.Equal(got, []string{node, good}) {
+		t.Fatalf("mounts %q, want the node's and the good pod's bind", got)
+	}
+}
