@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
@@ -112,7 +114,27 @@ func (g *glusterEnv) testSharedMounts(t *testing.T, mode mcexec.ExecMode) {
 			t.Fatalf("pod %s restarted %d times", p, n)
 		}
 	}
-	t.Logf("the daemon killed: both pods write and read again %s (the node's mount %s, now device %s)", after, node, newDev)
+	// The binds stay nosuid and nodev, on the node and in the containers:
+	// nothing of a writer of the volume runs set-user-ID or opens a device
+	// through them after the recovery either.
+	for _, p := range []string{a.Name, b.Name} {
+		info := bed.MustExec(t, g.ns, p, "main", "cat", "/proc/self/mountinfo")
+		opts := ""
+		for _, line := range strings.Split(info, "\n") {
+			if f := strings.Fields(line); len(f) > 5 && f[4] == "/data" {
+				opts = f[5]
+			}
+		}
+		if !strings.Contains(","+opts+",", ",nosuid,") || !strings.Contains(","+opts+",", ",nodev,") {
+			t.Fatalf("after the recovery pod %s's /data has the options %q, want nosuid and nodev", p, opts)
+		}
+	}
+	for _, d := range []string{dirA, dirB} {
+		if opts := hostMountOptions(t, d); !slices.Contains(opts, "nosuid") || !slices.Contains(opts, "nodev") {
+			t.Fatalf("after the recovery the node's %s has the options %q, want nosuid and nodev", d, opts)
+		}
+	}
+	t.Logf("the daemon killed: both pods write and read again %s (the node's mount %s, now device %s), their binds still nosuid and nodev", after, node, newDev)
 
 	// a goes: the node's mount stays for b.
 	deletePod(t, g, a.Name, a.UID)
@@ -194,4 +216,21 @@ func setDriverSettings(t *testing.T, driver string, mode mcexec.ExecMode, change
 	change(&s)
 	writeDriverSettings(t, path, s)
 	return log
+}
+
+// hostMountOptions returns the per-mount options of the (topmost) mount at
+// dir in the node's mount table.
+func hostMountOptions(t *testing.T, dir string) []string {
+	t.Helper()
+	infos, err := mount.ParseMountInfo(framework.NodeProcOf() + "/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []string
+	for _, mi := range infos {
+		if mi.MountPoint == dir {
+			opts = mi.MountOptions
+		}
+	}
+	return opts
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountfd"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountinfo"
+	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
 // Shared makes one mount of each volume per node and binds it at the
@@ -41,6 +42,9 @@ import (
 // The calls of one volume are serialised by a lock file, Root/<key>.lock
 // (flock), since each call of the Flexvolume driver is a process of its
 // own; the wait for it is bounded by the Mounter's timeout.
+//
+// The pods of a volume on a node share its daemon, whatever their
+// namespaces: its load, and its failure until the recovery brings it back.
 type Shared struct {
 	// V makes and removes the shared mounts.
 	V *Mounter
@@ -69,7 +73,8 @@ func SharedKey(plugin string, m fs.Mount) string {
 // mount first when the node has none. dir is a clean absolute path,
 // created when missing; a mount there already is left as it is (the
 // message says so). The bind is nosuid and nodev, and read-only when m's
-// options say ro.
+// options say ro. A node's mount made for a bind that then fails goes
+// again.
 func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, error) {
 	if m.Secret != nil {
 		return "", fmt.Errorf("mount %s at %s: %w", m.Describe(), dir, ErrSecretNotShared)
@@ -88,22 +93,9 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 		return "", fmt.Errorf("mount %s at %s: %w", m.Describe(), dir, err)
 	}
 	defer unlock()
-	if err := unix.Mkdirat(int(root.Fd()), key, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-		return "", fmt.Errorf("mount %s at %s: create %s: %w", m.Describe(), dir, filepath.Join(s.Root, key), err)
-	}
-	node := filepath.Join(s.Root, key)
-	if st, err := s.V.StateContext(ctx, node); err == nil && st == Corrupted {
-		return "", fmt.Errorf("mount %s at %s: the node's mount of it at %s, which the node's pods of the volume share, is dead (its FUSE daemon ended): the mount pod's recovery mounts it again, and a retry then binds it", m.Describe(), dir, node)
-	}
-	// The node's mount serves many pods: it names none (the recovery's
-	// Events and the record's pod are of one pod).
-	m.Pod = nil
-	made, err := s.V.MountWith(ctx, m, node, MountOptions{})
-	if err != nil {
-		return "", err
-	}
-	// The target's state before creating it: creating dir stats it,
-	// which the daemon of a mount there would answer, or hang.
+	// The target first, so that nothing is mounted for a target that
+	// cannot take it. Its state before creating it: creating dir stats
+	// it, which the daemon of a mount there would answer, or hang.
 	st, err := s.V.StateContext(ctx, dir)
 	if err == nil && st == Missing {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -119,6 +111,29 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 	case st == Corrupted:
 		return "", fmt.Errorf("mount: %s is a broken mount (transport endpoint is not connected): unmount it first", dir)
 	}
+	if err := unix.Mkdirat(int(root.Fd()), key, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return "", fmt.Errorf("mount %s at %s: create %s: %w", m.Describe(), dir, filepath.Join(s.Root, key), err)
+	}
+	node := filepath.Join(s.Root, key)
+	switch nst, err := s.V.StateContext(ctx, node); {
+	case err != nil:
+		return "", fmt.Errorf("mount %s at %s: %w", m.Describe(), dir, err)
+	case nst == Corrupted:
+		return "", fmt.Errorf("mount %s at %s: the node's mount of it at %s, which the node's pods of the volume share, is dead (its FUSE daemon ended): the mount pod's recovery mounts it again, and a retry then binds it", m.Describe(), dir, node)
+	case nst == NotMounted && s.recorded(node):
+		// Recorded but not mounted: the recovery is between its unmount
+		// and its mount of it (a mount here now would be stacked under
+		// its own), or drops the record at its next pass.
+		return "", fmt.Errorf("mount %s at %s: the node's mount of it at %s is being brought back by the mount pod's recovery: a retry then binds it", m.Describe(), dir, node)
+	}
+	// The node's mount serves many pods: it names none (the recovery's
+	// Events and the record's pod are of one pod).
+	m.Pod = nil
+	made, err := s.V.MountWith(ctx, m, node, MountOptions{})
+	if err != nil {
+		undo, uerr := s.release(ctx, root, node)
+		return "", fmt.Errorf("%w (%s)", err, cmp.Or(undo, fmt.Sprint(uerr)))
+	}
 	if err := Bind(node, "/", dir, slices.Contains(m.Options, "ro")); err != nil {
 		undo, uerr := s.release(ctx, root, node)
 		return "", fmt.Errorf("mount %s at %s: bind the node's mount %s: %w (%s)", m.Describe(), dir, node, err, cmp.Or(undo, fmt.Sprint(uerr)))
@@ -126,10 +141,25 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 	return fmt.Sprintf("bound %s at %s: the node's mount of it at %s (%s)", m.Describe(), dir, node, made), nil
 }
 
+// recorded tells whether the mount at target has a mount record.
+func (s Shared) recorded(target string) bool {
+	dir := s.V.Exec.RecordsDir()
+	if dir == "" {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(dir, mountrecord.FileName(target)))
+	return err == nil
+}
+
 // Unmount removes the bind at dir of a shared mount (a dead one too), and
 // the shared mount after its last bind on the node, with its record. ok is
 // false when dir is no bind of a shared mount: the caller unmounts it as
-// any other ([Mounter.Unmount]).
+// any other ([Mounter.Unmount]). The bind is removed with the volume's
+// lock held: a call that cannot have it in time fails before removing
+// anything, and its retry does it all. Node's mounts of other volumes
+// left with no bind (their last bind removed while the recovery was
+// replacing them, when this call could not tell them) go too, those whose
+// lock is free.
 func (s Shared) Unmount(ctx context.Context, dir string) (msg string, ok bool, err error) {
 	if err := CheckDir(dir); err != nil {
 		return "", false, nil
@@ -139,55 +169,109 @@ func (s Shared) Unmount(ctx context.Context, dir string) (msg string, ok bool, e
 		return "", false, nil
 	}
 	nodePath := mountinfo.Unescape(node.MountPoint)
-	key := filepath.Base(nodePath)
-	msg, err = s.V.Unmount(ctx, dir)
-	if err != nil {
-		return "", true, err
-	}
 	root, err := s.openRoot()
 	if err != nil {
-		return "", true, fmt.Errorf("%s; the node's mount %s: %w", msg, nodePath, err)
+		return "", true, fmt.Errorf("unmount %s, a bind of the node's mount %s: %w", dir, nodePath, err)
 	}
 	defer root.Close()
-	unlock, err := s.lock(ctx, root, key)
+	unlock, err := s.lock(ctx, root, filepath.Base(nodePath))
 	if err != nil {
-		return "", true, fmt.Errorf("%s; the node's mount %s: %w", msg, nodePath, err)
+		return "", true, fmt.Errorf("unmount %s, a bind of the node's mount %s: %w", dir, nodePath, err)
 	}
-	defer unlock()
+	msg, err = s.V.Unmount(ctx, dir)
+	if err != nil {
+		unlock()
+		return "", true, err
+	}
 	out, err := s.release(ctx, root, nodePath, node, bind)
+	unlock()
 	if err != nil {
 		return "", true, fmt.Errorf("%s; the node's mount %s: %w", msg, nodePath, err)
 	}
-	return msg + "; " + out, true, nil
+	return msg + "; " + out + s.sweep(ctx, root, nodePath), true, nil
 }
 
-// release unmounts the node's mount at nodePath (and forgets its record,
-// and removes its directory) unless the node still has a bind of it, with
-// the lock of its volume held. The mount is found again at nodePath: the
-// recovery may have replaced it since the caller looked. A mount of the
-// same file system as one of also (the one the caller found, the bind it
-// removed: one that the recovery has not given the new mount yet) counts
-// as a bind too.
+// sweep releases the node's mounts beneath root other than except whose
+// lock is free now, and says what it unmounted.
+func (s Shared) sweep(ctx context.Context, root *os.File, except string) string {
+	mis, err := s.mountTable()
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, p := range s.nodeMounts(mis) {
+		if p == except {
+			continue
+		}
+		unlock, ok := s.tryLock(root, filepath.Base(p))
+		if !ok {
+			continue
+		}
+		if msg, err := s.release(ctx, root, p); err == nil && strings.HasPrefix(msg, "its last bind") {
+			out = append(out, "unmounted "+p+", which had no bind left")
+		}
+		unlock()
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(out, "; ")
+}
+
+// nodeMounts returns the mount points of the node's mounts beneath Root
+// in the table mis, each once.
+func (s Shared) nodeMounts(mis []mount.MountInfo) []string {
+	var out []string
+	for _, mi := range mis {
+		p := mountinfo.Unescape(mi.MountPoint)
+		if filepath.Dir(p) == s.Root && isKey(filepath.Base(p)) && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// release unmounts the node's mount at nodePath, forgets its record and
+// removes its directory and lock file, unless the node still has a bind of
+// it; the caller holds the lock of its volume. The mount is found again at
+// nodePath: the recovery may have replaced it since the caller looked. A
+// bind is a mount of the node's mount's device, or of one of also (the
+// mount the caller found there, the bind it removed), or, of a device no
+// node's mount has now, of the same file system, source and root (the
+// recovery may still have to give it the new mount): in doubt, the node's
+// mount stays.
 func (s Shared) release(ctx context.Context, root *os.File, nodePath string, also ...mount.MountInfo) (string, error) {
 	mis, err := s.mountTable()
 	if err != nil {
 		return "", err
 	}
 	var node mount.MountInfo
+	live := map[[2]int]bool{}
 	for _, mi := range mis {
-		if mountinfo.Unescape(mi.MountPoint) == nodePath {
+		p := mountinfo.Unescape(mi.MountPoint)
+		if p == nodePath {
 			node = mi // the last one is the topmost
 		}
+		if filepath.Dir(p) == s.Root && isKey(filepath.Base(p)) {
+			live[[2]int{mi.Major, mi.Minor}] = true
+		}
 	}
+	key := filepath.Base(nodePath)
 	if node.ID == 0 {
+		s.removeKey(root, key)
 		return "the node's mount " + nodePath + " is gone already", nil
 	}
 	others := 0
 	for _, mi := range mis {
-		if mi.ID == node.ID || mountinfo.Unescape(mi.MountPoint) == nodePath {
-			continue
+		p := mountinfo.Unescape(mi.MountPoint)
+		if filepath.Dir(p) == s.Root && isKey(filepath.Base(p)) {
+			continue // a node's mount, not a bind
 		}
-		if sameDevice(mi, node) || slices.ContainsFunc(also, func(o mount.MountInfo) bool { return o.ID != 0 && o.ID != mi.ID && sameDevice(mi, o) }) {
+		dev := [2]int{mi.Major, mi.Minor}
+		switch {
+		case sameDevice(mi, node), slices.ContainsFunc(also, func(o mount.MountInfo) bool { return o.ID != 0 && o.ID != mi.ID && sameDevice(mi, o) }):
+			others++
+		case !live[dev] && mi.FsType == node.FsType && mi.Source == node.Source && mi.Root == node.Root:
 			others++
 		}
 	}
@@ -198,10 +282,18 @@ func (s Shared) release(ctx context.Context, root *os.File, nodePath string, als
 	if err != nil {
 		return "", err
 	}
-	if err := unix.Unlinkat(int(root.Fd()), filepath.Base(nodePath), unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
-		out += fmt.Sprintf(" (remove %s: %v)", nodePath, err)
-	}
+	s.removeKey(root, key)
 	return "its last bind: " + out, nil
+}
+
+// removeKey removes key's directory, if empty and no mount point, and its
+// lock file; the caller holds the lock. A call waiting for the lock finds
+// the file gone once it has it, and locks the new one (see [Shared.lock]).
+func (s Shared) removeKey(root *os.File, key string) {
+	if err := unix.Unlinkat(int(root.Fd()), key, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return // still a mount point, or not empty: the lock stays with it
+	}
+	_ = unix.Unlinkat(int(root.Fd()), key+".lock", 0)
 }
 
 // bindAt returns the mount at dir (the topmost) and, when it is a bind of
@@ -310,43 +402,82 @@ func (s Shared) openRoot() (*os.File, error) {
 // free.
 const lockPoll = 20 * time.Millisecond
 
-// lock takes the lock of key's volume, beneath root (opened by openat2,
-// following no symbolic link), within ctx and the Mounter's timeout. The
-// file is made when missing and never removed, so that two calls never
-// lock two files of one name.
+// lock takes the lock of key's volume, the file Root/<key>.lock (made when
+// missing, opened beneath root by openat2 following no symbolic link),
+// within ctx and the Mounter's timeout. The file is removed with the
+// node's mount ([Shared.removeKey]), so a lock taken on a file that is no
+// longer the one of that name is let go and taken again.
 func (s Shared) lock(ctx context.Context, root *os.File, key string) (func(), error) {
-	name := key + ".lock"
-	fd, err := unix.Openat2(int(root.Fd()), name, &unix.OpenHow{
+	ctx, cancel := context.WithTimeout(ctx, s.V.TimeoutOrDefault())
+	defer cancel()
+	name := filepath.Join(s.Root, key+".lock")
+	for {
+		fd, err := openLock(root, key)
+		if err != nil {
+			return nil, fmt.Errorf("the lock %s: %w", name, err)
+		}
+		for {
+			err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+			if err == nil || !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				unix.Close(fd)
+				return nil, fmt.Errorf("another call on the volume holds %s: not free within %s", name, s.V.TimeoutOrDefault())
+			case <-time.After(lockPoll):
+			}
+		}
+		if err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		if stillNamed(root, key, fd) {
+			return func() { unix.Close(fd) }, nil
+		}
+		unix.Close(fd)
+	}
+}
+
+// tryLock takes the lock of key's volume if it is free now.
+func (s Shared) tryLock(root *os.File, key string) (func(), bool) {
+	fd, err := openLock(root, key)
+	if err != nil {
+		return nil, false
+	}
+	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil || !stillNamed(root, key, fd) {
+		unix.Close(fd)
+		return nil, false
+	}
+	return func() { unix.Close(fd) }, true
+}
+
+// openLock opens key's lock file beneath root, making it when missing: a
+// regular file of root's.
+func openLock(root *os.File, key string) (int, error) {
+	fd, err := unix.Openat2(int(root.Fd()), key+".lock", &unix.OpenHow{
 		Flags:   unix.O_RDWR | unix.O_CREAT | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
 		Mode:    0o600,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open the lock %s: %w", filepath.Join(s.Root, name), err)
+		return -1, err
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != 0 {
 		unix.Close(fd)
-		return nil, fmt.Errorf("the lock %s is not a regular file of root's", filepath.Join(s.Root, name))
+		return -1, errors.New("not a regular file of root's")
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.V.TimeoutOrDefault())
-	defer cancel()
-	for {
-		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { unix.Close(fd) }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			unix.Close(fd)
-			return nil, fmt.Errorf("lock %s: %w", filepath.Join(s.Root, name), err)
-		}
-		select {
-		case <-ctx.Done():
-			unix.Close(fd)
-			return nil, fmt.Errorf("another call on the volume holds %s: not free within %s", filepath.Join(s.Root, name), s.V.TimeoutOrDefault())
-		case <-time.After(lockPoll):
-		}
+	return fd, nil
+}
+
+// stillNamed tells whether fd is still the file root/<key>.lock.
+func stillNamed(root *os.File, key string, fd int) bool {
+	var have, named unix.Stat_t
+	if unix.Fstat(fd, &have) != nil || unix.Fstatat(int(root.Fd()), key+".lock", &named, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return false
 	}
+	return have.Dev == named.Dev && have.Ino == named.Ino
 }
 
 // Bind clones the mount at node, showing sub (resolved beneath it by

@@ -369,3 +369,49 @@ func TestSharedMountUndone(t *testing.T) {
 		t.Fatalf("mounts %q, want the node's and the good pod's bind", got)
 	}
 }
+
+// TestSharedSweep: a bind unmounted while the recovery had the node's
+// mount detached (Unmount cannot tell it is a bind of one, and leaves it
+// to the per-pod unmount) leaves the node's mount with no bind once the
+// recovery mounts it again; the next unmount of a bind of any volume of
+// the driver unmounts it.
+func TestSharedSweep(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	s, exec, base := sharedBed(t)
+	ctx := context.Background()
+	a, c := podDir(base, "a"), podDir(base, "c")
+	if _, err := s.Mount(ctx, tmpfsMount("one"), a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Mount(ctx, tmpfsMount("two"), c); err != nil {
+		t.Fatal(err)
+	}
+	one := filepath.Join(s.Root, SharedKey(s.V.Plugin, tmpfsMount("one")))
+	if err := unix.Unmount(one, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Unmount(ctx, a); ok || err != nil {
+		t.Fatalf("unmount %s while its node's mount is detached: %t, %v; want it left to the per-pod unmount", a, ok, err)
+	}
+	if _, err := s.V.Unmount(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("vol-one", one, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	msg, ok, err := s.Unmount(ctx, c)
+	if err != nil || !ok || !strings.Contains(msg, "unmounted "+one+", which had no bind left") {
+		t.Fatalf("unmount %s: %q, %t, %v: want the other volume's node's mount with no bind unmounted too", c, msg, ok, err)
+	}
+	if got := append(mountsOf(t, "vol-one"), mountsOf(t, "vol-two")...); len(got) != 0 {
+		t.Errorf("mounts left: %q", got)
+	}
+	if len(exec.records) != 0 {
+		t.Errorf("records left: %+v", exec.records)
+	}
+	if des, err := os.ReadDir(s.Root); err != nil || len(des) != 0 {
+		t.Errorf("%s holds %v (%v), want nothing: directories and lock files go with their mounts", s.Root, des, err)
+	}
+}

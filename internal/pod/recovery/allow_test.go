@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 )
 
@@ -118,5 +120,20 @@ func TestRefusedRecordStaysDead(t *testing.T) {
 	got := b.reports.get()
 	if len(got) != 3 || !strings.HasPrefix(got[1], "recovered ") || got[2] != "refused "+target+": server 10.0.0.9 is not allowed any more" {
 		t.Errorf("reported %q; want the refusal, the recovery, the second refusal", got)
+	}
+}
+
+// TestKeptAttrs: a replaced mount keeps nosuid, nodev and noexec, and
+// nothing else of its options becomes a flag.
+func TestKeptAttrs(t *testing.T) {
+	for opts, want := range map[string]uint64{
+		"rw,nosuid,nodev,relatime": unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
+		"ro,noexec":                unix.MOUNT_ATTR_NOEXEC,
+		"rw,relatime":              0,
+		"":                         0,
+	} {
+		if got := keptAttrs(strings.Split(opts, ",")); got != want {
+			t.Errorf("keptAttrs(%q) = %#x, want %#x", opts, got, want)
+		}
 	}
 }

@@ -139,6 +139,11 @@ type Attached struct {
 	MountPoint string `json:"mountPoint"`
 	Root       string `json:"root"`
 	ReadOnly   bool   `json:"readOnly"`
+	// Attrs are the mount's other flags the new mount gets too
+	// (MOUNT_ATTR_NOSUID, _NODEV, _NOEXEC): a bind made nosuid and nodev
+	// (the node's pod directories of a shared mount, a CSI publish) stays
+	// so, and so do the containers' binds of it.
+	Attrs uint64 `json:"attrs,omitempty"`
 }
 
 func (a Attached) String() string {
@@ -295,7 +300,7 @@ func Reattach(ctx context.Context, procRoot string, dead DeadMount, newTarget st
 	var todo []job
 	for _, h := range holders {
 		for _, mi := range h.mounts {
-			todo = append(todo, job{Attached{PID: h.pid, MountNS: h.ns, MountPoint: mi.MountPoint, Root: mi.Root, ReadOnly: readOnly(mi.MountOptions)}, h, mi.ID})
+			todo = append(todo, job{Attached{PID: h.pid, MountNS: h.ns, MountPoint: mi.MountPoint, Root: mi.Root, ReadOnly: readOnly(mi.MountOptions), Attrs: keptAttrs(mi.MountOptions)}, h, mi.ID})
 		}
 	}
 	errs := make([]error, len(todo))
@@ -320,6 +325,23 @@ func Reattach(ctx context.Context, procRoot string, dead DeadMount, newTarget st
 	return done, errors.Join(errs...)
 }
 
+// keptAttrs are the MOUNT_ATTR_ flags of a mount with the per-mount
+// options opts that its replacement keeps: nosuid, nodev, noexec.
+func keptAttrs(opts []string) uint64 {
+	var attrs uint64
+	for _, o := range opts {
+		switch o {
+		case "nosuid":
+			attrs |= unix.MOUNT_ATTR_NOSUID
+		case "nodev":
+			attrs |= unix.MOUNT_ATTR_NODEV
+		case "noexec":
+			attrs |= unix.MOUNT_ATTR_NOEXEC
+		}
+	}
+	return attrs
+}
+
 func readOnly(opts []string) bool {
 	for _, o := range opts {
 		if o == "ro" {
@@ -338,9 +360,9 @@ func attach(ctx context.Context, self *os.File, h holder, a Attached, mountID in
 		return err
 	}
 	defer tree.Close()
-	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE}
+	attr := unix.MountAttr{Propagation: unix.MS_PRIVATE, Attr_set: a.Attrs}
 	if a.ReadOnly {
-		attr.Attr_set = unix.MOUNT_ATTR_RDONLY
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
 	if err := unix.MountSetattr(int(tree.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		return fmt.Errorf("mount_setattr %s: %w", tree.Name(), err)
