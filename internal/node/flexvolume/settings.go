@@ -123,8 +123,9 @@ type Settings struct {
 	// the same options ([volume.Shared]): one FUSE daemon and one mount(8)
 	// through the mount pod per volume and node, instead of per pod. A
 	// volume that needs a secret (a CephFS user's key) is still mounted
-	// per pod. Off by default: with it, the pods of a volume on a node
-	// share its daemon, and so its failures and its load.
+	// per pod. Off by default: with it, the pods of a volume on a node,
+	// whatever their namespaces, share its daemon, and so its failures
+	// and its load.
 	SharedMounts bool `json:"sharedMounts,omitempty"`
 	// ExecBatchDir is where the driver's calls meet to send the commands
 	// that wait for the mount container at once in one CRI ExecSync
