@@ -657,6 +657,13 @@ func (g *glusterEnv) setDriverMode(t *testing.T, mode mcexec.ExecMode) string {
 // setDriverMode rewrites the settings of the driver installed at driver.
 func setDriverMode(t *testing.T, driver string, mode mcexec.ExecMode) string {
 	t.Helper()
+	return setDriverSettings(t, driver, mode, func(*flexvolume.Settings) {})
+}
+
+// setDriverSettings is setDriverMode, with change applied to the settings
+// too.
+func setDriverSettings(t *testing.T, driver string, mode mcexec.ExecMode, change func(*flexvolume.Settings)) string {
+	t.Helper()
 	path := driver + flexvolume.SettingsSuffix
 	orig, err := os.ReadFile(path)
 	if err != nil {
@@ -668,6 +675,7 @@ func setDriverMode(t *testing.T, driver string, mode mcexec.ExecMode) string {
 	}
 	s.ExecMode = string(mode)
 	s.LogFile = filepath.Join(nodeTempDir(t), filepath.Base(driver)+"-flexvolume.log")
+	change(&s)
 	writeDriverSettings(t, path, s)
 	t.Cleanup(func() {
 		if t.Failed() {

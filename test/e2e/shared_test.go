@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -197,25 +196,6 @@ func deletePod(t *testing.T, g *glusterEnv, name string, uid types.UID) {
 		t.Fatal(err)
 	}
 	g.bed.WaitPodGone(t, g.ns, name, uid, 2*time.Minute)
-}
-
-// setDriverSettings is setDriverMode, with change applied to the settings
-// too.
-func setDriverSettings(t *testing.T, driver string, mode mcexec.ExecMode, change func(*flexvolume.Settings)) string {
-	t.Helper()
-	log := setDriverMode(t, driver, mode)
-	path := driver + flexvolume.SettingsSuffix
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s flexvolume.Settings
-	if err := json.Unmarshal(data, &s); err != nil {
-		t.Fatalf("driver settings %s: %v", path, err)
-	}
-	change(&s)
-	writeDriverSettings(t, path, s)
-	return log
 }
 
 // hostMountOptions returns the per-mount options of the (topmost) mount at
