@@ -301,7 +301,9 @@ func (d *Driver) mount(ctx context.Context, dir, rawOpts string) Status {
 	if err != nil {
 		return failure("mount: %v", err)
 	}
-	if root, ok := SharedRoot(dir); ok && d.SharedMounts && m.Secret == nil {
+	// Shared within the pod's namespace; a mount with a secret, or whose
+	// pod the kubelet did not name, is the pod's own.
+	if root, ok := SharedRoot(dir); ok && d.SharedMounts && m.Secret == nil && m.Pod != nil {
 		msg, err := volume.Shared{V: d.volumes(), Root: root}.Mount(ctx, m, dir)
 		if err != nil {
 			return failure("%v", err)

@@ -118,14 +118,14 @@ type Settings struct {
 	// only, removed at unmount; it must be on a tmpfs, and the mount pod
 	// must see it at the same path. Default [volume.DefaultSecretsDir].
 	SecretsDir string `json:"secretsDir,omitempty"`
-	// SharedMounts makes one mount of each volume per node, bound at the
-	// directory of every pod of the node that mounts the same volume with
-	// the same options ([volume.Shared]): one FUSE daemon and one mount(8)
-	// through the mount pod per volume and node, instead of per pod. A
-	// volume that needs a secret (a CephFS user's key) is still mounted
-	// per pod. Off by default: with it, the pods of a volume on a node,
-	// whatever their namespaces, share its daemon, and so its failures
-	// and its load.
+	// SharedMounts makes one mount of each volume per namespace and node,
+	// bound at the directory of every pod of the namespace on the node
+	// that mounts the same volume with the same options ([volume.Shared]):
+	// one FUSE daemon and one mount(8) through the mount pod per volume,
+	// instead of per pod. A volume that needs a secret (a CephFS user's
+	// key), or whose pod the kubelet does not name, is still mounted per
+	// pod. With it, the pods of a volume in a namespace on a node share
+	// its daemon, and so its failures and its load.
 	SharedMounts bool `json:"sharedMounts,omitempty"`
 	// ExecBatchDir is where the driver's calls meet to send the commands
 	// that wait for the mount container at once in one CRI ExecSync

@@ -28,8 +28,9 @@ import (
 // volume on a node cost one FUSE daemon, one mount(8) through the mount
 // pod and a hundred binds, instead of a hundred of each. The node's mount
 // of a volume (its shared mount) is at Root/<key>, where key names the
-// mount(8) call (plugin, type, source and options, see [SharedKey]): pods
-// share a mount only when the mount they asked for is the same one. It
+// pods' namespace and the mount(8) call (plugin, type, source and options,
+// see [SharedKey]): pods share a mount only when they are in one namespace
+// and the mount they asked for is the same one. It
 // is recorded as any other, so the mount pod's recovery brings it back
 // when its daemon dies and gives every bind of it, on the node and in the
 // containers, the new mount (recovery.Reattach). The last unmount of a bind
@@ -43,8 +44,10 @@ import (
 // (flock), since each call of the Flexvolume driver is a process of its
 // own; the wait for it is bounded by the Mounter's timeout.
 //
-// The pods of a volume on a node share its daemon, whatever their
-// namespaces: its load, and its failure until the recovery brings it back.
+// The pods of a volume in a namespace on a node share its daemon: its
+// load, and its failure until the recovery brings it back. Pods of other
+// namespaces (other tenants) never share it: a mount whose pod is unknown
+// ([fs.Mount].Pod nil) is refused ([ErrNoNamespace]).
 type Shared struct {
 	// V makes and removes the shared mounts.
 	V *Mounter
@@ -58,12 +61,21 @@ type Shared struct {
 // ErrSecretNotShared refuses to share a mount that needs a secret.
 var ErrSecretNotShared = errors.New("a mount with a secret is not shared between pods")
 
+// ErrNoNamespace refuses to share a mount whose pod is not known: the pods
+// that share a mount are of one namespace.
+var ErrNoNamespace = errors.New("a mount whose pod's namespace is unknown is not shared")
+
 // SharedKey names the shared mount of m of plugin: the first 128 bits, in
-// hex, of the SHA-256 of the plugin, type, source and options (in order).
-// Nothing of a pod is in it: the options hold none (fs.Mount.Pod is apart).
+// hex, of the SHA-256 of the plugin, the namespace of m's pod (none when
+// m.Pod is nil), type, source and options (in order), each prefixed by
+// its length. Nothing else of a pod is in it.
 func SharedKey(plugin string, m fs.Mount) string {
+	ns := ""
+	if m.Pod != nil {
+		ns = m.Pod.Namespace
+	}
 	h := sha256.New()
-	for _, s := range append([]string{plugin, m.FSType, m.Source}, m.Options...) {
+	for _, s := range append([]string{plugin, ns, m.FSType, m.Source}, m.Options...) {
 		fmt.Fprintf(h, "%d:%s", len(s), s)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
@@ -78,6 +90,9 @@ func SharedKey(plugin string, m fs.Mount) string {
 func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, error) {
 	if m.Secret != nil {
 		return "", fmt.Errorf("mount %s at %s: %w", m.Describe(), dir, ErrSecretNotShared)
+	}
+	if m.Pod == nil || m.Pod.Namespace == "" {
+		return "", fmt.Errorf("mount %s at %s: %w", m.Describe(), dir, ErrNoNamespace)
 	}
 	if err := CheckDir(dir); err != nil {
 		return "", fmt.Errorf("mount: %w", err)

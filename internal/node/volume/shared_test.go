@@ -195,6 +195,45 @@ func TestSharedMountsOnePerVolume(t *testing.T) {
 	}
 }
 
+// TestSharedMountsPerNamespace: pods of one volume in two namespaces get a
+// node's mount each (another tenant's pods never share one), and a mount
+// whose pod is unknown is refused, nothing made.
+func TestSharedMountsPerNamespace(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	s, exec, base := sharedBed(t)
+	ctx := context.Background()
+	a, b := podDir(base, "a"), podDir(base, "b")
+	inA, inB := tmpfsMount("one"), tmpfsMount("one")
+	inB.Pod = &mountrecord.Pod{Namespace: "other", Name: "p-one", UID: "v"}
+	for dir, m := range map[string]fs.Mount{a: inA, b: inB} {
+		if _, err := s.Mount(ctx, m, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodeA, nodeB := filepath.Join(s.Root, SharedKey(s.V.Plugin, inA)), filepath.Join(s.Root, SharedKey(s.V.Plugin, inB))
+	if nodeA == nodeB || len(exec.mounts) != 2 {
+		t.Fatalf("mount(8) ran %d times, node's mounts %s and %s: want one each per namespace", len(exec.mounts), nodeA, nodeB)
+	}
+	if err := os.WriteFile(filepath.Join(a, "f"), []byte("from a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(b, "f")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pod b, of another namespace, sees a's file: %v", err)
+	}
+
+	c := podDir(base, "c")
+	nobody := tmpfsMount("one")
+	nobody.Pod = nil
+	if _, err := s.Mount(ctx, nobody, c); !errors.Is(err, ErrNoNamespace) {
+		t.Fatalf("Mount of no pod: %v, want ErrNoNamespace", err)
+	}
+	if _, err := os.Lstat(c); !errors.Is(err, os.ErrNotExist) || len(exec.mounts) != 2 {
+		t.Errorf("Mount of no pod: %s %v, mount(8) ran %d times: want nothing made", c, err, len(exec.mounts))
+	}
+}
+
 // TestSharedMountRefusesSecrets: a mount with a secret is never shared,
 // and nothing is made.
 func TestSharedMountRefusesSecrets(t *testing.T) {
