@@ -72,6 +72,12 @@ func (g *glusterEnv) testSharedMounts(t *testing.T, mode mcexec.ExecMode) {
 	if es, err := mountrecord.List(bed.Env.RegistrationDir + "/" + mountrecord.Dir); err != nil || !hasRecord(es, node) || hasRecord(es, dirA) || hasRecord(es, dirB) {
 		t.Fatalf("mount records %+v (%v): want the node's mount's, none of the pods' binds", es, err)
 	}
+	// The pods' binds are scoped by the node's mount's scope (its daemon
+	// serves them): an in-place rollout replaces the mount pod, and
+	// counts no mount unscoped.
+	for _, d := range []string{node, dirA, dirB} {
+		g.assertAdopted(t, d, fuseProcesses(t, node)[0])
+	}
 
 	write := func(p string, content string) error {
 		_, _, err := bed.Exec(context.Background(), 20*time.Second, g.ns, p, "main", "sh", "-c", `printf '%s' "$1" > /data/shared.txt`, "sh", content)
@@ -110,6 +116,9 @@ func (g *glusterEnv) testSharedMounts(t *testing.T, mode mcexec.ExecMode) {
 	newDev := hostMountDev(t, node)
 	if newDev == devNode || hostMountDev(t, dirA) != newDev || hostMountDev(t, dirB) != newDev {
 		t.Fatalf("after the recovery: node %s (was %s), pods %s and %s: want binds of the new mount", newDev, devNode, hostMountDev(t, dirA), hostMountDev(t, dirB))
+	}
+	for _, d := range []string{node, dirA, dirB} {
+		g.assertAdopted(t, d, fuseProcesses(t, node)[0])
 	}
 	for _, p := range []string{a.Name, b.Name} {
 		got, err := bed.Client.CoreV1().Pods(g.ns).Get(context.Background(), p, metav1.GetOptions{})

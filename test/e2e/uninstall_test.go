@@ -46,6 +46,9 @@ func nodeFiles(t *testing.T, bed *framework.Bed, fss ...string) (all, present []
 			t.Errorf("no scopes parent of kubernetes.io/%s under /sys/fs/cgroup (parent %s) after a mount", fs, parent)
 		}
 		all = append(all, scopes...)
+		// The Flexvolume driver's shared mounts' directory, when a pod's
+		// volume was shared.
+		all = append(all, filepath.Join(n.KubeletRoot, "plugins", "mountcontainers.io~"+fs))
 	}
 	all = append(all, present...)
 	all = append(all, filepath.Join(n.RegistrationDir, ".mounts"), filepath.Join(n.RegistrationDir, ".exec"), "/run/mountcontainers")

@@ -15,7 +15,9 @@ type Mount struct {
 	// documentation of livemount.
 	Daemons []int `json:"daemons"`
 	// Plugin and Scope name the scope (under the plugin's parent) named
-	// after Target, when there is one.
+	// after Target, when there is one; for a bind of another mount of the
+	// same FUSE connection under the kubelet's directory (a pod's bind of
+	// a node's shared mount, a CSI publish), that mount's scope.
 	Plugin string `json:"plugin,omitempty"`
 	Scope  string `json:"scope,omitempty"`
 	// Scoped: there is at least one daemon and every daemon is in Scope:

@@ -38,6 +38,8 @@ func TestMountMatcher(t *testing.T) {
 		{Mount{Target: "/var/lib/kubelet/pods/u/volumes/kubernetes.io~rbd/v", FSType: "ext4"}, true},
 		{Mount{Target: "/var/lib/kubelet/plugins/kubernetes.io/rbd/mounts/pool-image", FSType: "ext4"}, true},
 		{Mount{Target: "/var/lib/kubelet/plugins/kubernetes.io/csi/mountcontainers.io/glusterfs/x/globalmount", FSType: "fuse"}, true},
+		{Mount{Target: "/var/lib/kubelet/plugins/mountcontainers.io~glusterfs/shared/0123abcd", FSType: "fuse.glusterfs"}, true},
+		{Mount{Target: "/var/lib/kubelet/plugins/mountcontainers.io~cephfs/shared/0123abcd", FSType: "fuse.ceph-fuse"}, false},
 		{Mount{Target: "/var/lib/kubelet/pods/u/volumes/kubernetes.io~empty-dir/v", FSType: "tmpfs"}, false},
 		{Mount{Target: "/var/lib/kubelet/pods/u/volumes/kubernetes.io~rbdx/v", FSType: "ext4"}, false},
 		{Mount{Target: "/home/x", FSType: "fuse.sshfs"}, true},

@@ -254,6 +254,9 @@ func NewMountMatcher(plugins, drivers, fstypes, patterns []string) (*MountMatche
 	for _, d := range drivers {
 		m.fragments = append(m.fragments,
 			"/volumes/"+boundary.EscapePluginName(d)+"/",
+			// The Flexvolume driver's node mounts its pods share
+			// (flexvolume.SharedRoot).
+			"/plugins/"+boundary.EscapePluginName(d)+"/",
 			"/plugins/kubernetes.io/flexvolume/"+d+"/",
 			"/plugins/kubernetes.io/csi/"+d+"/")
 	}

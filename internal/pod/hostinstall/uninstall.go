@@ -181,6 +181,11 @@ func (u Uninstall) Run(log *slog.Logger) error {
 		}
 		ok, err := r.removeAll(dir)
 		removed("Flexvolume driver", dir, ok, err)
+		// The directories of its node's mounts that pods share
+		// (flexvolume.SharedRoot) and their locks.
+		shared := path.Join(u.KubeletDir, "plugins", d)
+		ok, err = r.removeAll(shared)
+		removed("Flexvolume driver's shared mounts directory", shared, ok, err)
 	}
 	if u.ShimDir != "" {
 		errs = append(errs, u.removeShim(r, log))
@@ -311,7 +316,8 @@ func (u Uninstall) ours(fstype, mountPoint string) bool {
 		return true
 	}
 	for _, d := range u.FlexvolumeDrivers {
-		if strings.Contains(mountPoint, "/volumes/"+d+"/") {
+		if strings.Contains(mountPoint, "/volumes/"+d+"/") ||
+			strings.HasPrefix(mountPoint, path.Join(u.KubeletDir, "plugins", d)+"/") {
 			return true
 		}
 	}

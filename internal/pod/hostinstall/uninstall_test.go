@@ -76,6 +76,7 @@ func newFakeNode(t *testing.T) *fakeNode {
 	n.write(t, n.at(DefaultRunDir, "secrets", "key-0123"), "AQB...")
 	n.write(t, n.at(DefaultRunDir, "exec-batch", "c1", "req"), "")
 	n.write(t, n.at(DefaultLogDir, "glusterfs", "data.log"), "log\n")
+	n.write(t, n.at("/var/lib/kubelet/plugins/mountcontainers.io~glusterfs/shared/0123abcd.lock"), "")
 	n.write(t, n.u.Mountinfo, "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n")
 	return n
 }
@@ -142,6 +143,7 @@ var ours = []string{
 	"/var/lib/kubelet/plugin-containers/kubernetes.io~glusterfs.json",
 	"/var/lib/kubelet/plugin-containers/.exec", "/var/lib/kubelet/plugin-containers/.mounts",
 	"/var/lib/kubelet/plugins/glusterfs.mountcontainers.io",
+	"/var/lib/kubelet/plugins/mountcontainers.io~glusterfs",
 	DefaultRunDir, DefaultLogDir,
 }
 
@@ -241,6 +243,10 @@ func TestUninstallInUse(t *testing.T) {
 			n.write(t, n.u.Mountinfo, "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"+
 				`50 1 0:50 / /var/lib/kubelet/pods/x/volumes/mountcontainers.io~cephfs/data rw - fuse.ceph-fuse ceph-fuse rw`+"\n")
 		}, "mount /var/lib/kubelet/pods/x/volumes/mountcontainers.io~cephfs/data"},
+		{"a node's shared mount, not FUSE", func(t *testing.T, n *fakeNode) {
+			n.write(t, n.u.Mountinfo, "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"+
+				`50 1 0:50 / /var/lib/kubelet/plugins/mountcontainers.io~glusterfs/shared/0123abcd rw - nfs4 server:/x rw`+"\n")
+		}, "mount /var/lib/kubelet/plugins/mountcontainers.io~glusterfs/shared/0123abcd (nfs4 from server:/x)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := newFakeNode(t)

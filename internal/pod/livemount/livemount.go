@@ -51,7 +51,10 @@
 // root (every UID in /proc/PID/status is 0) and hold /dev/fuse open: a
 // process that only names a target, such as `sleep 1000 <target>` run by
 // any user, never counts. A daemon is "scoped" when it is in the scope
-// named after the mount target ([boundary.MountKey]).
+// named after the mount target ([boundary.MountKey]), or, for a bind with
+// no scope of its own, after another target of the same FUSE connection
+// that has one (the node's shared mount a pod's directory binds, a CSI
+// staging its publish binds): the same daemons serve both.
 //
 // # Caveats
 //
@@ -265,6 +268,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 	var mounts []Mount
 	seen := map[string]bool{}
 	conns := map[uint64][]string{}
+	connOf := map[string]uint64{}
 	// top is the last mount at each target, the one a stat reaches.
 	top := map[string]mount.MountInfo{}
 	for _, mi := range infos {
@@ -278,6 +282,7 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		seen[mi.MountPoint] = true
 		c := connection(mi.Major, mi.Minor)
 		conns[c] = append(conns[c], mi.MountPoint)
+		connOf[mi.MountPoint] = c
 		mounts = append(mounts, Mount{Target: mi.MountPoint, Source: mountinfo.Unescape(mi.Source), FSType: mi.FsType})
 	}
 	type known struct {
@@ -344,11 +349,29 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 			daemons = findDaemons(o.ProcRoot, nil, seen, conns, o.Known, false, false, checks)
 		}
 	}
+	// A mount with no scope of its own is a bind of another mount of the
+	// same FUSE connection (the node's mount of a volume a pod's
+	// directory binds, a CSI staging its publish binds): the same
+	// daemons serve it, from the scope of the mount they were started
+	// for.
+	connScope := map[uint64]known{}
+	for _, m := range mounts {
+		c := connOf[m.Target]
+		if k, ok := scopes[boundary.MountKey(m.Target)]; ok {
+			if _, taken := connScope[c]; !taken {
+				connScope[c] = k
+			}
+		}
+	}
 	used := map[string]bool{}
 	for i := range mounts {
 		m := &mounts[i]
 		m.Daemons = daemons[m.Target]
-		if k, ok := scopes[boundary.MountKey(m.Target)]; ok {
+		k, ok := scopes[boundary.MountKey(m.Target)]
+		if !ok {
+			k, ok = connScope[connOf[m.Target]]
+		}
+		if ok {
 			used[k.s.Name] = true
 			m.Plugin, m.Scope = k.plugin, k.s.Name
 			m.Scoped = len(m.Daemons) > 0

@@ -182,6 +182,66 @@ func TestSurvey(t *testing.T) {
 	}
 }
 
+// TestSurveyBindsOfAScopedMount: a pod's bind of a node's shared mount
+// (or a CSI publish of its staging) has no scope named after it; it is
+// scoped by the scope of the mount of the same FUSE connection that has
+// one, since the same daemon serves both, and not scoped when that daemon
+// is outside it. A bind of a connection no scope serves stays unscoped.
+func TestSurveyBindsOfAScopedMount(t *testing.T) {
+	kubelet := t.TempDir()
+	node := filepath.Join(kubelet, "plugins/x~glusterfs/shared/0123")
+	a := filepath.Join(kubelet, "pods/a/volumes/x~glusterfs/data")
+	b := filepath.Join(kubelet, "pods/b/volumes/x~glusterfs/data")
+	c := filepath.Join(kubelet, "pods/c/volumes/x~glusterfs/data")
+	makeDirs(t, node, a, b, c)
+	mi := writeMountInfo(t,
+		"20 1 0:20 / / rw - ext4 /dev/vda rw",
+		fmt.Sprintf("30 20 0:30 / %s rw - fuse.glusterfs srv:/gv0 rw", node),
+		fmt.Sprintf("31 20 0:30 / %s rw,nosuid,nodev - fuse.glusterfs srv:/gv0 rw", a),
+		fmt.Sprintf("32 20 0:30 / %s rw,nosuid,nodev - fuse.glusterfs srv:/gv0 rw", b),
+		fmt.Sprintf("33 20 0:31 / %s rw - fuse.glusterfs srv:/gv1 rw", c),
+	)
+	proc := t.TempDir()
+	writeProc(t, proc, 100, rootProc([]int{30}, "/usr/sbin/glusterfs", "--volfile-server=srv", node))
+	writeProc(t, proc, 200, rootProc([]int{31}, "/usr/sbin/glusterfs", "--volfile-server=srv", c))
+	const plugin = "x.io/glusterfs"
+	survey := func(pids []int) map[string]Mount {
+		t.Helper()
+		fs := &fakeScopes{scopes: map[string][]scope.Scope{plugin: {
+			{Name: scope.Name(node), Cgroup: "/mc/x.io~glusterfs/" + scope.Name(node), PIDs: pids},
+		}}}
+		r, err := Survey(context.Background(), Options{KubeletDir: kubelet, Plugins: []string{plugin}, Scopes: fs, MountInfo: mi, ProcRoot: proc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Orphans) != 0 {
+			t.Errorf("orphans %+v, want none: the node's mount's scope is used", r.Orphans)
+		}
+		got := map[string]Mount{}
+		for _, m := range r.Mounts {
+			got[m.Target] = m
+		}
+		return got
+	}
+	got := survey([]int{100})
+	for _, dir := range []string{node, a, b} {
+		if m := got[dir]; !m.Scoped || m.Scope != scope.Name(node) || m.Plugin != plugin || !reflect.DeepEqual(m.Daemons, []int{100}) {
+			t.Errorf("%s: %+v, want scoped by the node's mount's scope, daemon 100", dir, m)
+		}
+	}
+	if m := got[c]; m.Scoped || m.Scope != "" {
+		t.Errorf("a mount of another connection, no scope of it: %+v, want unscoped", m)
+	}
+	// The node's mount's daemon outside its scope: its binds are not
+	// scoped either.
+	got = survey([]int{})
+	for _, dir := range []string{node, a, b} {
+		if m := got[dir]; m.Scoped {
+			t.Errorf("%s: %+v, want unscoped: its daemon is outside the scope", dir, m)
+		}
+	}
+}
+
 func TestSurveyBadInput(t *testing.T) {
 	if _, err := Survey(context.Background(), Options{KubeletDir: "relative"}); err == nil {
 		t.Error("a relative kubelet directory was accepted")
