@@ -147,6 +147,9 @@ func TestLoad(t *testing.T) {
 	wave(string(mcexec.ModeCRI), "with a GlusterFS volume through CRI ExecSync", func(t *testing.T) waveFigures {
 		return g.loadWave(t, mcexec.ModeCRI, vols, parent, false, false)
 	})
+	wave("cri-shared", "with a GlusterFS volume through CRI ExecSync, one mount per volume and node (sharedMounts)", func(t *testing.T) waveFigures {
+		return g.loadWave(t, mcexec.ModeCRI, vols, parent, false, true)
+	})
 	// The same pods on PersistentVolumes of the GlusterFS CSI driver, on
 	// both paths.
 	csiBin := buildCmd(t, "csi-driver")
@@ -297,7 +300,7 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	// four times a second cost 8 % of the bed's two cores, under the load
 	// this test measures.
 	var peak loadPeak
-	stopSampling := peak.start(mp.UID, mpPID, parent, filepath.Join(bed.Env.KubeletRoot, "pods"))
+	stopSampling := peak.start(mp.UID, mpPID, parent, bed.Env.KubeletRoot) // pods/, and plugins/ (shared mounts)
 	defer stopSampling()
 
 	// A wave that fails leaves no pod to the next one (the node takes 110).
@@ -430,6 +433,10 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 	// When each part was done is noted apart: the mounts (the driver's
 	// unmounts), the pods (the kubelet's teardown and the API), the scopes
 	// (the mount pod's survey).
+	looked := dirs
+	if shared {
+		looked = append(slices.Clip(dirs), served...)
+	}
 	dels, stopWatch := watchDeletions(t, bed, g.ns, label)
 	defer stopWatch()
 	cpuStart = takeCPU(cgroups)
@@ -446,7 +453,9 @@ func (g *glusterEnv) loadWave(t *testing.T, mode mcexec.ExecMode, vols []string,
 			if err != nil {
 				return false, "", err
 			}
-			l := leftovers(t, dirs, parent, bed.Env.RegistrationDir)
+			// The pods' directories, and with shared mounts the node's
+			// mounts they bound: their mounts, daemons, scopes, records.
+			l := leftovers(t, looked, parent, bed.Env.RegistrationDir)
 			slowestLook = max(slowestLook, time.Since(lookStart))
 			now := time.Since(start)
 			if podsGone == 0 && len(left.Items) == 0 {
