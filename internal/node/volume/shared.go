@@ -94,6 +94,11 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 	if m.Pod == nil || m.Pod.Namespace == "" {
 		return "", fmt.Errorf("mount %s at %s: %w", m.Describe(), dir, ErrNoNamespace)
 	}
+	// The namespace is the kubelet's (a volume's options cannot name a
+	// pod); the pod named must also be the one whose directory dir is.
+	if uid, ok := mountrecord.TargetPodUID(dir); !ok || uid != m.Pod.UID {
+		return "", fmt.Errorf("mount %s at %s: pod %s (UID %s) is not the pod of that directory: not shared", m.Describe(), dir, m.Pod, m.Pod.UID)
+	}
 	if err := CheckDir(dir); err != nil {
 		return "", fmt.Errorf("mount: %w", err)
 	}
@@ -339,8 +344,11 @@ func (s Shared) bindAt(dir string) (bind, node mount.MountInfo, err error) {
 	}
 	// By its device; else, while the recovery replaces a dead node's
 	// mount (the bind still shows the dead one's device), the one node's
-	// mount of the same type and source.
+	// mount of the same type and source, when no other can be the one:
+	// node's mounts of one source in two namespaces are two, and one the
+	// recovery has unmounted and not mounted yet is none in the table.
 	var bySource []mount.MountInfo
+	mounted := map[string]bool{}
 	for _, mi := range mis {
 		p := mountinfo.Unescape(mi.MountPoint)
 		if mi.ID == bind.ID || filepath.Dir(p) != s.Root || !isKey(filepath.Base(p)) {
@@ -349,14 +357,30 @@ func (s Shared) bindAt(dir string) (bind, node mount.MountInfo, err error) {
 		if sameDevice(mi, bind) {
 			return bind, mi, nil
 		}
+		mounted[filepath.Base(p)] = true
 		if mi.FsType == bind.FsType && mi.Source == bind.Source && mi.Root == bind.Root {
 			bySource = append(bySource, mi)
 		}
 	}
-	if len(bySource) == 1 {
+	if len(bySource) == 1 && !s.unmountedKeys(mounted) {
 		node = bySource[0]
 	}
 	return bind, node, nil
+}
+
+// unmountedKeys tells whether Root holds a node's mount directory that is
+// not among mounted (or cannot tell).
+func (s Shared) unmountedKeys(mounted map[string]bool) bool {
+	entries, err := os.ReadDir(s.Root)
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		if isKey(e.Name()) && !mounted[e.Name()] {
+			return true
+		}
+	}
+	return false
 }
 
 // sameDevice tells whether a and b are mounts of the same file system at

@@ -89,6 +89,17 @@ func tmpfsMount(volume string, opts ...string) fs.Mount {
 	return fs.Mount{FSType: "tmpfs", Source: "vol-" + volume, Options: append([]string{"size=1m"}, opts...), Pod: &mountrecord.Pod{Namespace: "ns", Name: "p-" + volume, UID: "u"}}
 }
 
+// mountAt is s.Mount of m at dir for the pod whose directory dir is (the
+// kubelet names it so), m's pod with that UID.
+func mountAt(ctx context.Context, s Shared, m fs.Mount, dir string) (string, error) {
+	if m.Pod != nil {
+		p := *m.Pod
+		p.UID, _ = mountrecord.TargetPodUID(dir)
+		m.Pod = &p
+	}
+	return s.Mount(ctx, m, dir)
+}
+
 // mountsOf returns the node's mounts whose source is source.
 func mountsOf(t *testing.T, source string) []string {
 	t.Helper()
@@ -120,7 +131,7 @@ func TestSharedMountsOnePerVolume(t *testing.T) {
 	ctx := context.Background()
 	a, b, c, d := podDir(base, "a"), podDir(base, "b"), podDir(base, "c"), podDir(base, "d")
 	for _, dir := range []string{a, b} {
-		msg, err := s.Mount(ctx, tmpfsMount("one"), dir)
+		msg, err := mountAt(ctx, s, tmpfsMount("one"), dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,10 +139,10 @@ func TestSharedMountsOnePerVolume(t *testing.T) {
 			t.Errorf("mount at %s: message %q", dir, msg)
 		}
 	}
-	if _, err := s.Mount(ctx, tmpfsMount("two"), c); err != nil {
+	if _, err := mountAt(ctx, s, tmpfsMount("two"), c); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Mount(ctx, tmpfsMount("one", "ro"), d); err != nil {
+	if _, err := mountAt(ctx, s, tmpfsMount("one", "ro"), d); err != nil {
 		t.Fatal(err)
 	}
 	if len(exec.mounts) != 3 {
@@ -158,7 +169,7 @@ func TestSharedMountsOnePerVolume(t *testing.T) {
 		t.Errorf("a write through the read-only volume's bind: %v, want EROFS", err)
 	}
 	// Mount again at a: already there.
-	if msg, err := s.Mount(ctx, tmpfsMount("one"), a); err != nil || !strings.Contains(msg, "already mounted") {
+	if msg, err := mountAt(ctx, s, tmpfsMount("one"), a); err != nil || !strings.Contains(msg, "already mounted") {
 		t.Errorf("a second mount at %s: %q, %v", a, msg, err)
 	}
 
@@ -208,7 +219,7 @@ func TestSharedMountsPerNamespace(t *testing.T) {
 	inA, inB := tmpfsMount("one"), tmpfsMount("one")
 	inB.Pod = &mountrecord.Pod{Namespace: "other", Name: "p-one", UID: "v"}
 	for dir, m := range map[string]fs.Mount{a: inA, b: inB} {
-		if _, err := s.Mount(ctx, m, dir); err != nil {
+		if _, err := mountAt(ctx, s, m, dir); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -226,11 +237,18 @@ func TestSharedMountsPerNamespace(t *testing.T) {
 	c := podDir(base, "c")
 	nobody := tmpfsMount("one")
 	nobody.Pod = nil
-	if _, err := s.Mount(ctx, nobody, c); !errors.Is(err, ErrNoNamespace) {
+	if _, err := mountAt(ctx, s, nobody, c); !errors.Is(err, ErrNoNamespace) {
 		t.Fatalf("Mount of no pod: %v, want ErrNoNamespace", err)
 	}
 	if _, err := os.Lstat(c); !errors.Is(err, os.ErrNotExist) || len(exec.mounts) != 2 {
 		t.Errorf("Mount of no pod: %s %v, mount(8) ran %d times: want nothing made", c, err, len(exec.mounts))
+	}
+	// A pod that is not the one whose directory c is.
+	if _, err := s.Mount(ctx, tmpfsMount("one"), c); err == nil || !strings.Contains(err.Error(), "is not the pod of that directory") {
+		t.Fatalf("Mount for another pod's directory: %v, want a refusal", err)
+	}
+	if _, err := os.Lstat(c); !errors.Is(err, os.ErrNotExist) || len(exec.mounts) != 2 {
+		t.Errorf("Mount for another pod's directory: %s %v, mount(8) ran %d times: want nothing made", c, err, len(exec.mounts))
 	}
 }
 
@@ -240,7 +258,7 @@ func TestSharedMountRefusesSecrets(t *testing.T) {
 	s := Shared{V: &Mounter{Exec: &noCommands{t: t}}, Root: filepath.Join(t.TempDir(), "shared")}
 	m := tmpfsMount("one")
 	m.Secret = &fs.Secret{Option: "secretfile", Data: []byte("k")}
-	if _, err := s.Mount(context.Background(), m, "/var/lib/kubelet/pods/x/volumes/v/data"); !errors.Is(err, ErrSecretNotShared) {
+	if _, err := mountAt(context.Background(), s, m, "/var/lib/kubelet/pods/x/volumes/v/data"); !errors.Is(err, ErrSecretNotShared) {
 		t.Fatalf("Mount with a secret: %v, want ErrSecretNotShared", err)
 	}
 	if _, err := os.Lstat(s.Root); !errors.Is(err, os.ErrNotExist) {
@@ -285,7 +303,7 @@ func TestSharedRootTrusted(t *testing.T) {
 			if err := tc.setup(s.Root); err != nil {
 				t.Fatal(err)
 			}
-			_, err := s.Mount(context.Background(), tmpfsMount("one"), "/var/lib/kubelet/pods/x/volumes/v/data")
+			_, err := mountAt(context.Background(), s, tmpfsMount("one"), "/var/lib/kubelet/pods/x/volumes/v/data")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Mount: %v, want an error saying %q", err, tc.want)
 			}
@@ -309,7 +327,7 @@ func TestSharedMountsRace(t *testing.T) {
 	for i := range pods {
 		wg.Go(func() {
 			dir := podDir(base, string(rune('a'+i)))
-			if _, err := s.Mount(ctx, tmpfsMount("one"), dir); err != nil {
+			if _, err := mountAt(ctx, s, tmpfsMount("one"), dir); err != nil {
 				errs[i] = err
 				return
 			}
@@ -346,7 +364,7 @@ func TestSharedUnmountWhileReplaced(t *testing.T) {
 	ctx := context.Background()
 	a, b := podDir(base, "a"), podDir(base, "b")
 	for _, dir := range []string{a, b} {
-		if _, err := s.Mount(ctx, tmpfsMount("one"), dir); err != nil {
+		if _, err := mountAt(ctx, s, tmpfsMount("one"), dir); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -372,6 +390,39 @@ func TestSharedUnmountWhileReplaced(t *testing.T) {
 	}
 }
 
+// TestSharedUnmountWhileReplacedInAnotherNamespace: the node's mounts of
+// one source in two namespaces; while the recovery has one unmounted (its
+// bind shows the dead device), the unmount of that bind never takes the
+// other namespace's node's mount for its own: it leaves the bind to the
+// per-pod unmount, and the other namespace's mount and bind stay.
+func TestSharedUnmountWhileReplacedInAnotherNamespace(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	s, _, base := sharedBed(t)
+	ctx := context.Background()
+	a, b := podDir(base, "a"), podDir(base, "b")
+	inA, inB := tmpfsMount("one"), tmpfsMount("one")
+	inB.Pod = &mountrecord.Pod{Namespace: "other", Name: "p-one", UID: "v"}
+	if _, err := mountAt(ctx, s, inA, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mountAt(ctx, s, inB, b); err != nil {
+		t.Fatal(err)
+	}
+	nodeA, nodeB := filepath.Join(s.Root, SharedKey(s.V.Plugin, inA)), filepath.Join(s.Root, SharedKey(s.V.Plugin, inB))
+	// The recovery's unmount of b's node's mount, before its mount.
+	if err := unix.Unmount(nodeB, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if msg, ok, err := s.Unmount(ctx, b); ok || err != nil {
+		t.Fatalf("unmount %s: %q, %t, %v: want it left to the per-pod unmount, not taken for a bind of %s", b, msg, ok, err, nodeA)
+	}
+	if got := mountsOf(t, "vol-one"); !slices.Equal(got, []string{nodeA, a, b}) {
+		t.Errorf("mounts of vol-one: %q, want %q", got, []string{nodeA, a, b})
+	}
+}
+
 // TestSharedMountUndone: when the bind fails (a file where the pod's
 // directory should be), the node's mount made for it goes again, record
 // and all; one that other pods' binds hold stays.
@@ -388,7 +439,7 @@ func TestSharedMountUndone(t *testing.T) {
 	if err := os.WriteFile(bad, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Mount(ctx, tmpfsMount("one"), bad)
+	_, err := mountAt(ctx, s, tmpfsMount("one"), bad)
 	if err == nil || !strings.Contains(err.Error(), "its last bind: unmounted") {
 		t.Fatalf("Mount at a file: %v, want the bind's error and the node's mount undone", err)
 	}
@@ -396,10 +447,10 @@ func TestSharedMountUndone(t *testing.T) {
 		t.Fatalf("after a failed bind: mounts %q, records %+v; want none", got, exec.records)
 	}
 	good := podDir(base, "good")
-	if _, err := s.Mount(ctx, tmpfsMount("one"), good); err != nil {
+	if _, err := mountAt(ctx, s, tmpfsMount("one"), good); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Mount(ctx, tmpfsMount("one"), bad)
+	_, err = mountAt(ctx, s, tmpfsMount("one"), bad)
 	if err == nil || !strings.Contains(err.Error(), "stays (1 other binds of it)") {
 		t.Fatalf("Mount at a file beside a good pod: %v, want the node's mount kept", err)
 	}
@@ -421,10 +472,10 @@ func TestSharedSweep(t *testing.T) {
 	s, exec, base := sharedBed(t)
 	ctx := context.Background()
 	a, c := podDir(base, "a"), podDir(base, "c")
-	if _, err := s.Mount(ctx, tmpfsMount("one"), a); err != nil {
+	if _, err := mountAt(ctx, s, tmpfsMount("one"), a); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Mount(ctx, tmpfsMount("two"), c); err != nil {
+	if _, err := mountAt(ctx, s, tmpfsMount("two"), c); err != nil {
 		t.Fatal(err)
 	}
 	one := filepath.Join(s.Root, SharedKey(s.V.Plugin, tmpfsMount("one")))

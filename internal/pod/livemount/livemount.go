@@ -353,13 +353,18 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 	// same FUSE connection (the node's mount of a volume a pod's
 	// directory binds, a CSI staging its publish binds): the same
 	// daemons serve it, from the scope of the mount they were started
-	// for.
-	connScope := map[uint64]known{}
+	// for (on a kernel that does not name a descriptor's connection
+	// they are found by that mount's target, which they name).
+	type owner struct {
+		k      known
+		target string
+	}
+	connScope := map[uint64]owner{}
 	for _, m := range mounts {
 		c := connOf[m.Target]
 		if k, ok := scopes[boundary.MountKey(m.Target)]; ok {
 			if _, taken := connScope[c]; !taken {
-				connScope[c] = k
+				connScope[c] = owner{k, m.Target}
 			}
 		}
 	}
@@ -369,7 +374,13 @@ func Survey(ctx context.Context, o Options) (Report, error) {
 		m.Daemons = daemons[m.Target]
 		k, ok := scopes[boundary.MountKey(m.Target)]
 		if !ok {
-			k, ok = connScope[connOf[m.Target]]
+			var o owner
+			if o, ok = connScope[connOf[m.Target]]; ok {
+				k = o.k
+				if len(m.Daemons) == 0 {
+					m.Daemons = daemons[o.target]
+				}
+			}
 		}
 		if ok {
 			used[k.s.Name] = true

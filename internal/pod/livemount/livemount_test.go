@@ -240,6 +240,22 @@ func TestSurveyBindsOfAScopedMount(t *testing.T) {
 			t.Errorf("%s: %+v, want unscoped: its daemon is outside the scope", dir, m)
 		}
 	}
+	// A kernel that names no descriptor's connection: the daemon is
+	// found by the target it names, the node's mount's, and serves its
+	// binds too.
+	real := kernelNamesConnections
+	t.Cleanup(func() { kernelNamesConnections = real })
+	kernelNamesConnections = false
+	if err := os.RemoveAll(filepath.Join(proc, "100")); err != nil {
+		t.Fatal(err)
+	}
+	writeProc(t, proc, 101, rootProc([]int{-1}, "/usr/sbin/glusterfs", "--volfile-server=srv", node))
+	got = survey([]int{101})
+	for _, dir := range []string{node, a, b} {
+		if m := got[dir]; !m.Scoped || !reflect.DeepEqual(m.Daemons, []int{101}) {
+			t.Errorf("no connection numbers: %s: %+v, want scoped, daemon 101 (by the node's mount's target)", dir, m)
+		}
+	}
 }
 
 func TestSurveyBadInput(t *testing.T) {

@@ -288,6 +288,8 @@ func (m *Metrics) setSurvey(r *livemount.Report, pluginOf func(string) string) {
 		return by[PluginOther]
 	}
 	if r != nil {
+		// A scope is counted once: the binds of a mount share its scope.
+		counted := map[string]bool{}
 		for _, mt := range r.Mounts {
 			p := mt.Plugin
 			if p == "" && pluginOf != nil {
@@ -301,7 +303,8 @@ func (m *Metrics) setSurvey(r *livemount.Report, pluginOf func(string) string) {
 			if !mt.Scoped {
 				c.unscoped++
 			}
-			if mt.Scope != "" {
+			if mt.Scope != "" && !counted[mt.Plugin+"/"+mt.Scope] {
+				counted[mt.Plugin+"/"+mt.Scope] = true
 				c.scopes++
 			}
 		}

@@ -182,6 +182,7 @@ func TestMountsAndRecovery(t *testing.T) {
 	r := livemount.Report{
 		Mounts: []livemount.Mount{
 			{Target: "/a", Plugin: plugin, Scope: "s-a", Scoped: true, Healthy: true},
+			{Target: "/a-bind", Plugin: plugin, Scope: "s-a", Scoped: true, Healthy: true}, // a bind of /a: its scope
 			{Target: "/b", Healthy: false},
 			{Target: "/c", Healthy: true},
 		},
@@ -198,7 +199,7 @@ func TestMountsAndRecovery(t *testing.T) {
 	m.RecoveryAttempted(plugin, recovery.OutcomeFailed)
 	m.RecoveryAttempted(plugin, recovery.OutcomeRecovered)
 	wantLines(t, scrape(t, m),
-		`mountcontainers_live_mounts{plugin="kubernetes.io/glusterfs"} 2`,
+		`mountcontainers_live_mounts{plugin="kubernetes.io/glusterfs"} 3`,
 		`mountcontainers_live_mounts{plugin="other"} 1`,
 		`mountcontainers_live_mounts_unhealthy{plugin="kubernetes.io/glusterfs"} 1`,
 		`mountcontainers_live_mounts_unscoped{plugin="kubernetes.io/glusterfs"} 1`,

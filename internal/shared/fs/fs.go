@@ -146,8 +146,10 @@ const (
 )
 
 // PodOf returns the pod the kubelet names in vals, or nil when it names
-// none, or one that is not valid (it is only reported on, never trusted
-// for anything else).
+// none, or one that is not valid. The kubelet's keys override a volume's
+// options, and the API server refuses them there: the pod's namespace
+// decides which pods share a node's mount (volume.Shared); the rest is
+// reported on.
 func PodOf(vals map[string]string) *mountrecord.Pod {
 	p := mountrecord.Pod{Namespace: vals[KeyPodNamespace], Name: vals[KeyPodName], UID: vals[KeyPodUID]}
 	if p.Validate() != nil {
