@@ -224,7 +224,18 @@ say "wrote and read back: \"$got\""
 brick=$(K exec -n "$NS" glusterfs-server -- cat "$brick_file")
 say "on the server's brick, $brick_file: \"$brick\""
 say "host mount table: $(findmnt -n -o SOURCE,FSTYPE "$dir" | tr -s ' ') at $dir_label"
-pid=$(pgrep -f "glusterfs.*$dir" | head -1 || true)
+# The pod's directory binds the node's mount of the volume (the driver's
+# shared mounts, its default): the daemon names that mount, of the same
+# device.
+served=$dir
+dev=$(findmnt -n -o MAJ:MIN "$dir" | head -1)
+for node_mount in "$KUBELET_ROOT"/plugins/mountcontainers.io~glusterfs/shared/*; do
+	if [[ -n $dev && -d $node_mount && $(findmnt -n -o MAJ:MIN "$node_mount" | head -1) == "$dev" ]]; then
+		served=$node_mount
+		say "the pod's directory is a bind of the node's mount of the volume at $node_mount, which the namespace's pods of the volume share"
+	fi
+done
+pid=$(pgrep -f "glusterfs.*$served\$" | head -1 || true)
 if [[ -n $pid ]]; then
 	scope=$(grep -m1 -o '/[^:]*/mount-[0-9a-f]\{16\}$' "/proc/$pid/cgroup" || true)
 	say "FUSE daemon: pid $pid, started through mount pod $mp, runs in its own scope ${scope:-(none)}:"

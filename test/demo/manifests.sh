@@ -33,6 +33,9 @@
 #   OUTDIR/glusterfs-server.yaml  the GlusterFS server pod (host network,
 #       brick host = the node's host name) in namespace $GLUSTER_NAMESPACE.
 #
+# $GLUSTER_SHARED_MOUNTS, when set (true or false), sets the mount pod's
+# MOUNTPOD_FLEXVOLUME_SHARED_MOUNTS.
+#
 # Reads the bed's env file ($BED_ENV, default $BED_DIR/env) for its paths.
 # Used by test/demo/demo.sh and test/e2e/glusterfs_test.go, so both deploy
 # exactly the same thing.
@@ -114,6 +117,15 @@ patches:
       - {op: add, path: /spec/template/spec/containers/0/env/-, value: {name: KUBERNETES_SERVICE_HOST, value: "127.0.0.1"}}
       - {op: add, path: /spec/template/spec/containers/0/env/-, value: {name: KUBERNETES_SERVICE_PORT, value: "${API_PORT:?}"}}
 YAML
+if [[ -n ${GLUSTER_SHARED_MOUNTS:-} ]]; then
+	# The driver's shared mounts set (true or false) rather than the
+	# mount pod's default, whatever restarts the mount pod.
+	cat >>"$out/mountpod/kustomization.yaml" <<YAML
+  - target: {kind: DaemonSet, name: glusterfs-mountpod}
+    patch: |-
+      - {op: add, path: /spec/template/spec/containers/0/env/-, value: {name: MOUNTPOD_FLEXVOLUME_SHARED_MOUNTS, value: "$GLUSTER_SHARED_MOUNTS"}}
+YAML
+fi
 if ((${BED_NODES:-1} > 1)); then
 	# A bed of several nodes: one DaemonSet serves them all, so every path
 	# of a node is $(BED_NODE)'s tree under the one hostPath $BED_DIR/n

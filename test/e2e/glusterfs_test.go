@@ -90,6 +90,25 @@ func TestGlusterfs(t *testing.T) {
 // glusterVolume alone) and the glusterfs mount pod.
 func setupGlusterfs(t *testing.T, bed *framework.Bed, volumes ...string) *glusterEnv {
 	t.Helper()
+	return setupGlusterfsWith(t, bed, glusterSetup{volumes: volumes})
+}
+
+// glusterSetup is what setupGlusterfsWith deploys besides the defaults.
+type glusterSetup struct {
+	volumes []string
+	// perPodMounts deploys the mount pod with
+	// MOUNTPOD_FLEXVOLUME_SHARED_MOUNTS=false: a mount and a FUSE daemon
+	// per pod, recorded naming the pod, whatever restarts the mount pod
+	// (it writes the driver's settings at each start). For the tests
+	// that prove what is a pod's own: its record, the recovery's Events
+	// on it, its daemon apart from another tenant's.
+	perPodMounts bool
+}
+
+// setupGlusterfsWith is setupGlusterfs with o.
+func setupGlusterfsWith(t *testing.T, bed *framework.Bed, o glusterSetup) *glusterEnv {
+	t.Helper()
+	volumes := o.volumes
 	assertHostHasNoGluster(t)
 	root, err := framework.RepoRoot()
 	if err != nil {
@@ -107,6 +126,9 @@ func setupGlusterfs(t *testing.T, bed *framework.Bed, volumes ...string) *gluste
 	cmd.Env = append(os.Environ(), "GLUSTER_NAMESPACE="+g.ns, "BED_DIR="+bed.Env.BedDir)
 	if len(volumes) > 0 {
 		cmd.Env = append(cmd.Env, "GLUSTER_VOLUMES="+strings.Join(volumes, ","))
+	}
+	if o.perPodMounts {
+		cmd.Env = append(cmd.Env, "GLUSTER_SHARED_MOUNTS=false")
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("manifests.sh: %v\n%s", err, out)
@@ -310,9 +332,12 @@ func fuseProcesses(t *testing.T, dir string) []int {
 }
 
 // testWorkload runs a workload whose GlusterFS flexVolume the kubelet
-// mounts through the driver, with the driver set to exec mode mode, and
+// mounts through the driver, with the driver set to exec mode mode and
+// otherwise as the mount pod set it up (shared mounts, by default), and
 // checks from the driver's log that its mount ran in the mount pod through
-// that mode's path, and its unmount on the node.
+// that mode's path, and its unmount on the node; the pod's directory is a
+// bind of the node's mount of the volume, whose daemon runs in its scope,
+// and the pod's deletion removes both.
 func (g *glusterEnv) testWorkload(t *testing.T, mode mcexec.ExecMode) {
 	bed := g.bed
 	mp := g.mountPod(t)
@@ -336,9 +361,15 @@ func (g *glusterEnv) testWorkload(t *testing.T, mode mcexec.ExecMode) {
 	if fs := hostMount(t, dir); fs != "fuse.glusterfs" {
 		t.Fatalf("host mount table: %s is %q, want fuse.glusterfs", dir, fs)
 	}
-	pids := fuseProcesses(t, dir)
+	// The driver's default: the pod's directory binds the node's mount of
+	// the volume (for the pods of its namespace), which one daemon serves.
+	served := servedAt(t, dir)
+	if served == dir {
+		t.Fatalf("%s is a mount of its own, want a bind of the node's mount of the volume (the driver's default, shared mounts)", dir)
+	}
+	pids := fuseProcesses(t, served)
 	if len(pids) != 1 {
-		t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
+		t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), served)
 	}
 	// The daemon runs in its mount's scope, outside the mount pod's
 	// container (TestScopes shows what that is for), and the mount pod,
@@ -347,10 +378,10 @@ func (g *glusterEnv) testWorkload(t *testing.T, mode mcexec.ExecMode) {
 		(!bed.Env.SystemdNode() && !strings.Contains(cg["memory"], "/kubernetes.io~glusterfs/mount-")) {
 		t.Fatalf("the FUSE daemon (pid %d) is not in its scope outside the mount pod's container %s: %v", pids[0], mountCtr, cg)
 	}
-	assertScopeUnit(t, bed.Env, "kubernetes.io/glusterfs", dir, pids[0])
+	assertScopeUnit(t, bed.Env, "kubernetes.io/glusterfs", served, pids[0])
 	ps := bed.MustExec(t, g.mountNS, mp.Name, "mount", "sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done")
-	if !strings.Contains(ps, dir) {
-		t.Fatalf("the mount pod does not see the FUSE daemon of %s:\n%s", dir, ps)
+	if !strings.Contains(ps, served) {
+		t.Fatalf("the mount pod does not see the FUSE daemon of %s:\n%s", served, ps)
 	}
 	t.Logf("FUSE daemon pid %d started through mount pod %s (container %.12s) runs in its scope; the host has no mount.glusterfs", pids[0], mp.Name, mountCtr)
 
@@ -359,10 +390,10 @@ func (g *glusterEnv) testWorkload(t *testing.T, mode mcexec.ExecMode) {
 		t.Fatal(err)
 	}
 	bed.WaitPodGone(t, g.ns, p.Name, p.UID, 2*time.Minute)
-	if err := framework.Poll(context.Background(), "unmount of "+dir, 200*time.Millisecond, time.Minute,
+	if err := framework.Poll(context.Background(), "unmount of "+dir+" and "+served, 200*time.Millisecond, time.Minute,
 		func(context.Context) (bool, string, error) {
-			fs, n := hostMount(t, dir), len(fuseProcesses(t, dir))
-			return fs == "" && n == 0, fmt.Sprintf("mount %q, %d FUSE processes", fs, n), nil
+			fs, nfs, n := hostMount(t, dir), hostMount(t, served), len(fuseProcesses(t, served))
+			return fs == "" && nfs == "" && n == 0, fmt.Sprintf("mount %q, node's mount %q, %d FUSE processes", fs, nfs, n), nil
 		}); err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,11 @@ import (
 // a volume's options from naming another pod (OptionsCannotNameAPod).
 func TestHostileTenant(t *testing.T) {
 	bed := framework.Current(t)
-	g := setupGlusterfs(t, bed)
+	// A mount and a daemon per pod: the tenant's and the victim's are
+	// their own, and the Events name the pod. (With the default shared
+	// mounts, pods of two namespaces never share a node's mount:
+	// TestSharedMountsPerNamespace.)
+	g := setupGlusterfsWith(t, bed, glusterSetup{perPodMounts: true})
 	// No exec path: what the API server lets a volume's options say.
 	t.Run("OptionsCannotNameAPod", func(t *testing.T) { g.testOptionsCannotNameAPod(t) })
 	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {

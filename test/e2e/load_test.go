@@ -129,12 +129,13 @@ func TestLoad(t *testing.T) {
 	wave("emptyDir-memory", "with a memory-backed emptyDir (a tmpfs the kubelet mounts for each pod)", func(t *testing.T) waveFigures {
 		return g.baselineWave(t, corev1.StorageMediumMemory)
 	})
-	wave(string(mcexec.ModeSocket), "with a GlusterFS volume through the exec socket", func(t *testing.T) waveFigures {
+	wave(string(mcexec.ModeSocket), "with a GlusterFS volume through the exec socket, a mount per pod (sharedMounts false)", func(t *testing.T) waveFigures {
 		return g.loadWave(t, mcexec.ModeSocket, vols, parent, false, false)
 	})
-	// The same with the driver's shared mounts: one mount and daemon per
-	// volume and node, bound at each pod's directory.
-	wave("socket-shared", "with a GlusterFS volume through the exec socket, one mount per volume and node (sharedMounts)", func(t *testing.T) waveFigures {
+	// The same with the driver's shared mounts, its default: one mount
+	// and daemon per volume, namespace and node, bound at each pod's
+	// directory.
+	wave("socket-shared", "with a GlusterFS volume through the exec socket, one mount per volume and node (sharedMounts, the default)", func(t *testing.T) waveFigures {
 		return g.loadWave(t, mcexec.ModeSocket, vols, parent, false, true)
 	})
 	// The before, in the same run: the distribution's mount.glusterfs
@@ -144,10 +145,10 @@ func TestLoad(t *testing.T) {
 		defer g.setMountpodEnv(t, scope.EnvScripts, "")
 		return g.loadWave(t, mcexec.ModeSocket, vols, parent, true, false)
 	})
-	wave(string(mcexec.ModeCRI), "with a GlusterFS volume through CRI ExecSync", func(t *testing.T) waveFigures {
+	wave(string(mcexec.ModeCRI), "with a GlusterFS volume through CRI ExecSync, a mount per pod (sharedMounts false)", func(t *testing.T) waveFigures {
 		return g.loadWave(t, mcexec.ModeCRI, vols, parent, false, false)
 	})
-	wave("cri-shared", "with a GlusterFS volume through CRI ExecSync, one mount per volume and node (sharedMounts)", func(t *testing.T) waveFigures {
+	wave("cri-shared", "with a GlusterFS volume through CRI ExecSync, one mount per volume and node (sharedMounts, the default)", func(t *testing.T) waveFigures {
 		return g.loadWave(t, mcexec.ModeCRI, vols, parent, false, true)
 	})
 	// The same pods on PersistentVolumes of the GlusterFS CSI driver, on

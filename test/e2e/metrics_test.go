@@ -81,9 +81,16 @@ func TestMetrics(t *testing.T) {
 			}
 			after = text
 			n := live.valueOr(text, 0)
-			return n >= 1, fmt.Sprintf("%s = %v", live, n), nil
+			// The node's mount of the volume and the pod's bind of it
+			// (the driver's default, shared mounts).
+			return n >= 2, fmt.Sprintf("%s = %v", live, n), nil
 		}); err != nil {
 		t.Fatal(err)
+	}
+	// The bind is served by the node's mount's daemon, in its scope.
+	unscoped := sampleOf{"mountcontainers_live_mounts_unscoped", map[string]string{"plugin": glusterPlugin}}
+	if v := unscoped.valueOr(after, 0); v != 0 {
+		t.Errorf("%s = %v after the mount, want 0", unscoped, v)
 	}
 	if v := mounts.valueOr(after, 0); v < mountsBefore+1 {
 		t.Errorf("%s went from %v to %v, want at least one more", mounts, mountsBefore, v)

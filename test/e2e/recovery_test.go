@@ -39,7 +39,10 @@ import (
 // workload broken.
 func TestRecovery(t *testing.T) {
 	bed := framework.Current(t)
-	g := setupGlusterfs(t, bed)
+	// A mount per pod: the record and the Events name the pod.
+	// TestGlusterfs/SharedMountsOnePerVolumeAndNode recovers a node's
+	// mount that pods share.
+	g := setupGlusterfsWith(t, bed, glusterSetup{perPodMounts: true})
 	w, sub := g.startRecoveryWorkload(t, "recovering")
 	dir := g.volumeDir(w.pod)
 	w.waitLines(t, 20)

@@ -30,9 +30,10 @@ import (
 
 // TestScopes proves that a live GlusterFS mount does not depend on the life
 // of the mount pod that made it: the glusterfs mount pod of deploy/glusterfs
-// (hostPID, scopes on) mounts a workload's volume; its FUSE daemon runs in a
-// scope of its own, outside the mount pod's cgroup and in the host's PID
-// namespace. Then the mount pod is ended in every way a node ends it (its
+// (hostPID, scopes on) mounts a workload's volume (the node's mount of it,
+// which the pod's directory binds: the driver's default); its FUSE daemon
+// runs in a scope of its own, outside the mount pod's cgroup and in the
+// host's PID namespace. Then the mount pod is ended in every way a node ends it (its
 // daemon killed, the pod deleted, the container OOM-killed, an upgrade with
 // mountpod-rollout --strategy in-place, which never fences the node) while the
 // workload writes a numbered, checksummed, fsynced line every 100 ms: the
@@ -55,9 +56,13 @@ func TestScopes(t *testing.T) {
 	dir := g.volumeDir(w.pod)
 	w.waitLines(t, 20)
 
-	daemon := g.scopedDaemon(t, dir, parent)
-	t.Logf("FUSE daemon of %s: pid %d, cgroups %v", dir, daemon, procCgroups(t, daemon))
-	unit := assertScopeUnit(t, bed.Env, "kubernetes.io/glusterfs", dir, daemon)
+	// The pod's directory binds the node's mount of the volume (the
+	// driver's default), whose daemon is in the node's mount's scope; the
+	// pod's bind is reported with it (assertAdopted).
+	served := servedAt(t, dir)
+	daemon := g.scopedDaemon(t, served, parent)
+	t.Logf("FUSE daemon of %s (%s): pid %d, cgroups %v", dir, served, daemon, procCgroups(t, daemon))
+	unit := assertScopeUnit(t, bed.Env, "kubernetes.io/glusterfs", served, daemon)
 	shimBin := buildShim(t)
 
 	disrupt := func(name string, end func(t *testing.T, mp corev1.Pod)) {
@@ -74,7 +79,7 @@ func TestScopes(t *testing.T) {
 				t.Fatalf("the FUSE daemon (pid %d) died with the mount pod", daemon)
 			}
 			w.assertHealthy(t)
-			if u := assertScopeUnit(t, bed.Env, "kubernetes.io/glusterfs", dir, daemon); u != unit {
+			if u := assertScopeUnit(t, bed.Env, "kubernetes.io/glusterfs", served, daemon); u != unit {
 				t.Errorf("the daemon's scope unit is %s, was %s", u, unit)
 			}
 			g.assertAdopted(t, dir, daemon)
@@ -196,7 +201,7 @@ func TestScopes(t *testing.T) {
 		if err := framework.Poll(context.Background(), "volume unmounted, daemon and scope gone", 250*time.Millisecond, time.Minute,
 			func(context.Context) (bool, string, error) {
 				switch {
-				case hostMount(t, dir) != "":
+				case hostMount(t, dir) != "" || hostMount(t, served) != "":
 					return false, "still mounted", nil
 				case processAlive(daemon):
 					return false, fmt.Sprintf("daemon %d alive", daemon), nil
@@ -222,9 +227,9 @@ func TestScopes(t *testing.T) {
 
 		p := g.workload(t, "unscoped")
 		pdir := g.volumeDir(p)
-		pids := fuseProcesses(t, pdir)
+		pids := fuseProcesses(t, servedAt(t, pdir))
 		if len(pids) != 1 {
-			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), pdir)
+			t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), servedAt(t, pdir))
 		}
 		if cg := procCgroups(t, pids[0]); !inPodCgroup(cg["memory"], string(mp.UID)) {
 			t.Fatalf("with scopes off the daemon should be in the mount pod's cgroup; it is in %v", cg)

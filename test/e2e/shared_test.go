@@ -230,3 +230,23 @@ func hostMountOptions(t *testing.T, dir string) []string {
 	}
 	return opts
 }
+
+// servedAt returns the mount whose FUSE daemon serves the volume at dir,
+// a pod's volume directory: the node's mount that dir binds (shared
+// mounts, the driver's default), or dir when it is a mount of its own.
+func servedAt(t *testing.T, dir string) string {
+	t.Helper()
+	root, ok := flexvolume.SharedRoot(dir)
+	if !ok {
+		return dir
+	}
+	dev := hostMountDev(t, dir)
+	des, _ := os.ReadDir(root)
+	for _, de := range des {
+		p := filepath.Join(root, de.Name())
+		if de.IsDir() && hostMount(t, p) != "" && hostMountDev(t, p) == dev {
+			return p
+		}
+	}
+	return dir
+}

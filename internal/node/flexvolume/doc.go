@@ -174,12 +174,13 @@
 //
 // # One mount per volume and node
 //
-// By default each pod's volume directory is a mount of its own, with a
-// FUSE daemon of its own. With [Settings].SharedMounts the driver mounts
-// a volume once per node, beneath the kubelet's directory
-// ([SharedRoot]), and binds that mount at the directory of each pod of
-// the same namespace that asks for the same mount (the same file system,
-// source and options): see [volume.Shared]. The mount pod's recovery brings the node's mount
+// With [Settings].SharedMounts (which the mount pod records by default)
+// the driver mounts a volume once per node, beneath the kubelet's
+// directory ([SharedRoot]), and binds that mount at the directory of each
+// pod of the same namespace that asks for the same mount (the same file
+// system, source and options): see [volume.Shared]. Without it, each
+// pod's volume directory is a mount of its own, with a FUSE daemon of its
+// own. The mount pod's recovery brings the node's mount
 // back and gives every bind of it the new one. A volume that needs a
 // secret is mounted per pod regardless. An unmount handles a bind of a
 // node's mount whatever the setting says now.

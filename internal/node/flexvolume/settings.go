@@ -125,7 +125,9 @@ type Settings struct {
 	// instead of per pod. A volume that needs a secret (a CephFS user's
 	// key), or whose pod the kubelet does not name, is still mounted per
 	// pod. With it, the pods of a volume in a namespace on a node share
-	// its daemon, and so its failures and its load.
+	// its daemon, and so its failures and its load. The mount pod
+	// records true unless told otherwise (MOUNTPOD_FLEXVOLUME_SHARED_MOUNTS);
+	// a driver with no settings file mounts per pod.
 	SharedMounts bool `json:"sharedMounts,omitempty"`
 	// ExecBatchDir is where the driver's calls meet to send the commands
 	// that wait for the mount container at once in one CRI ExecSync
