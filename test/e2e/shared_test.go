@@ -18,6 +18,7 @@ import (
 	"k8s.io/mount-utils"
 
 	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
+	"github.com/mountcontainers/mountcontainers/internal/pod/recovery"
 	"github.com/mountcontainers/mountcontainers/internal/shared/mountrecord"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/test/framework"
@@ -28,7 +29,7 @@ import (
 // made through the mount pod on that path once, served by one FUSE daemon;
 // what one writes the other reads; when the daemon dies, the mount pod's
 // recovery mounts it again and both pods' /data work again, neither
-// restarted; the first pod's deletion leaves the node's mount to the
+// restarted, each with an Event naming its volume; the first pod's deletion leaves the node's mount to the
 // second, and the second's removes it, its record and its daemon.
 func (g *glusterEnv) testSharedMounts(t *testing.T, mode mcexec.ExecMode) {
 	bed := g.bed
@@ -120,6 +121,11 @@ func (g *glusterEnv) testSharedMounts(t *testing.T, mode mcexec.ExecMode) {
 	for _, d := range []string{node, dirA, dirB} {
 		g.assertAdopted(t, d, fuseProcesses(t, node)[0])
 	}
+	// An Event on each pod, naming its volume, and one on the mount pod.
+	for _, p := range []string{a.Name, b.Name} {
+		waitPodEvents(t, bed, g.ns, p, recovery.ReasonRecovered, 1, `volume "data" came back`, "files open at the time must be reopened")
+	}
+	g.waitMountPodEvents(t, mp, recovery.ReasonRecovered, 1, node)
 	for _, p := range []string{a.Name, b.Name} {
 		got, err := bed.Client.CoreV1().Pods(g.ns).Get(context.Background(), p, metav1.GetOptions{})
 		if err != nil {

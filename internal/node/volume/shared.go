@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -99,6 +100,7 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 	if uid, ok := mountrecord.TargetPodUID(dir); !ok || uid != m.Pod.UID {
 		return "", fmt.Errorf("mount %s at %s: pod %s (UID %s) is not the pod of that directory: not shared", m.Describe(), dir, m.Pod, m.Pod.UID)
 	}
+	pod := *m.Pod
 	if err := CheckDir(dir); err != nil {
 		return "", fmt.Errorf("mount: %w", err)
 	}
@@ -158,7 +160,68 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 		undo, uerr := s.release(ctx, root, node)
 		return "", fmt.Errorf("mount %s at %s: bind the node's mount %s: %w (%s)", m.Describe(), dir, node, err, cmp.Or(undo, fmt.Sprint(uerr)))
 	}
-	return fmt.Sprintf("bound %s at %s: the node's mount of it at %s (%s)", m.Describe(), dir, node, made), nil
+	msg := fmt.Sprintf("bound %s at %s: the node's mount of it at %s (%s)", m.Describe(), dir, node, made)
+	if err := notePod(root, key, pod); err != nil {
+		// The bind serves the pod; only the recovery's Events on it
+		// are lost.
+		msg += fmt.Sprintf("; the recovery's Events will not name pod %s: %v", pod, err)
+	}
+	return msg, nil
+}
+
+// notePod lists pod beside key's node's mount, for the recovery's Events
+// (mountrecord.PodsSuffix): the file Root/<key>.pods/<UID>, written under
+// a dot name and renamed into place, beneath root following no symbolic
+// link.
+func notePod(root *os.File, key string, pod mountrecord.Pod) error {
+	name := key + mountrecord.PodsSuffix
+	if err := unix.Mkdirat(int(root.Fd()), name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return err
+	}
+	dfd, err := openBeneath(root, name, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	data, err := json.Marshal(pod)
+	if err != nil {
+		return err
+	}
+	tmp := "." + pod.UID
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = unix.Write(fd, data)
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, pod.UID)
+	}
+	if err != nil {
+		_ = unix.Unlinkat(dfd, tmp, 0)
+	}
+	return err
+}
+
+// forgetPod removes the pod of UID uid from beside key's node's mount.
+func forgetPod(root *os.File, key, uid string) {
+	dfd, err := openBeneath(root, key+mountrecord.PodsSuffix, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return
+	}
+	defer unix.Close(dfd)
+	_ = unix.Unlinkat(dfd, uid, 0)
+}
+
+// openBeneath opens name beneath root, following no symbolic link and
+// crossing no mount.
+func openBeneath(root *os.File, name string, flags int) (int, error) {
+	return unix.Openat2(int(root.Fd()), name, &unix.OpenHow{
+		Flags:   uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
 }
 
 // recorded tells whether the mount at target has a mount record.
@@ -202,6 +265,9 @@ func (s Shared) Unmount(ctx context.Context, dir string) (msg string, ok bool, e
 	if err != nil {
 		unlock()
 		return "", true, err
+	}
+	if uid, ok := mountrecord.TargetPodUID(dir); ok {
+		forgetPod(root, filepath.Base(nodePath), uid)
 	}
 	out, err := s.release(ctx, root, nodePath, node, bind)
 	unlock()
@@ -312,6 +378,15 @@ func (s Shared) release(ctx context.Context, root *os.File, nodePath string, als
 func (s Shared) removeKey(root *os.File, key string) {
 	if err := unix.Unlinkat(int(root.Fd()), key, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 		return // still a mount point, or not empty: the lock stays with it
+	}
+	if dfd, err := openBeneath(root, key+mountrecord.PodsSuffix, unix.O_RDONLY|unix.O_DIRECTORY); err == nil {
+		d := os.NewFile(uintptr(dfd), key+mountrecord.PodsSuffix)
+		names, _ := d.Readdirnames(-1)
+		for _, n := range names {
+			_ = unix.Unlinkat(dfd, n, 0)
+		}
+		d.Close()
+		_ = unix.Unlinkat(int(root.Fd()), key+mountrecord.PodsSuffix, unix.AT_REMOVEDIR)
 	}
 	_ = unix.Unlinkat(int(root.Fd()), key+".lock", 0)
 }

@@ -156,6 +156,22 @@ func TestSharedMountsOnePerVolume(t *testing.T) {
 	if !ok || r.Pod != nil || len(exec.records) != 3 {
 		t.Errorf("records %+v: want one per node mount, %s's naming no pod", exec.records, node)
 	}
+	// The pods whose directories bind it, for the recovery's Events.
+	uids := func() []string {
+		t.Helper()
+		pods, err := mountrecord.ReadPods(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range pods {
+			out = append(out, p.UID)
+		}
+		return out
+	}
+	if got := uids(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("the pods listed beside %s: %q, want a and b", node, got)
+	}
 	if err := os.WriteFile(filepath.Join(a, "f"), []byte("from a"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +193,9 @@ func TestSharedMountsOnePerVolume(t *testing.T) {
 	if err != nil || !ok || !strings.Contains(msg, "stays (1 other binds of it)") {
 		t.Fatalf("unmount %s: %q, %t, %v: want the node's mount kept for b", a, msg, ok, err)
 	}
+	if got := uids(); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("after a's unmount, the pods listed beside %s: %q, want b", node, got)
+	}
 	nodeRO := filepath.Join(s.Root, SharedKey(s.V.Plugin, tmpfsMount("one", "ro")))
 	if got := mountsOf(t, "vol-one"); !slices.Equal(got, []string{node, b, nodeRO, d}) {
 		t.Errorf("after a's unmount, mounts of vol-one: %q, want %q", got, []string{node, b, nodeRO, d})
@@ -191,8 +210,10 @@ func TestSharedMountsOnePerVolume(t *testing.T) {
 	if _, ok := exec.records[node]; ok {
 		t.Errorf("the record of %s is still there", node)
 	}
-	if _, err := os.Lstat(node); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s: %v, want it removed", node, err)
+	for _, p := range []string{node, node + mountrecord.PodsSuffix, node + ".lock"} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: %v, want it removed", p, err)
+		}
 	}
 	// Unmounted already: not a bind of a shared mount any more.
 	if _, ok, err := s.Unmount(ctx, a); ok || err != nil {

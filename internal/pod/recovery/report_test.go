@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -43,6 +45,45 @@ func TestEventReporter(t *testing.T) {
 		{"kube-system", "glusterfs-mountpod-x", ReasonRecovered, "srv:/vol at " + target + " came back 1s"},
 	}
 	checkEvents(t, got(), want)
+}
+
+// TestEventsOnSharedMountsPods: a record of a node's mount that pods
+// share names no pod; its Events go to each pod listed beside it (the
+// driver's shared mounts), naming each pod's own volume, and to the
+// mount pod.
+func TestEventsOnSharedMountsPods(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the pods' list must be root's: run as root")
+	}
+	kubelet := t.TempDir()
+	node := filepath.Join(kubelet, "plugins/mountcontainers.io~glusterfs/shared/0123456789abcdef0123456789abcdef")
+	if err := os.MkdirAll(node+mountrecord.PodsSuffix, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []mountrecord.Pod{{Namespace: "shop", Name: "web-0", UID: "a"}, {Namespace: "shop", Name: "web-1", UID: "b"}} {
+		data, _ := json.Marshal(p)
+		if err := os.WriteFile(filepath.Join(node+mountrecord.PodsSuffix, p.UID), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(kubelet, "pods", p.UID, "volumes/mountcontainers.io~glusterfs", "data-"+p.UID), 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events, got := eventServer(t)
+	rep := EventReporter{Events: events, MountPod: kubeevents.Object{Namespace: "kube-system", Name: "glusterfs-mountpod-x", UID: podUID}}
+	rec := glusterRecord()
+	rec.Target = node
+	rep.Recovered(rec, Result{Took: 812 * time.Millisecond, Attached: []Attached{{PID: 1}, {PID: 2}}})
+	rep.Refused(rec, errors.New("server srv is not allowed"))
+	events.Close(5 * time.Second)
+	checkEvents(t, got(), []struct{ ns, name, reason, says string }{
+		{"shop", "web-0", ReasonRecovered, `volume "data-a" came back 812ms after its FUSE daemon died (srv:/vol)`},
+		{"shop", "web-1", ReasonRecovered, `volume "data-b" came back 812ms after its FUSE daemon died (srv:/vol)`},
+		{"kube-system", "glusterfs-mountpod-x", ReasonRecovered, "srv:/vol at " + node + " came back 812ms after its daemon died; attached again in 2 container(s)"},
+		{"shop", "web-0", ReasonRecoveryRefused, `volume "data-a" is dead (its FUSE daemon died) and is not made again: server srv is not allowed`},
+		{"shop", "web-1", ReasonRecoveryRefused, `volume "data-b" is dead`},
+		{"kube-system", "glusterfs-mountpod-x", ReasonRecoveryRefused, "the FUSE mount of srv:/vol at " + node + " is dead"},
+	})
 }
 
 // TestNoEventOnAnotherPod: a record whose pod is not the one whose volume
