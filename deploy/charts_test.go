@@ -286,6 +286,14 @@ func TestChartValues(t *testing.T) {
 			}
 		}
 	})
+	t.Run("SharedMounts", func(t *testing.T) {
+		if v, ok := envLookup(t, render(t), "glusterfs-mountpod", "MOUNTPOD_FLEXVOLUME_SHARED_MOUNTS"); ok {
+			t.Errorf("by default the glusterfs mount pod sets MOUNTPOD_FLEXVOLUME_SHARED_MOUNTS=%q, want it unset (the mount pod's default)", v)
+		}
+		if v := env(t, render(t, "plugins.glusterfs.sharedMounts=false"), "glusterfs-mountpod", "MOUNTPOD_FLEXVOLUME_SHARED_MOUNTS"); v != "false" {
+			t.Errorf("plugins.glusterfs.sharedMounts=false: MOUNTPOD_FLEXVOLUME_SHARED_MOUNTS=%q, want false", v)
+		}
+	})
 	t.Run("Scopes", func(t *testing.T) {
 		objs := render(t, "scopes.memoryLimit=1Gi", "scopes.pidsLimit=512", "scopes.oomScoreAdj=500")
 		for _, ds := range []string{"glusterfs-mountpod", "cephfs-mountpod"} {

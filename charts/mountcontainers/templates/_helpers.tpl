@@ -23,13 +23,13 @@ as YAML: a list of dicts. Argument: the root context.
 {{- if not .Values.uninstall -}}
 {{- with .Values.plugins.glusterfs -}}
 {{- if .enabled -}}
-{{- $out = append $out (dict "name" "glusterfs" "plugin" "kubernetes.io/glusterfs" "driver" "mountcontainers.io/glusterfs" "logDir" "glusterfs" "metricsPort" 9641 "shim" true "secrets" false "allowedServers" (.allowedServers | toString) "csi" .csi "csiTimeout" 150 "notOnArch" "") -}}
+{{- $out = append $out (dict "name" "glusterfs" "plugin" "kubernetes.io/glusterfs" "driver" "mountcontainers.io/glusterfs" "logDir" "glusterfs" "metricsPort" 9641 "shim" true "secrets" false "allowedServers" (.allowedServers | toString) "sharedMounts" (ne (toString .sharedMounts) "false") "csi" .csi "csiTimeout" 150 "notOnArch" "") -}}
 {{- end -}}
 {{- end -}}
 {{- with .Values.plugins.cephfs -}}
 {{- if .enabled -}}
 {{- $servers := required "plugins.cephfs.allowedServers: name the Ceph monitors volumes may use (a volume's key is sent to them), or set plugins.cephfs.enabled=false" .allowedServers -}}
-{{- $out = append $out (dict "name" "cephfs" "plugin" "kubernetes.io/cephfs" "driver" "mountcontainers.io/cephfs" "logDir" "ceph" "metricsPort" 9643 "shim" false "secrets" true "allowedServers" ($servers | toString) "csi" .csi "csiTimeout" 270 "notOnArch" "arm64") -}}
+{{- $out = append $out (dict "name" "cephfs" "plugin" "kubernetes.io/cephfs" "driver" "mountcontainers.io/cephfs" "logDir" "ceph" "metricsPort" 9643 "shim" false "secrets" true "allowedServers" ($servers | toString) "sharedMounts" true "csi" .csi "csiTimeout" 270 "notOnArch" "arm64") -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -129,6 +129,11 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 	case err != nil:
 		return "", fmt.Errorf("mount: %w", err)
 	case st == Mounted:
+		// A retry of a call that bound it: listed for the recovery's
+		// Events when it is a bind of the volume's node's mount.
+		if _, node, err := s.bindAt(dir); err == nil && mountinfo.Unescape(node.MountPoint) == filepath.Join(s.Root, key) {
+			_ = notePod(root, key, pod, filepath.Base(dir))
+		}
 		return dir + " is already mounted", nil
 	case st == Corrupted:
 		return "", fmt.Errorf("mount: %s is a broken mount (transport endpoint is not connected): unmount it first", dir)
@@ -137,7 +142,8 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 		return "", fmt.Errorf("mount %s at %s: create %s: %w", m.Describe(), dir, filepath.Join(s.Root, key), err)
 	}
 	node := filepath.Join(s.Root, key)
-	switch nst, err := s.V.StateContext(ctx, node); {
+	nst, err := s.V.StateContext(ctx, node)
+	switch {
 	case err != nil:
 		return "", fmt.Errorf("mount %s at %s: %w", m.Describe(), dir, err)
 	case nst == Corrupted:
@@ -148,8 +154,11 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 		// its own), or drops the record at its next pass.
 		return "", fmt.Errorf("mount %s at %s: the node's mount of it at %s is being brought back by the mount pod's recovery: a retry then binds it", m.Describe(), dir, node)
 	}
-	// The node's mount serves many pods: it names none (the recovery's
-	// Events and the record's pod are of one pod).
+	// The node's mount serves many pods: its record names none; the pods
+	// are listed beside it (notePod), a list made anew with the mount.
+	if nst == NotMounted {
+		clearPods(root, key)
+	}
 	m.Pod = nil
 	made, err := s.V.MountWith(ctx, m, node, MountOptions{})
 	if err != nil {
@@ -161,7 +170,7 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 		return "", fmt.Errorf("mount %s at %s: bind the node's mount %s: %w (%s)", m.Describe(), dir, node, err, cmp.Or(undo, fmt.Sprint(uerr)))
 	}
 	msg := fmt.Sprintf("bound %s at %s: the node's mount of it at %s (%s)", m.Describe(), dir, node, made)
-	if err := notePod(root, key, pod); err != nil {
+	if err := notePod(root, key, pod, filepath.Base(dir)); err != nil {
 		// The bind serves the pod; only the recovery's Events on it
 		// are lost.
 		msg += fmt.Sprintf("; the recovery's Events will not name pod %s: %v", pod, err)
@@ -169,16 +178,16 @@ func (s Shared) Mount(ctx context.Context, m fs.Mount, dir string) (string, erro
 	return msg, nil
 }
 
-// notePod lists pod beside key's node's mount, for the recovery's Events
-// (mountrecord.PodsSuffix): the file Root/<key>.pods/<UID>, written under
-// a dot name and renamed into place, beneath root following no symbolic
-// link.
-func notePod(root *os.File, key string, pod mountrecord.Pod) error {
-	name := key + mountrecord.PodsSuffix
-	if err := unix.Mkdirat(int(root.Fd()), name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+// notePod lists pod's bind of key's node's mount as its volume vol,
+// for the recovery's Events (mountrecord.PodsSuffix): the file
+// Root/<key>.pods/<UID>~<vol>, written under a dot name and renamed into
+// place, beneath root following no symbolic link.
+func notePod(root *os.File, key string, pod mountrecord.Pod, vol string) error {
+	pods := key + mountrecord.PodsSuffix
+	if err := unix.Mkdirat(int(root.Fd()), pods, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 		return err
 	}
-	dfd, err := openBeneath(root, name, unix.O_RDONLY|unix.O_DIRECTORY)
+	dfd, err := openBeneath(root, pods, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return err
 	}
@@ -187,7 +196,8 @@ func notePod(root *os.File, key string, pod mountrecord.Pod) error {
 	if err != nil {
 		return err
 	}
-	tmp := "." + pod.UID
+	name := mountrecord.PodFileName(pod, vol)
+	tmp := "." + name
 	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
@@ -197,7 +207,7 @@ func notePod(root *os.File, key string, pod mountrecord.Pod) error {
 		err = cerr
 	}
 	if err == nil {
-		err = unix.Renameat(dfd, tmp, dfd, pod.UID)
+		err = unix.Renameat(dfd, tmp, dfd, name)
 	}
 	if err != nil {
 		_ = unix.Unlinkat(dfd, tmp, 0)
@@ -205,14 +215,31 @@ func notePod(root *os.File, key string, pod mountrecord.Pod) error {
 	return err
 }
 
-// forgetPod removes the pod of UID uid from beside key's node's mount.
-func forgetPod(root *os.File, key, uid string) {
+// forgetPod removes the bind of the pod of UID uid as its volume vol
+// from beside key's node's mount.
+func forgetPod(root *os.File, key, uid, vol string) {
 	dfd, err := openBeneath(root, key+mountrecord.PodsSuffix, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return
 	}
 	defer unix.Close(dfd)
-	_ = unix.Unlinkat(dfd, uid, 0)
+	_ = unix.Unlinkat(dfd, mountrecord.PodFileName(mountrecord.Pod{UID: uid}, vol), 0)
+}
+
+// clearPods removes the list of pods beside key's node's mount: made when
+// the node's mount is made, it lists nobody of an earlier one.
+func clearPods(root *os.File, key string) {
+	dfd, err := openBeneath(root, key+mountrecord.PodsSuffix, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return
+	}
+	d := os.NewFile(uintptr(dfd), key+mountrecord.PodsSuffix)
+	names, _ := d.Readdirnames(-1)
+	for _, n := range names {
+		_ = unix.Unlinkat(dfd, n, 0)
+	}
+	d.Close()
+	_ = unix.Unlinkat(int(root.Fd()), key+mountrecord.PodsSuffix, unix.AT_REMOVEDIR)
 }
 
 // openBeneath opens name beneath root, following no symbolic link and
@@ -267,7 +294,7 @@ func (s Shared) Unmount(ctx context.Context, dir string) (msg string, ok bool, e
 		return "", true, err
 	}
 	if uid, ok := mountrecord.TargetPodUID(dir); ok {
-		forgetPod(root, filepath.Base(nodePath), uid)
+		forgetPod(root, filepath.Base(nodePath), uid, filepath.Base(dir))
 	}
 	out, err := s.release(ctx, root, nodePath, node, bind)
 	unlock()
@@ -344,6 +371,15 @@ func (s Shared) release(ctx context.Context, root *os.File, nodePath string, als
 	}
 	key := filepath.Base(nodePath)
 	if node.ID == 0 {
+		// Unmounted by the recovery, which mounts it again (its record
+		// is there), or binds of it remain: its directory and list stay.
+		if s.recorded(nodePath) || slices.ContainsFunc(mis, func(mi mount.MountInfo) bool {
+			return slices.ContainsFunc(also, func(o mount.MountInfo) bool {
+				return o.ID != 0 && o.ID != mi.ID && filepath.Dir(mountinfo.Unescape(o.MountPoint)) == s.Root && sameDevice(mi, o)
+			})
+		}) {
+			return "the node's mount " + nodePath + " is being brought back by the recovery: it stays", nil
+		}
 		s.removeKey(root, key)
 		return "the node's mount " + nodePath + " is gone already", nil
 	}
@@ -379,15 +415,7 @@ func (s Shared) removeKey(root *os.File, key string) {
 	if err := unix.Unlinkat(int(root.Fd()), key, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
 		return // still a mount point, or not empty: the lock stays with it
 	}
-	if dfd, err := openBeneath(root, key+mountrecord.PodsSuffix, unix.O_RDONLY|unix.O_DIRECTORY); err == nil {
-		d := os.NewFile(uintptr(dfd), key+mountrecord.PodsSuffix)
-		names, _ := d.Readdirnames(-1)
-		for _, n := range names {
-			_ = unix.Unlinkat(dfd, n, 0)
-		}
-		d.Close()
-		_ = unix.Unlinkat(int(root.Fd()), key+mountrecord.PodsSuffix, unix.AT_REMOVEDIR)
-	}
+	clearPods(root, key)
 	_ = unix.Unlinkat(int(root.Fd()), key+".lock", 0)
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/mount-utils"
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/mountcontainers/mountcontainers/internal/shared/fs"
@@ -441,6 +442,45 @@ func TestSharedUnmountWhileReplacedInAnotherNamespace(t *testing.T) {
 	}
 	if got := mountsOf(t, "vol-one"); !slices.Equal(got, []string{nodeA, a, b}) {
 		t.Errorf("mounts of vol-one: %q, want %q", got, []string{nodeA, a, b})
+	}
+}
+
+// TestSharedUnmountWhileRecovering: the recovery unmounts the node's
+// mount between an unmount's look at it and its release: the node's
+// mount's directory and list of pods stay for the other pod's bind (the
+// recovery mounts it again there).
+func TestSharedUnmountWhileRecovering(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	s, _, base := sharedBed(t)
+	ctx := context.Background()
+	a, b := podDir(base, "a"), podDir(base, "b")
+	for _, dir := range []string{a, b} {
+		if _, err := mountAt(ctx, s, tmpfsMount("one"), dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := filepath.Join(s.Root, SharedKey(s.V.Plugin, tmpfsMount("one")))
+	reads := 0
+	s.V.MountTable = func() ([]mount.MountInfo, error) {
+		if reads++; reads == 2 { // the release's
+			if err := unix.Unmount(node, unix.MNT_DETACH); err != nil {
+				return nil, err
+			}
+		}
+		return mountinfo.ParseFile("/proc/self/mountinfo")
+	}
+	msg, ok, err := s.Unmount(ctx, a)
+	if err != nil || !ok || !strings.Contains(msg, "being brought back by the recovery: it stays") {
+		t.Fatalf("unmount %s: %q, %t, %v: want the node's mount's directory kept", a, msg, ok, err)
+	}
+	pods, err := mountrecord.ReadPods(node)
+	if err != nil || len(pods) != 1 || pods[0].UID != "b" {
+		t.Errorf("the pods listed beside %s: %+v, %v; want b's", node, pods, err)
+	}
+	if _, err := os.Lstat(node); err != nil {
+		t.Errorf("%s: %v, want it kept for the recovery", node, err)
 	}
 }
 

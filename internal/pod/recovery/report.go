@@ -3,7 +3,6 @@ package recovery
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -42,7 +41,7 @@ func (e EventReporter) Recovered(rec mountrecord.Record, res Result) {
 	for _, p := range e.pods(rec) {
 		e.Events.Event(podObject(&p.Pod), kubeevents.Warning, ReasonRecovered,
 			fmt.Sprintf("volume %q came back %s after its FUSE daemon died (%s); files open at the time must be reopened",
-				p.volume, res.Took.Round(time.Millisecond), rec.Source))
+				p.Volume, res.Took.Round(time.Millisecond), rec.Source))
 	}
 	e.Events.Event(e.MountPod, kubeevents.Warning, ReasonRecovered,
 		fmt.Sprintf("the FUSE mount of %s at %s%s came back %s after its daemon died; attached again in %d container(s)",
@@ -55,7 +54,7 @@ func (e EventReporter) Failed(rec mountrecord.Record, attempt int, retryIn time.
 	for _, p := range e.pods(rec) {
 		e.Events.Event(podObject(&p.Pod), kubeevents.Warning, ReasonRecoveryFailed,
 			fmt.Sprintf("volume %q is dead (its FUSE daemon died) and bringing it back failed, attempt %d, next in %s: %v (mount pod %s/%s)",
-				p.volume, attempt, retryIn, err, e.MountPod.Namespace, e.MountPod.Name))
+				p.Volume, attempt, retryIn, err, e.MountPod.Namespace, e.MountPod.Name))
 	}
 	e.Events.Event(e.MountPod, kubeevents.Warning, ReasonRecoveryFailed,
 		fmt.Sprintf("bringing back the FUSE mount of %s at %s%s failed, attempt %d, next in %s: %v",
@@ -68,28 +67,21 @@ func (e EventReporter) Refused(rec mountrecord.Record, err error) {
 	for _, p := range e.pods(rec) {
 		e.Events.Event(podObject(&p.Pod), kubeevents.Warning, ReasonRecoveryRefused,
 			fmt.Sprintf("volume %q is dead (its FUSE daemon died) and is not made again: %v (mount pod %s/%s)",
-				p.volume, err, e.MountPod.Namespace, e.MountPod.Name))
+				p.Volume, err, e.MountPod.Namespace, e.MountPod.Name))
 	}
 	e.Events.Event(e.MountPod, kubeevents.Warning, ReasonRecoveryRefused,
 		fmt.Sprintf("the FUSE mount of %s at %s%s is dead and is not made again: %v", rec.Source, rec.Target, forPod(pod), err))
 }
 
-// podVolume is a workload pod to record an Event on, and the name of its
-// volume.
-type podVolume struct {
-	mountrecord.Pod
-	volume string
-}
-
-// pods returns the workload pods to record Events on for rec: the pod rec
-// names (see [EventReporter.pod]); for a record that names none, the
-// pods whose volume directories bind the node's mount it records (the
-// driver's shared mounts, mountrecord.ReadPods), with the volume's name
-// from the pod's directory, which the record does not hold. A list that
-// cannot be read in whole is logged, and what could be read is used.
-func (e EventReporter) pods(rec mountrecord.Record) []podVolume {
+// pods returns the workload pods to record Events on for rec, each with
+// the name of its volume: the pod rec names (see [EventReporter.pod]);
+// for a record of a node's mount that pods share (which names none), the
+// pods whose volume directories bind it, as the driver lists them beside
+// it (mountrecord.ReadPods). A list that cannot be read in whole is
+// logged, and what could be read is used.
+func (e EventReporter) pods(rec mountrecord.Record) []mountrecord.PodVolume {
 	if p := e.pod(rec); p != nil {
-		return []podVolume{{*p, filepath.Base(rec.Target)}}
+		return []mountrecord.PodVolume{{Pod: *p, Volume: filepath.Base(rec.Target)}}
 	}
 	if rec.Pod != nil {
 		return nil
@@ -98,27 +90,7 @@ func (e EventReporter) pods(rec mountrecord.Record) []podVolume {
 	if err != nil {
 		e.logger().Warn("the pods of a shared mount cannot all be read: some get no Event", "path", rec.Target, "err", err)
 	}
-	var out []podVolume
-	for _, p := range listed {
-		out = append(out, podVolume{p, sharedVolumeName(rec.Target, p.UID)})
-	}
-	return out
-}
-
-// sharedVolumeName returns the name of the volume of pod uid that binds
-// the node's mount at target: the driver's shared mounts are at
-// <kubelet>/plugins/<vendor~driver>/shared/<key>, the pod's volume at
-// <kubelet>/pods/<uid>/volumes/<vendor~driver>/<name>; the name is that
-// of the one directory there that is a mount, else the driver's.
-func sharedVolumeName(target, uid string) string {
-	driverDir := filepath.Dir(filepath.Dir(target))
-	kubelet := filepath.Dir(filepath.Dir(driverDir))
-	vols := filepath.Join(kubelet, "pods", uid, "volumes", filepath.Base(driverDir))
-	entries, err := os.ReadDir(vols)
-	if err == nil && len(entries) == 1 {
-		return entries[0].Name()
-	}
-	return filepath.Base(driverDir)
+	return listed
 }
 
 func (e EventReporter) logger() *slog.Logger {

@@ -62,10 +62,7 @@ func TestEventsOnSharedMountsPods(t *testing.T) {
 	}
 	for _, p := range []mountrecord.Pod{{Namespace: "shop", Name: "web-0", UID: "a"}, {Namespace: "shop", Name: "web-1", UID: "b"}} {
 		data, _ := json.Marshal(p)
-		if err := os.WriteFile(filepath.Join(node+mountrecord.PodsSuffix, p.UID), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Join(kubelet, "pods", p.UID, "volumes/mountcontainers.io~glusterfs", "data-"+p.UID), 0o750); err != nil {
+		if err := os.WriteFile(filepath.Join(node+mountrecord.PodsSuffix, mountrecord.PodFileName(p, "data-"+p.UID)), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
