@@ -79,6 +79,20 @@ func sharedBed(t *testing.T) (Shared, *nodeCommands, string) {
 	return Shared{V: v, Root: filepath.Join(base, "plugins", "mountcontainers.io~glusterfs", "shared")}, exec, base
 }
 
+// twoBinds binds the volume "one" at the directories a and b of two pods
+// of a shared-mounts bed s, and returns them with the node's mount.
+func twoBinds(t *testing.T) (s Shared, a, b, node string) {
+	t.Helper()
+	s, _, base := sharedBed(t)
+	a, b = podDir(base, "a"), podDir(base, "b")
+	for _, dir := range []string{a, b} {
+		if _, err := mountAt(context.Background(), s, tmpfsMount("one"), dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, a, b, filepath.Join(s.Root, SharedKey(s.V.Plugin, tmpfsMount("one")))
+}
+
 // podDir is the volume directory of pod uid, as the kubelet names it.
 func podDir(base, uid string) string {
 	return filepath.Join(base, "pods", uid, "volumes", "mountcontainers.io~glusterfs", "data")
@@ -382,15 +396,8 @@ func TestSharedUnmountWhileReplaced(t *testing.T) {
 	if !mountfdtest.InPrivateMountNS(t) {
 		return
 	}
-	s, _, base := sharedBed(t)
+	s, a, b, node := twoBinds(t)
 	ctx := context.Background()
-	a, b := podDir(base, "a"), podDir(base, "b")
-	for _, dir := range []string{a, b} {
-		if _, err := mountAt(ctx, s, tmpfsMount("one"), dir); err != nil {
-			t.Fatal(err)
-		}
-	}
-	node := filepath.Join(s.Root, SharedKey(s.V.Plugin, tmpfsMount("one")))
 	// What the recovery does to the node's mount (the binds are left to
 	// its Reattach, which has not run).
 	if err := unix.Unmount(node, unix.MNT_DETACH); err != nil {
@@ -453,15 +460,8 @@ func TestSharedUnmountWhileRecovering(t *testing.T) {
 	if !mountfdtest.InPrivateMountNS(t) {
 		return
 	}
-	s, _, base := sharedBed(t)
+	s, a, b, node := twoBinds(t)
 	ctx := context.Background()
-	a, b := podDir(base, "a"), podDir(base, "b")
-	for _, dir := range []string{a, b} {
-		if _, err := mountAt(ctx, s, tmpfsMount("one"), dir); err != nil {
-			t.Fatal(err)
-		}
-	}
-	node := filepath.Join(s.Root, SharedKey(s.V.Plugin, tmpfsMount("one")))
 	reads := 0
 	s.V.MountTable = func() ([]mount.MountInfo, error) {
 		if reads++; reads == 2 { // the release's
@@ -481,6 +481,9 @@ func TestSharedUnmountWhileRecovering(t *testing.T) {
 	}
 	if _, err := os.Lstat(node); err != nil {
 		t.Errorf("%s: %v, want it kept for the recovery", node, err)
+	}
+	if got := mountsOf(t, "vol-one"); !slices.Equal(got, []string{b}) {
+		t.Errorf("mounts of vol-one: %q, want b's bind alone", got)
 	}
 }
 
