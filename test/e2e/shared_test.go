@@ -73,6 +73,12 @@ func (g *glusterEnv) testSharedMounts(t *testing.T, mode mcexec.ExecMode) {
 	if es, err := mountrecord.List(bed.Env.RegistrationDir + "/" + mountrecord.Dir); err != nil || !hasRecord(es, node) || hasRecord(es, dirA) || hasRecord(es, dirB) {
 		t.Fatalf("mount records %+v (%v): want the node's mount's, none of the pods' binds", es, err)
 	}
+	// The pods are listed beside it, for the recovery's Events.
+	if pods, err := mountrecord.ReadPods(node); err != nil || len(pods) != 2 ||
+		!slices.ContainsFunc(pods, func(p mountrecord.PodVolume) bool { return p.UID == string(a.UID) && p.Name == a.Name }) ||
+		!slices.ContainsFunc(pods, func(p mountrecord.PodVolume) bool { return p.UID == string(b.UID) && p.Name == b.Name }) {
+		t.Fatalf("the pods listed beside %s: %+v, %v; want %s and %s", node, pods, err, a.Name, b.Name)
+	}
 	// The pods' binds are scoped by the node's mount's scope (its daemon
 	// serves them): an in-place rollout replaces the mount pod, and
 	// counts no mount unscoped.
@@ -189,10 +195,15 @@ func (g *glusterEnv) testSharedMounts(t *testing.T, mode mcexec.ExecMode) {
 	if !strings.Contains(last, "its last bind: unmounted "+node) {
 		t.Fatalf("the driver's unmount of %s said %q: want the node's mount unmounted with it", dirB, last)
 	}
+	for _, p := range []string{node, node + mountrecord.PodsSuffix, node + ".lock"} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s: %v, want it removed with the node's mount", p, err)
+		}
+	}
 }
 
 // sharedMountOf returns the one shared mount beneath root (a lock file
-// beside each).
+// and a list of its pods beside each).
 func sharedMountOf(t *testing.T, root string) string {
 	t.Helper()
 	des, err := os.ReadDir(root)
@@ -201,8 +212,8 @@ func sharedMountOf(t *testing.T, root string) string {
 	}
 	var dirs []string
 	for _, de := range des {
-		if de.IsDir() {
-			dirs = append(dirs, filepath.Join(root, de.Name()))
+		if p := filepath.Join(root, de.Name()); de.IsDir() && mountrecord.IsSharedTarget(p) {
+			dirs = append(dirs, p) // not a list of its pods (mountrecord.PodsSuffix)
 		}
 	}
 	if len(dirs) != 1 {
