@@ -215,6 +215,21 @@ func notePod(root *os.File, key string, pod mountrecord.Pod, vol string) error {
 	return err
 }
 
+// listedBinds returns the pods' volume directories listed beside the
+// node's mount at nodePath (notePod): <kubelet>/pods/<UID>/volumes/<vendor~driver>/<volume>,
+// the kubelet's directory and the driver's name those of Root,
+// <kubelet>/plugins/<vendor~driver>/shared.
+func (s Shared) listedBinds(nodePath string) map[string]bool {
+	pods, _ := mountrecord.ReadPods(nodePath)
+	driver := filepath.Dir(s.Root)
+	kubelet := filepath.Dir(filepath.Dir(driver))
+	out := map[string]bool{}
+	for _, p := range pods {
+		out[filepath.Join(kubelet, "pods", p.UID, "volumes", filepath.Base(driver), p.Volume)] = true
+	}
+	return out
+}
+
 // forgetPod removes the bind of the pod of UID uid as its volume vol
 // from beside key's node's mount.
 func forgetPod(root *os.File, key, uid, vol string) {
@@ -349,10 +364,12 @@ func (s Shared) nodeMounts(mis []mount.MountInfo) []string {
 // it; the caller holds the lock of its volume. The mount is found again at
 // nodePath: the recovery may have replaced it since the caller looked. A
 // bind is a mount of the node's mount's device, or of one of also (the
-// mount the caller found there, the bind it removed), or, of a device no
-// node's mount has now, of the same file system, source and root (the
-// recovery may still have to give it the new mount): in doubt, the node's
-// mount stays.
+// mount the caller found there, the bind it removed), or a pod's bind
+// listed beside it (notePod) that is of a device no node's mount has now
+// and of the same file system, source and root (the recovery may still
+// have to give it the new mount): in doubt, the node's mount stays.
+// Another mount of the same source (a CSI staging, a pod's own mount,
+// another kubelet's) is no bind of it.
 func (s Shared) release(ctx context.Context, root *os.File, nodePath string, also ...mount.MountInfo) (string, error) {
 	mis, err := s.mountTable()
 	if err != nil {
@@ -383,6 +400,7 @@ func (s Shared) release(ctx context.Context, root *os.File, nodePath string, als
 		s.removeKey(root, key)
 		return "the node's mount " + nodePath + " is gone already", nil
 	}
+	listed := s.listedBinds(nodePath)
 	others := 0
 	for _, mi := range mis {
 		p := mountinfo.Unescape(mi.MountPoint)
@@ -393,7 +411,7 @@ func (s Shared) release(ctx context.Context, root *os.File, nodePath string, als
 		switch {
 		case sameDevice(mi, node), slices.ContainsFunc(also, func(o mount.MountInfo) bool { return o.ID != 0 && o.ID != mi.ID && sameDevice(mi, o) }):
 			others++
-		case !live[dev] && mi.FsType == node.FsType && mi.Source == node.Source && mi.Root == node.Root:
+		case listed[p] && !live[dev] && mi.FsType == node.FsType && mi.Source == node.Source && mi.Root == node.Root:
 			others++
 		}
 	}

@@ -487,6 +487,36 @@ func TestSharedUnmountWhileRecovering(t *testing.T) {
 	}
 }
 
+// TestSharedOtherMountOfTheSource: a mount of the volume's source that is
+// no pod's bind of the node's mount (a CSI staging, a pod's own mount,
+// another kubelet's on the same machine) does not keep the node's mount
+// after its last bind.
+func TestSharedOtherMountOfTheSource(t *testing.T) {
+	if !mountfdtest.InPrivateMountNS(t) {
+		return
+	}
+	s, _, base := sharedBed(t)
+	ctx := context.Background()
+	a, other := podDir(base, "a"), filepath.Join(base, "plugins/kubernetes.io/csi/x/globalmount")
+	if _, err := mountAt(ctx, s, tmpfsMount("one"), a); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("vol-one", other, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(s.Root, SharedKey(s.V.Plugin, tmpfsMount("one")))
+	msg, ok, err := s.Unmount(ctx, a)
+	if err != nil || !ok || !strings.Contains(msg, "its last bind: unmounted "+node) {
+		t.Fatalf("unmount %s: %q, %t, %v: want the node's mount gone, %s being no bind of it", a, msg, ok, err, other)
+	}
+	if got := mountsOf(t, "vol-one"); !slices.Equal(got, []string{other}) {
+		t.Errorf("mounts of vol-one: %q, want %s's alone", got, other)
+	}
+}
+
 // TestSharedMountUndone: when the bind fails (a file where the pod's
 // directory should be), the node's mount made for it goes again, record
 // and all; one that other pods' binds hold stays.
