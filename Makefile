@@ -124,7 +124,7 @@ e2e-multiarch: ## Build the images for linux/amd64 and linux/arm64 (make images 
 	$(GO) test -tags e2e_multiarch -count=1 -v -timeout 90m ./test/multiarch
 
 .PHONY: e2e-load
-e2e-load: ## Run the load test alone: 100 pods with GlusterFS volumes at once, of the Flexvolume driver through the exec socket (with mount-scope's mount.glusterfs and the distribution's script) and CRI, of the CSI driver through each, and 100 with an emptyDir to compare (root; 12 min 5 s on 2026-11-30, the bed and its cached build included; E2E_LOAD_ROUNDS=N runs each wave N times and gives the median of its ratios; BENCHMARKS.md).
+e2e-load: ## Run the load test alone: 100 pods with GlusterFS volumes at once, of the Flexvolume driver through the exec socket (with mount-scope's mount.glusterfs and the distribution's script) and CRI, a mount per pod and shared per volume (the default), of the CSI driver through each, and 100 with an emptyDir to compare (root; 12 min 5 s on 2026-11-30, the bed and its cached build included; E2E_LOAD_ROUNDS=N runs each wave N times and gives the median of its ratios; BENCHMARKS.md).
 	E2E_TAGS=e2e_load E2E_RUN=TestLoad test/bed/e2e.sh
 
 .PHONY: e2e-scale
