@@ -107,18 +107,28 @@ func TestLoad(t *testing.T) {
 	// runs each wave that many times, an emptyDir wave after each (KEY,
 	// emptyDir-after-KEY, KEY-2, emptyDir-after-KEY-2, ...), and the
 	// ratios are also given as their median over the rounds.
-	wave := func(key, what string, run func(t *testing.T) waveFigures) {
+	// Waves compared with each other alternate, round by round (KEY1,
+	// emptyDir-after-KEY1, KEY2, emptyDir-after-KEY2, KEY1-2, ...): the
+	// machine's later waves tend to be slower, which favours none of them.
+	type waveDef struct {
+		key, what string
+		run       func(t *testing.T) waveFigures
+	}
+	alternating := func(ws ...waveDef) {
 		for r := 1; r <= rounds; r++ {
-			name := key
-			if r > 1 {
-				name = fmt.Sprintf("%s-%d", key, r)
+			for _, w := range ws {
+				name := w.key
+				if r > 1 {
+					name = fmt.Sprintf("%s-%d", w.key, r)
+				}
+				m := measured{key: w.key, what: w.what, round: r, before: len(baselines) - 1}
+				t.Run(name, func(t *testing.T) { m.f = w.run(t) })
+				waves = append(waves, m)
+				emptyDir("emptyDir-after-" + name)
 			}
-			m := measured{key: key, what: what, round: r, before: len(baselines) - 1}
-			t.Run(name, func(t *testing.T) { m.f = run(t) })
-			waves = append(waves, m)
-			emptyDir("emptyDir-after-" + name)
 		}
 	}
+	wave := func(key, what string, run func(t *testing.T) waveFigures) { alternating(waveDef{key, what, run}) }
 	emptyDir("emptyDir")
 	running := map[string]waveFigures{}
 	// A volume that is a mount without the mount pod: the kubelet mounts
@@ -129,15 +139,17 @@ func TestLoad(t *testing.T) {
 	wave("emptyDir-memory", "with a memory-backed emptyDir (a tmpfs the kubelet mounts for each pod)", func(t *testing.T) waveFigures {
 		return g.baselineWave(t, corev1.StorageMediumMemory)
 	})
-	wave(string(mcexec.ModeSocket), "with a GlusterFS volume through the exec socket, a mount per pod (sharedMounts false)", func(t *testing.T) waveFigures {
-		return g.loadWave(t, mcexec.ModeSocket, vols, parent, false, false)
-	})
-	// The same with the driver's shared mounts, its default: one mount
-	// and daemon per volume, namespace and node, bound at each pod's
-	// directory.
-	wave("socket-shared", "with a GlusterFS volume through the exec socket, one mount per volume and node (sharedMounts, the default)", func(t *testing.T) waveFigures {
-		return g.loadWave(t, mcexec.ModeSocket, vols, parent, false, true)
-	})
+	// The driver's default, shared mounts (one mount and daemon per
+	// volume, namespace and node, bound at each pod's directory), and a
+	// mount and a daemon per pod, alternating.
+	alternating(
+		waveDef{"socket-shared", "with a GlusterFS volume through the exec socket, one mount per volume and node (sharedMounts, the default)", func(t *testing.T) waveFigures {
+			return g.loadWave(t, mcexec.ModeSocket, vols, parent, false, true)
+		}},
+		waveDef{string(mcexec.ModeSocket), "with a GlusterFS volume through the exec socket, a mount per pod (sharedMounts false)", func(t *testing.T) waveFigures {
+			return g.loadWave(t, mcexec.ModeSocket, vols, parent, false, false)
+		}},
+	)
 	// The before, in the same run: the distribution's mount.glusterfs
 	// script instead of mount-scope's translation.
 	wave("socket-script", "with a GlusterFS volume through the exec socket, with the distribution's mount.glusterfs script", func(t *testing.T) waveFigures {
