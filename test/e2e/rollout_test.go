@@ -324,7 +324,10 @@ func (r *rolloutEnv) startRollout(t *testing.T, args ...string) func() (string, 
 	args = append(append([]string{"-n", r.ns,
 		// The selector applies to the whole node: name this test's writer only.
 		"--pod-selector", writerSelector + ",e2e-namespace=" + r.ns, "--mount-pattern", scratchPattern,
-		"--poll-interval", "500ms", "--drain-timeout", "20s", "--unmount-timeout", "1m", "--ready-timeout", "45s",
+		// The deletion's and readiness' bounds are hang guards: a runtime
+		// can take half a minute to stop a container whose probe it is
+		// running (seen with containerd 1.6).
+		"--poll-interval", "500ms", "--drain-timeout", "20s", "--unmount-timeout", "1m", "--delete-timeout", "2m", "--ready-timeout", "2m",
 		"--evict-retry-delay", "1s",
 		// The writer's memory emptyDir is scratch space, deleted with it.
 		"--delete-emptydir-data"}, args...), rolloutDS)

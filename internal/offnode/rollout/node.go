@@ -479,7 +479,7 @@ func (n *nodeRun) deleteOld(ctx context.Context, old *corev1.Pod) (string, error
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return "", fmt.Errorf("delete %s: %w", old.Name, err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, n.r.opts.PollInterval, n.r.opts.ReadyTimeout, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, n.r.opts.PollInterval, n.r.opts.DeleteTimeout, true, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, old.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && p.UID != uid) {
 			return true, nil
@@ -487,7 +487,7 @@ func (n *nodeRun) deleteOld(ctx context.Context, old *corev1.Pod) (string, error
 		return false, nil
 	})
 	if wait.Interrupted(err) {
-		return "", fmt.Errorf("old mount pod %s still terminating after %s", old.Name, n.r.opts.ReadyTimeout)
+		return "", fmt.Errorf("old mount pod %s still terminating after %s (--delete-timeout)", old.Name, n.r.opts.DeleteTimeout)
 	}
 	if err != nil {
 		return "", err

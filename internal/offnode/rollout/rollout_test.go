@@ -390,6 +390,33 @@ func TestPDBStopsRolloutWithTaintOn(t *testing.T) {
 	}
 }
 
+// The old mount pod's deletion has its own bound: a runtime slow to stop
+// its containers (here: the pod stays terminating for 200 reads, at least
+// 400 ms at a read per 2 ms) holds the rollout past ReadyTimeout (300 ms)
+// but not past DeleteTimeout; and past DeleteTimeout, the rollout stops at
+// delete-pod naming the flag.
+func TestSlowDeletionBoundedByDeleteTimeout(t *testing.T) {
+	e := newEnv(t, nil)
+	e.c.SetSlowDeletion("n1", 200)
+	e.c.SetSlowDeletion("n2", 200)
+	if _, err := e.run(func(o *rollout.Options) { o.DeleteTimeout = time.Minute }); err != nil {
+		t.Fatal(err)
+	}
+	for node, rev := range e.revisions() {
+		if rev != "new" || e.tainted(node) {
+			t.Errorf("node %s: revision %s, tainted %v", node, rev, e.tainted(node))
+		}
+	}
+
+	e = newEnv(t, nil)
+	e.c.SetSlowDeletion("n1", 1<<30)
+	_, err := e.run(func(o *rollout.Options) { o.DeleteTimeout = 100 * time.Millisecond })
+	wantFailure(t, err, "n1", rollout.StepDelete, "still terminating after 100ms", "--delete-timeout")
+	if !e.tainted("n1") {
+		t.Error("n1 reopened while its old mount pod is terminating")
+	}
+}
+
 func TestNotReadyReplacementStopsThenResumeFinishes(t *testing.T) {
 	e := newEnv(t, nil)
 	e.c.SetReplacementReady("n1", false)

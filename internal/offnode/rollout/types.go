@@ -190,8 +190,11 @@ type Options struct {
 	// of a mount pod's live-mount report (inspect-mounts, verify-mounts)
 	// (default 3m).
 	UnmountTimeout time.Duration
-	// ReadyTimeout bounds the old pod's deletion and, again, the
-	// replacement's readiness (default 5m).
+	// DeleteTimeout bounds the old mount pod's deletion, until the API
+	// server no longer has it (default 5m): its containers' stop, which a
+	// runtime may take long over, is part of it.
+	DeleteTimeout time.Duration
+	// ReadyTimeout bounds the replacement's readiness (default 5m).
 	ReadyTimeout time.Duration
 	// RevisionTimeout bounds the wait for the DaemonSet controller to
 	// observe the DaemonSet's newest generation (default 1m).
@@ -230,6 +233,7 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.DrainTimeout, 5*time.Minute)
 	def(&o.UnmountTimeout, 3*time.Minute)
+	def(&o.DeleteTimeout, 5*time.Minute)
 	def(&o.ReadyTimeout, 5*time.Minute)
 	def(&o.RevisionTimeout, time.Minute)
 	def(&o.PollInterval, 2*time.Second)

@@ -52,14 +52,21 @@ type Cluster struct {
 	// replaced counts replacement mount pods created.
 	replaced int
 	seq      int
+	// slowGets: a DaemonSet's pod deleted on these nodes stays, terminating,
+	// until it has been read this many times (a runtime slow to stop its
+	// containers); terminating counts the reads left per namespace/name.
+	slowGets    map[string]int
+	terminating map[string]int
 }
 
 // NewCluster returns a Cluster holding objs.
 func NewCluster(objs ...runtime.Object) *Cluster {
 	c := &Cluster{
-		Client:    fake.NewClientset(objs...),
-		notReady:  map[string]bool{},
-		evictions: map[string]int{},
+		Client:      fake.NewClientset(objs...),
+		notReady:    map[string]bool{},
+		evictions:   map[string]int{},
+		slowGets:    map[string]int{},
+		terminating: map[string]int{},
 	}
 	c.Client.Resources = []*metav1.APIResourceList{{
 		GroupVersion: "v1",
@@ -70,6 +77,7 @@ func NewCluster(objs ...runtime.Object) *Cluster {
 	}}
 	c.Client.PrependReactor("create", "pods", c.evict)
 	c.Client.PrependReactor("delete", "pods", c.deletePod)
+	c.Client.PrependReactor("get", "pods", c.getPod)
 	return c
 }
 
@@ -91,6 +99,7 @@ func (c *Cluster) NewClient() *fake.Clientset {
 	cs.Resources = c.Client.Resources
 	cs.PrependReactor("create", "pods", c.evict)
 	cs.PrependReactor("delete", "pods", c.deletePod)
+	cs.PrependReactor("get", "pods", c.getPod)
 	return cs
 }
 
@@ -100,6 +109,14 @@ func (c *Cluster) SetReplacementReady(node string, ready bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.notReady[node] = !ready
+}
+
+// SetSlowDeletion makes a DaemonSet's pod deleted on node stay,
+// terminating, until it has been read gets times (0: gone at once).
+func (c *Cluster) SetSlowDeletion(node string, gets int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slowGets[node] = gets
 }
 
 // Evictions returns how often the pod namespace/name was evicted.
@@ -170,7 +187,9 @@ func (c *Cluster) evict(action k8stesting.Action) (bool, runtime.Object, error) 
 
 // deletePod deletes a pod and, for a DaemonSet's pod, creates its
 // replacement from the DaemonSet's newest ControllerRevision, as the
-// DaemonSet controller does for OnDelete.
+// DaemonSet controller does for OnDelete; a DaemonSet's pod on a node set
+// with SetSlowDeletion only gets a deletion timestamp, and goes on its
+// last read.
 func (c *Cluster) deletePod(action k8stesting.Action) (bool, runtime.Object, error) {
 	da := action.(k8stesting.DeleteAction)
 	tr := c.Client.Tracker()
@@ -182,16 +201,66 @@ func (c *Cluster) deletePod(action k8stesting.Action) (bool, runtime.Object, err
 	if pre := da.GetDeleteOptions().Preconditions; pre != nil && pre.UID != nil && *pre.UID != pod.UID {
 		return true, nil, apierrors.NewConflict(podsGVR.GroupResource(), pod.Name, fmt.Errorf("precondition UID %s, have %s", *pre.UID, pod.UID))
 	}
-	if err := tr.Delete(podsGVR, pod.Namespace, pod.Name); err != nil {
+	ref := metav1.GetControllerOf(pod)
+	c.mu.Lock()
+	gets := c.slowGets[pod.Spec.NodeName]
+	_, already := c.terminating[pod.Namespace+"/"+pod.Name]
+	c.mu.Unlock()
+	switch {
+	case already:
+		return true, nil, nil
+	case gets > 0 && ref != nil && ref.Kind == "DaemonSet":
+		now := metav1.Now()
+		pod.DeletionTimestamp = &now
+		c.mu.Lock()
+		c.terminating[pod.Namespace+"/"+pod.Name] = gets
+		c.mu.Unlock()
+		return true, nil, tr.Update(podsGVR, pod, pod.Namespace)
+	}
+	return true, nil, c.remove(pod)
+}
+
+// getPod counts the reads of a terminating pod and removes it, as
+// deletePod would have, at the last.
+func (c *Cluster) getPod(action k8stesting.Action) (bool, runtime.Object, error) {
+	key := action.GetNamespace() + "/" + action.(k8stesting.GetAction).GetName()
+	c.mu.Lock()
+	left, ok := c.terminating[key]
+	if ok {
+		left--
+		c.terminating[key] = left
+		if left <= 0 {
+			delete(c.terminating, key)
+		}
+	}
+	c.mu.Unlock()
+	if !ok || left > 0 {
+		return false, nil, nil
+	}
+	obj, err := c.Client.Tracker().Get(podsGVR, action.GetNamespace(), action.(k8stesting.GetAction).GetName())
+	if err != nil {
 		return true, nil, err
+	}
+	if err := c.remove(obj.(*corev1.Pod)); err != nil {
+		return true, nil, err
+	}
+	return true, nil, apierrors.NewNotFound(podsGVR.GroupResource(), obj.(*corev1.Pod).Name)
+}
+
+// remove deletes pod and, for a DaemonSet's pod, creates its replacement
+// from the DaemonSet's newest ControllerRevision.
+func (c *Cluster) remove(pod *corev1.Pod) error {
+	tr := c.Client.Tracker()
+	if err := tr.Delete(podsGVR, pod.Namespace, pod.Name); err != nil {
+		return err
 	}
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil || ref.Kind != "DaemonSet" {
-		return true, nil, nil
+		return nil
 	}
 	list, err := tr.List(crGVR, crGVK, pod.Namespace)
 	if err != nil {
-		return true, nil, err
+		return err
 	}
 	var newest *appsv1.ControllerRevision
 	for i, cr := range list.(*appsv1.ControllerRevisionList).Items {
@@ -200,7 +269,7 @@ func (c *Cluster) deletePod(action k8stesting.Action) (bool, runtime.Object, err
 		}
 	}
 	if newest == nil {
-		return true, nil, nil
+		return nil
 	}
 	c.mu.Lock()
 	c.seq++
@@ -214,7 +283,7 @@ func (c *Cluster) deletePod(action k8stesting.Action) (bool, runtime.Object, err
 		repl.Labels[k] = v
 	}
 	repl.Labels[rollout.RevisionLabel] = newest.Labels[rollout.RevisionLabel]
-	return true, nil, tr.Create(podsGVR, repl, pod.Namespace)
+	return tr.Create(podsGVR, repl, pod.Namespace)
 }
 
 // DaemonSet returns a mount-pod DaemonSet: OnDelete, tolerating the
