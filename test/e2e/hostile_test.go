@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mountcontainers/mountcontainers/internal/node/flexvolume"
 	"github.com/mountcontainers/mountcontainers/internal/pod/recovery"
 	mcexec "github.com/mountcontainers/mountcontainers/pkg/exec"
 	"github.com/mountcontainers/mountcontainers/test/framework"
@@ -41,14 +42,18 @@ import (
 func TestHostileTenant(t *testing.T) {
 	bed := framework.Current(t)
 	// A mount and a daemon per pod: the tenant's and the victim's are
-	// their own, and the Events name the pod. (With the default shared
-	// mounts, pods of two namespaces never share a node's mount:
+	// their own, and the Events name the pod; SubPathSymlinkTo runs with
+	// the default shared mounts too. (With shared mounts, pods of two
+	// namespaces never share a node's mount:
 	// TestSharedMountsPerNamespace.)
 	g := setupGlusterfsWith(t, bed, glusterSetup{perPodMounts: true})
 	// No exec path: what the API server lets a volume's options say.
 	t.Run("OptionsCannotNameAPod", func(t *testing.T) { g.testOptionsCannotNameAPod(t) })
 	for _, mode := range []mcexec.ExecMode{mcexec.ModeSocket, mcexec.ModeCRI} {
-		t.Run("SubPathSymlinkTo/"+string(mode), func(t *testing.T) { g.testSubPathSymlink(t, mode) })
+		t.Run("SubPathSymlinkTo/"+string(mode), func(t *testing.T) { g.testSubPathSymlink(t, mode, false) })
+		// The same with the driver's default: the victim's volume a bind
+		// of the node's mount, whose recovery reattaches every bind.
+		t.Run("SubPathSymlinkTo/shared-"+string(mode), func(t *testing.T) { g.testSubPathSymlink(t, mode, true) })
 		t.Run("DaemonOverItsMemoryLimit/"+string(mode), func(t *testing.T) { g.testDaemonOOM(t, mode) })
 		t.Run("AttachPathSwappedForSymlink/"+string(mode), func(t *testing.T) { g.testAttachPathSwapped(t, mode) })
 		t.Run("DeadNumberTakenByAnotherMount/"+string(mode), func(t *testing.T) { g.testDeadNumberReused(t, mode) })
@@ -111,12 +116,20 @@ func (g *glusterEnv) testOptionsCannotNameAPod(t *testing.T) {
 	t.Logf("the API server refuses a kubernetes.io/ or k8s.io/ option in a pod's flexVolume and a PV's, e.g. kubernetes.io/pod.name")
 }
 
-func (g *glusterEnv) testSubPathSymlink(t *testing.T, mode mcexec.ExecMode) {
+// testSubPathSymlink: with shared, the victim's pod binds the node's mount
+// of the volume (the driver's default), and the tenant's client is a mount
+// of their own (as a pod of another namespace would have), which the
+// victim's daemon's death leaves alive.
+func (g *glusterEnv) testSubPathSymlink(t *testing.T, mode mcexec.ExecMode, shared bool) {
 	bed := g.bed
-	log := g.setDriverMode(t, mode)
+	log := setDriverSettings(t, g.driver, mode, func(s *flexvolume.Settings) { s.SharedMounts = shared })
+	name := "hostile-" + string(mode)
+	if shared {
+		name = "hostile-shared-" + string(mode)
+	}
 	// A node directory with a secret in it, where the mount pod sees it
 	// too (the kubelet's directory): what the tenant wants to see.
-	node := filepath.Join(bed.Env.KubeletRoot, "e2e-node-secret-"+string(mode))
+	node := filepath.Join(bed.Env.KubeletRoot, "e2e-node-secret-"+name)
 	if err := os.MkdirAll(node, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -125,18 +138,26 @@ func (g *glusterEnv) testSubPathSymlink(t *testing.T, mode mcexec.ExecMode) {
 	if err := os.WriteFile(filepath.Join(node, "secret"), []byte(secret), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sub := "hostile-" + string(mode)
-	name := "hostile-" + string(mode)
+	sub := name
 	p := g.startPod(t, name, false,
 		sleeper{name: "main", sleep: "infinity", mountPath: "/data"},
 		sleeper{name: "victim", sleep: "infinity", mountPath: "/sub", subPath: sub})
 	dir := g.volumeDir(p)
 	waitMountedVia(t, log, dir, viaOf(t, mode))
 	bed.MustExec(t, g.ns, name, "victim", "sh", "-c", "echo mine > /sub/own")
+	if shared {
+		if servedAt(t, dir) == dir {
+			t.Fatalf("%s is a mount of its own, want a bind of the node's mount of the volume (shared mounts)", dir)
+		}
+		setDriverSettings(t, g.driver, mode, func(s *flexvolume.Settings) { s.SharedMounts = false })
+	}
 
 	// The tenant's client of the volume: their own pod here (their own
 	// server would do as well).
-	tenant := g.workload(t, "tenant-"+string(mode))
+	tenant := g.workload(t, "tenant-"+name)
+	if shared && servedAt(t, g.volumeDir(tenant)) != g.volumeDir(tenant) {
+		t.Fatalf("the tenant's volume %s is a bind of the victim's node's mount, want a mount of its own", g.volumeDir(tenant))
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			mp := g.mountPod(t)
@@ -346,9 +367,10 @@ func (g *glusterEnv) killDaemonHeld(t *testing.T, dir string) (resume func()) {
 		}
 	}
 	t.Cleanup(resume)
-	pids := fuseProcesses(t, dir)
+	served := servedAt(t, dir) // dir, or the node's mount it binds
+	pids := fuseProcesses(t, served)
 	if len(pids) != 1 {
-		t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), dir)
+		t.Fatalf("%d glusterfs processes serve %s, want 1", len(pids), served)
 	}
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
